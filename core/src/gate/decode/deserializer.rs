@@ -1,0 +1,777 @@
+//! Typed arguments out of a JSON value, with typed errors and JSON-pointer paths.
+//!
+//! serde_json's own value deserializer reports problems as text and without a location. This
+//! one reports each problem as data ([`Problem`]) with the path to the offending value, so the
+//! decode gate can refuse with an exact code and pointer. It also applies JSON Schema's number
+//! semantics: `5.0` is an integer, and an integer beyond the target type's range is refused,
+//! never wrapped or saturated. Objects are never accepted where a sequence is expected and vice
+//! versa (serde's derived structs would otherwise take `["users", 1]` for `{"table", "id"}`).
+
+use std::fmt;
+
+use serde::de::{
+    self, DeserializeSeed, EnumAccess, Expected, IntoDeserializer, MapAccess, SeqAccess,
+    Unexpected, VariantAccess, Visitor,
+};
+use serde::forward_to_deserialize_any;
+use serde_json::{Map, Number, Value};
+
+/// One step of a path into the arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Segment {
+    Key(String),
+    Index(usize),
+}
+
+/// Renders segments (outermost first) as a JSON pointer (RFC 6901).
+pub(crate) fn pointer<'a>(segments: impl IntoIterator<Item = &'a Segment>) -> String {
+    let mut out = String::new();
+    for segment in segments {
+        out.push('/');
+        match segment {
+            Segment::Key(key) => out.push_str(&key.replace('~', "~0").replace('/', "~1")),
+            Segment::Index(index) => out.push_str(&index.to_string()),
+        }
+    }
+    out
+}
+
+/// What is wrong with the value, as data.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Problem {
+    UnknownField {
+        field: String,
+        expected: &'static [&'static str],
+    },
+    MissingField(&'static str),
+    DuplicateField(&'static str),
+    InvalidType {
+        found: String,
+        expected: String,
+    },
+    InvalidValue {
+        found: String,
+        expected: String,
+    },
+    UnknownVariant {
+        variant: String,
+        expected: &'static [&'static str],
+    },
+    InvalidLength {
+        len: usize,
+        expected: String,
+    },
+    Custom(String),
+}
+
+/// A [`Problem`] and where it is. The path is collected innermost first while the error
+/// unwinds through the containers; [`DecodeError::path`] puts it in order.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct DecodeError {
+    pub(crate) problem: Problem,
+    reversed_path: Vec<Segment>,
+}
+
+impl DecodeError {
+    fn new(problem: Problem) -> Self {
+        DecodeError {
+            problem,
+            reversed_path: Vec::new(),
+        }
+    }
+
+    fn within(mut self, segment: Segment) -> Self {
+        self.reversed_path.push(segment);
+        self
+    }
+
+    /// The path to the offending value, outermost first.
+    pub(crate) fn path(&self) -> impl Iterator<Item = &Segment> {
+        self.reversed_path.iter().rev()
+    }
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?} at {}", self.problem, pointer(self.path()))
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+impl de::Error for DecodeError {
+    fn custom<T: fmt::Display>(msg: T) -> Self {
+        DecodeError::new(Problem::Custom(msg.to_string()))
+    }
+
+    fn invalid_type(unexpected: Unexpected<'_>, expected: &dyn Expected) -> Self {
+        DecodeError::new(Problem::InvalidType {
+            found: describe_found(&unexpected),
+            expected: describe_expected(expected),
+        })
+    }
+
+    fn invalid_value(unexpected: Unexpected<'_>, expected: &dyn Expected) -> Self {
+        DecodeError::new(Problem::InvalidValue {
+            found: describe_found(&unexpected),
+            expected: describe_expected(expected),
+        })
+    }
+
+    fn invalid_length(len: usize, expected: &dyn Expected) -> Self {
+        DecodeError::new(Problem::InvalidLength {
+            len,
+            expected: describe_expected(expected),
+        })
+    }
+
+    fn unknown_variant(variant: &str, expected: &'static [&'static str]) -> Self {
+        DecodeError::new(Problem::UnknownVariant {
+            variant: variant.to_owned(),
+            expected,
+        })
+    }
+
+    fn unknown_field(field: &str, expected: &'static [&'static str]) -> Self {
+        DecodeError::new(Problem::UnknownField {
+            field: field.to_owned(),
+            expected,
+        })
+    }
+
+    fn missing_field(field: &'static str) -> Self {
+        DecodeError::new(Problem::MissingField(field))
+    }
+
+    fn duplicate_field(field: &'static str) -> Self {
+        DecodeError::new(Problem::DuplicateField(field))
+    }
+}
+
+/// Describes a value the model sent without echoing strings, which may be secrets.
+fn describe_found(unexpected: &Unexpected<'_>) -> String {
+    match unexpected {
+        Unexpected::Bool(value) => format!("the boolean {value}"),
+        Unexpected::Unsigned(value) => format!("the integer {value}"),
+        Unexpected::Signed(value) => format!("the integer {value}"),
+        Unexpected::Float(value) => format!("the number {value}"),
+        Unexpected::Char(_) | Unexpected::Str(_) => "a string".to_owned(),
+        Unexpected::Unit | Unexpected::Option => "null".to_owned(),
+        Unexpected::Seq => "an array".to_owned(),
+        Unexpected::Map => "an object".to_owned(),
+        Unexpected::Enum | Unexpected::UnitVariant => "an enum value".to_owned(),
+        other => other.to_string(),
+    }
+}
+
+/// Translates what a Rust deserializer expects into the JSON vocabulary a model understands.
+fn describe_expected(expected: &dyn Expected) -> String {
+    let rust = expected.to_string();
+    let json = match rust.as_str() {
+        "u8" => "an integer from 0 to 255",
+        "u16" => "an integer from 0 to 65535",
+        "u32" => "an integer from 0 to 4294967295",
+        "u64" | "usize" => "an integer from 0 to 18446744073709551615",
+        "i8" => "an integer from -128 to 127",
+        "i16" => "an integer from -32768 to 32767",
+        "i32" => "an integer from -2147483648 to 2147483647",
+        "i64" | "isize" => "an integer from -9223372036854775808 to 9223372036854775807",
+        "f32" | "f64" => "a number",
+        "a sequence" => "an array",
+        "a map" => "an object",
+        "unit" => "null",
+        "a boolean" | "a string" | "a character" => return rust,
+        other if other.starts_with("struct ") => "an object",
+        other if other.starts_with("enum ") => "one of the allowed values",
+        other if other.starts_with("tuple of ") || other.starts_with("an array of length") => {
+            return format!("an array ({other})");
+        }
+        _ => return rust,
+    };
+    json.to_owned()
+}
+
+/// Deserializes typed values out of an owned JSON value.
+pub(crate) struct ValueDeserializer {
+    value: Value,
+}
+
+impl ValueDeserializer {
+    pub(crate) fn new(value: Value) -> Self {
+        ValueDeserializer { value }
+    }
+
+    fn integer<'de, V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        match self.value {
+            Value::Number(number) => visit_integer(&number, visitor),
+            other => ValueDeserializer::new(other).visit_any(visitor),
+        }
+    }
+
+    fn visit_any<'de, V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        match self.value {
+            Value::Null => visitor.visit_unit(),
+            Value::Bool(value) => visitor.visit_bool(value),
+            Value::Number(number) => {
+                if let Some(value) = number.as_u64() {
+                    visitor.visit_u64(value)
+                } else if let Some(value) = number.as_i64() {
+                    visitor.visit_i64(value)
+                } else {
+                    visitor.visit_f64(number.as_f64().unwrap_or(f64::NAN))
+                }
+            }
+            Value::String(value) => visitor.visit_string(value),
+            Value::Array(items) => visit_array(items, visitor),
+            Value::Object(entries) => visit_object(entries, visitor),
+        }
+    }
+}
+
+/// Integers in the JSON Schema sense: `5` and `5.0` alike. An integral number beyond 64 bits is
+/// refused as out of range; a fractional one is handed on as a float for the visitor to refuse.
+fn visit_integer<'de, V: Visitor<'de>>(number: &Number, visitor: V) -> Result<V::Value, DecodeError> {
+    const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
+    const TWO_POW_64: f64 = 18_446_744_073_709_551_616.0;
+    if let Some(value) = number.as_u64() {
+        return visitor.visit_u64(value);
+    }
+    if let Some(value) = number.as_i64() {
+        return visitor.visit_i64(value);
+    }
+    let value = number.as_f64().unwrap_or(f64::NAN);
+    if value.fract() != 0.0 || !value.is_finite() {
+        return visitor.visit_f64(value);
+    }
+    if (0.0..TWO_POW_64).contains(&value) {
+        // In range and integral, so the conversion is exact.
+        visitor.visit_u64(value as u64)
+    } else if (-TWO_POW_63..0.0).contains(&value) {
+        visitor.visit_i64(value as i64)
+    } else {
+        Err(de::Error::invalid_value(Unexpected::Float(value), &visitor))
+    }
+}
+
+fn visit_array<'de, V: Visitor<'de>>(items: Vec<Value>, visitor: V) -> Result<V::Value, DecodeError> {
+    let len = items.len();
+    let mut access = ArrayAccess {
+        items: items.into_iter().enumerate(),
+    };
+    let value = visitor.visit_seq(&mut access)?;
+    if access.items.len() > 0 {
+        return Err(de::Error::invalid_length(len, &"fewer elements in array"));
+    }
+    Ok(value)
+}
+
+fn visit_object<'de, V: Visitor<'de>>(
+    entries: Map<String, Value>,
+    visitor: V,
+) -> Result<V::Value, DecodeError> {
+    let mut access = ObjectAccess {
+        entries: entries.into_iter(),
+        pending: None,
+    };
+    visitor.visit_map(&mut access)
+}
+
+impl<'de> de::Deserializer<'de> for ValueDeserializer {
+    type Error = DecodeError;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        self.visit_any(visitor)
+    }
+
+    fn deserialize_i8<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        self.integer(visitor)
+    }
+    fn deserialize_i16<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        self.integer(visitor)
+    }
+    fn deserialize_i32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        self.integer(visitor)
+    }
+    fn deserialize_i64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        self.integer(visitor)
+    }
+    fn deserialize_i128<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        self.integer(visitor)
+    }
+    fn deserialize_u8<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        self.integer(visitor)
+    }
+    fn deserialize_u16<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        self.integer(visitor)
+    }
+    fn deserialize_u32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        self.integer(visitor)
+    }
+    fn deserialize_u64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        self.integer(visitor)
+    }
+    fn deserialize_u128<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        self.integer(visitor)
+    }
+
+    fn deserialize_f32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        // serde would turn a finite number beyond f32's range into infinity.
+        if let Value::Number(number) = &self.value {
+            let value = number.as_f64().unwrap_or(f64::NAN);
+            if value.abs() > f64::from(f32::MAX) {
+                return Err(de::Error::invalid_value(Unexpected::Float(value), &visitor));
+            }
+        }
+        self.visit_any(visitor)
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        match self.value {
+            Value::Null => visitor.visit_none(),
+            _ => visitor.visit_some(self),
+        }
+    }
+
+    fn deserialize_unit<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        match self.value {
+            Value::Null => visitor.visit_unit(),
+            other => ValueDeserializer::new(other).visit_any(visitor),
+        }
+    }
+
+    fn deserialize_unit_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, DecodeError> {
+        self.deserialize_unit(visitor)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, DecodeError> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        match self.value {
+            Value::Array(items) => visit_array(items, visitor),
+            other => Err(de::Error::invalid_type(unexpected(&other), &visitor)),
+        }
+    }
+
+    fn deserialize_tuple<V: Visitor<'de>>(
+        self,
+        _len: usize,
+        visitor: V,
+    ) -> Result<V::Value, DecodeError> {
+        self.deserialize_seq(visitor)
+    }
+
+    fn deserialize_tuple_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _len: usize,
+        visitor: V,
+    ) -> Result<V::Value, DecodeError> {
+        self.deserialize_seq(visitor)
+    }
+
+    fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        match self.value {
+            Value::Object(entries) => visit_object(entries, visitor),
+            other => Err(de::Error::invalid_type(unexpected(&other), &visitor)),
+        }
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, DecodeError> {
+        self.deserialize_map(visitor)
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, DecodeError> {
+        match self.value {
+            Value::String(variant) => visitor.visit_enum(VariantValue {
+                variant,
+                value: None,
+            }),
+            Value::Object(entries) if entries.len() == 1 => {
+                let (variant, value) = entries.into_iter().next().expect("one entry");
+                let segment = Segment::Key(variant.clone());
+                visitor
+                    .visit_enum(VariantValue {
+                        variant,
+                        value: Some(value),
+                    })
+                    .map_err(|error| match error.problem {
+                        Problem::UnknownVariant { .. } => error,
+                        _ => error.within(segment),
+                    })
+            }
+            other => Err(de::Error::invalid_type(unexpected(&other), &visitor)),
+        }
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        visitor.visit_unit()
+    }
+
+    forward_to_deserialize_any! {
+        bool f64 char str string bytes byte_buf identifier
+    }
+}
+
+fn unexpected(value: &Value) -> Unexpected<'_> {
+    match value {
+        Value::Null => Unexpected::Unit,
+        Value::Bool(value) => Unexpected::Bool(*value),
+        Value::Number(number) => {
+            if let Some(value) = number.as_u64() {
+                Unexpected::Unsigned(value)
+            } else if let Some(value) = number.as_i64() {
+                Unexpected::Signed(value)
+            } else {
+                Unexpected::Float(number.as_f64().unwrap_or(f64::NAN))
+            }
+        }
+        Value::String(value) => Unexpected::Str(value),
+        Value::Array(_) => Unexpected::Seq,
+        Value::Object(_) => Unexpected::Map,
+    }
+}
+
+struct ArrayAccess {
+    items: std::iter::Enumerate<std::vec::IntoIter<Value>>,
+}
+
+impl<'de> SeqAccess<'de> for ArrayAccess {
+    type Error = DecodeError;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, DecodeError> {
+        match self.items.next() {
+            Some((index, value)) => seed
+                .deserialize(ValueDeserializer::new(value))
+                .map(Some)
+                .map_err(|error| error.within(Segment::Index(index))),
+            None => Ok(None),
+        }
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.items.len())
+    }
+}
+
+struct ObjectAccess {
+    entries: serde_json::map::IntoIter,
+    pending: Option<(String, Value)>,
+}
+
+impl<'de> MapAccess<'de> for ObjectAccess {
+    type Error = DecodeError;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, DecodeError> {
+        let Some((key, value)) = self.entries.next() else {
+            return Ok(None);
+        };
+        let result = seed.deserialize(KeyDeserializer { key: &key });
+        match result {
+            Ok(decoded) => {
+                self.pending = Some((key, value));
+                Ok(Some(decoded))
+            }
+            Err(error) => Err(error.within(Segment::Key(key))),
+        }
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(
+        &mut self,
+        seed: V,
+    ) -> Result<V::Value, DecodeError> {
+        let (key, value) = self
+            .pending
+            .take()
+            .ok_or_else(|| de::Error::custom("a value was requested before its key"))?;
+        seed.deserialize(ValueDeserializer::new(value))
+            .map_err(|error| error.within(Segment::Key(key)))
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.entries.len())
+    }
+}
+
+/// Object keys: strings, read as numbers where the target is a map keyed by integers.
+struct KeyDeserializer<'a> {
+    key: &'a str,
+}
+
+impl KeyDeserializer<'_> {
+    fn parse<'de, V: Visitor<'de>, N>(self, visitor: V) -> Result<V::Value, DecodeError>
+    where
+        N: std::str::FromStr + IntoDeserializer<'de, DecodeError>,
+    {
+        match self.key.parse::<N>() {
+            Ok(number) => de::Deserializer::deserialize_any(number.into_deserializer(), visitor),
+            Err(_) => Err(de::Error::invalid_type(Unexpected::Str(self.key), &visitor)),
+        }
+    }
+}
+
+macro_rules! parse_key_as {
+    ($($method:ident => $ty:ty),*) => {
+        $(fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+            self.parse::<V, $ty>(visitor)
+        })*
+    };
+}
+
+impl<'de> de::Deserializer<'de> for KeyDeserializer<'_> {
+    type Error = DecodeError;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        visitor.visit_str(self.key)
+    }
+
+    parse_key_as! {
+        deserialize_i8 => i8, deserialize_i16 => i16, deserialize_i32 => i32,
+        deserialize_i64 => i64, deserialize_u8 => u8, deserialize_u16 => u16,
+        deserialize_u32 => u32, deserialize_u64 => u64
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, DecodeError> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, DecodeError> {
+        visitor.visit_enum(VariantValue {
+            variant: self.key.to_owned(),
+            value: None,
+        })
+    }
+
+    forward_to_deserialize_any! {
+        bool i128 u128 f32 f64 char str string bytes byte_buf option unit unit_struct
+        seq tuple tuple_struct map struct identifier ignored_any
+    }
+}
+
+/// An enum value: a bare string for a unit variant, or `{"Variant": content}`.
+struct VariantValue {
+    variant: String,
+    value: Option<Value>,
+}
+
+impl<'de> EnumAccess<'de> for VariantValue {
+    type Error = DecodeError;
+    type Variant = VariantContent;
+
+    fn variant_seed<S: DeserializeSeed<'de>>(
+        self,
+        seed: S,
+    ) -> Result<(S::Value, VariantContent), DecodeError> {
+        let tag = seed.deserialize(KeyDeserializer { key: &self.variant })?;
+        Ok((tag, VariantContent { value: self.value }))
+    }
+}
+
+struct VariantContent {
+    value: Option<Value>,
+}
+
+impl VariantContent {
+    fn content(self, expected: &dyn Expected) -> Result<ValueDeserializer, DecodeError> {
+        self.value
+            .map(ValueDeserializer::new)
+            .ok_or_else(|| de::Error::invalid_type(Unexpected::UnitVariant, expected))
+    }
+}
+
+impl<'de> VariantAccess<'de> for VariantContent {
+    type Error = DecodeError;
+
+    fn unit_variant(self) -> Result<(), DecodeError> {
+        match self.value {
+            None | Some(Value::Null) => Ok(()),
+            Some(other) => Err(de::Error::invalid_type(unexpected(&other), &"a unit variant")),
+        }
+    }
+
+    fn newtype_variant_seed<T: DeserializeSeed<'de>>(
+        self,
+        seed: T,
+    ) -> Result<T::Value, DecodeError> {
+        seed.deserialize(self.content(&"a variant with content")?)
+    }
+
+    fn tuple_variant<V: Visitor<'de>>(self, _len: usize, visitor: V) -> Result<V::Value, DecodeError> {
+        de::Deserializer::deserialize_seq(self.content(&visitor)?, visitor)
+    }
+
+    fn struct_variant<V: Visitor<'de>>(
+        self,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, DecodeError> {
+        de::Deserializer::deserialize_map(self.content(&visitor)?, visitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+    use serde_json::json;
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct Order {
+        id: u8,
+        items: Vec<Item>,
+        #[serde(default)]
+        note: Option<String>,
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    struct Item {
+        sku_code: String,
+        kind: Kind,
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(rename_all = "snake_case")]
+    enum Kind {
+        Physical,
+        Digital,
+    }
+
+    fn decode(value: Value) -> Result<Order, DecodeError> {
+        Order::deserialize(ValueDeserializer::new(value))
+    }
+
+    fn problem_at(value: Value) -> (Problem, String) {
+        let error = decode(value).unwrap_err();
+        let path = pointer(error.path());
+        (error.problem, path)
+    }
+
+    #[test]
+    fn decodes_a_valid_value() {
+        let order = decode(json!({"id": 7.0, "items": [{"skuCode": "a", "kind": "digital"}]})).unwrap();
+        assert_eq!(order.id, 7);
+        assert_eq!(order.items[0].kind, Kind::Digital);
+    }
+
+    #[test]
+    fn unknown_field_points_at_the_field() {
+        let (problem, path) =
+            problem_at(json!({"id": 1, "items": [{"skuCode": "a", "kind": "digital", "sku": 1}]}));
+        assert!(matches!(problem, Problem::UnknownField { ref field, .. } if field == "sku"));
+        assert_eq!(path, "/items/0/sku");
+    }
+
+    #[test]
+    fn missing_field_is_named() {
+        let (problem, path) = problem_at(json!({"id": 1, "items": [{"kind": "digital"}]}));
+        assert_eq!(problem, Problem::MissingField("skuCode"));
+        assert_eq!(path, "/items/0");
+    }
+
+    #[test]
+    fn out_of_range_integers_are_refused_not_wrapped() {
+        let (problem, path) = problem_at(json!({"id": 256, "items": []}));
+        assert!(matches!(problem, Problem::InvalidValue { .. }), "{problem:?}");
+        assert_eq!(path, "/id");
+        let (problem, _) = problem_at(json!({"id": -1, "items": []}));
+        assert!(matches!(problem, Problem::InvalidValue { .. }), "{problem:?}");
+        let (problem, _) = problem_at(json!({"id": 1e300, "items": []}));
+        assert!(matches!(problem, Problem::InvalidValue { .. }), "{problem:?}");
+    }
+
+    #[test]
+    fn fractions_and_strings_are_not_integers() {
+        let (problem, _) = problem_at(json!({"id": 5.5, "items": []}));
+        assert!(matches!(problem, Problem::InvalidType { .. }), "{problem:?}");
+        let (problem, _) = problem_at(json!({"id": "5", "items": []}));
+        assert_eq!(
+            problem,
+            Problem::InvalidType {
+                found: "a string".into(),
+                expected: "an integer from 0 to 255".into()
+            }
+        );
+    }
+
+    #[test]
+    fn unknown_variant_lists_allowed_values() {
+        let (problem, path) = problem_at(json!({"id": 1, "items": [{"skuCode": "a", "kind": "gift"}]}));
+        assert_eq!(
+            problem,
+            Problem::UnknownVariant {
+                variant: "gift".into(),
+                expected: &["physical", "digital"]
+            }
+        );
+        assert_eq!(path, "/items/0/kind");
+    }
+
+    #[test]
+    fn arrays_are_not_structs() {
+        let (problem, path) = problem_at(json!([1, []]));
+        assert!(matches!(problem, Problem::InvalidType { ref found, .. } if found == "an array"));
+        assert_eq!(path, "");
+    }
+
+    #[test]
+    fn fixed_size_arrays_refuse_extra_elements() {
+        let result = <[u8; 2]>::deserialize(ValueDeserializer::new(json!([1, 2, 3])));
+        assert!(matches!(result.unwrap_err().problem, Problem::InvalidLength { len: 3, .. }));
+    }
+
+    #[test]
+    fn integer_keyed_maps_parse_keys() {
+        let map = std::collections::BTreeMap::<u32, bool>::deserialize(ValueDeserializer::new(
+            json!({"1": true, "20": false}),
+        ))
+        .unwrap();
+        assert_eq!(map.len(), 2);
+        let error = std::collections::BTreeMap::<u32, bool>::deserialize(ValueDeserializer::new(
+            json!({"x": true}),
+        ))
+        .unwrap_err();
+        assert_eq!(pointer(error.path()), "/x");
+    }
+
+    #[test]
+    fn json_pointer_escapes() {
+        let segments = [Segment::Key("a/b~c".into()), Segment::Index(3)];
+        assert_eq!(pointer(&segments), "/a~1b~0c/3");
+    }
+}

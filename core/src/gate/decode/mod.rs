@@ -1,0 +1,269 @@
+//! The decode gate: the model's raw arguments into the tool's typed arguments, strictly.
+//!
+//! Refuses, in order: text over the size limit (`arguments_too_large`), text that is not JSON
+//! (`malformed_json`), a key named twice in one object (`duplicate_key`), nesting over the depth
+//! limit (`arguments_too_deep`), anything but an object at the top (`not_an_object`), and then
+//! whatever the typed arguments cannot hold: `unknown_argument`, `missing_argument`,
+//! `invalid_type`, `invalid_value`.
+
+mod deserializer;
+mod strict_json;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::call::Arguments;
+use crate::suggest;
+use crate::{Rejection, RejectionCode};
+
+pub(crate) use deserializer::{Segment, pointer};
+use deserializer::{DecodeError, Problem, ValueDeserializer};
+use strict_json::StrictJsonError;
+
+/// Limits on the raw arguments of one call, applied before anything else is parsed.
+///
+/// ```
+/// use portcullis_core::DecodeLimits;
+///
+/// let limits = DecodeLimits::default();
+/// assert_eq!(limits.max_bytes, 1024 * 1024);
+/// assert_eq!(limits.max_depth, 32);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecodeLimits {
+    /// The largest argument text accepted, in bytes (a JSON value is measured as compact JSON).
+    pub max_bytes: usize,
+    /// The deepest nesting of arrays and objects accepted; the top-level object is depth 1.
+    /// At most [`DecodeLimits::MAX_DEPTH`].
+    pub max_depth: usize,
+}
+
+impl DecodeLimits {
+    /// The deepest limit that can be configured: the JSON parser's own recursion limit.
+    pub const MAX_DEPTH: usize = 128;
+}
+
+impl Default for DecodeLimits {
+    fn default() -> Self {
+        DecodeLimits {
+            max_bytes: 1024 * 1024,
+            max_depth: 32,
+        }
+    }
+}
+
+/// Decodes `arguments` into `T`, refusing with the decode gate's codes.
+pub(crate) fn decode<T: DeserializeOwned>(
+    arguments: Arguments,
+    limits: &DecodeLimits,
+) -> Result<T, Rejection> {
+    let value = into_checked_value(arguments, limits)?;
+    if !value.is_object() {
+        return Err(Rejection::new(
+            RejectionCode::NotAnObject,
+            format!("the arguments must be a JSON object, not {}", json_kind(&value)),
+        )
+        .with_hint("send the arguments as an object of named values, e.g. {\"name\": value}"));
+    }
+    T::deserialize(ValueDeserializer::new(value)).map_err(refusal)
+}
+
+/// Applies the size, syntax, duplicate-key and depth checks.
+fn into_checked_value(arguments: Arguments, limits: &DecodeLimits) -> Result<Value, Rejection> {
+    let max_depth = limits.max_depth.min(DecodeLimits::MAX_DEPTH);
+    let too_large = || {
+        Rejection::new(
+            RejectionCode::ArgumentsTooLarge,
+            format!("the arguments exceed the limit of {} bytes", limits.max_bytes),
+        )
+        .with_hint("send fewer or shorter values")
+    };
+    let too_deep = |path: &[Segment]| {
+        Rejection::new(
+            RejectionCode::ArgumentsTooDeep,
+            format!("the arguments nest deeper than {max_depth} levels"),
+        )
+        .with_path(pointer(path))
+    };
+    match arguments {
+        Arguments::Text(text) => {
+            if text.len() > limits.max_bytes {
+                return Err(too_large());
+            }
+            strict_json::parse(&text, max_depth).map_err(|error| match error {
+                StrictJsonError::Malformed(detail) => Rejection::new(
+                    RejectionCode::MalformedJson,
+                    format!("the arguments are not valid JSON: {detail}"),
+                )
+                .with_hint("send one JSON object"),
+                StrictJsonError::DuplicateKey { key, path } => Rejection::new(
+                    RejectionCode::DuplicateKey,
+                    format!("the key `{key}` appears more than once in the same object"),
+                )
+                .with_path(pointer(&path))
+                .with_hint("send each key once, with the one value you mean"),
+                StrictJsonError::TooDeep { path } => too_deep(&path),
+            })
+        }
+        Arguments::Json(value) => {
+            if strict_json::longer_than(&value, limits.max_bytes) {
+                return Err(too_large());
+            }
+            if let Some(path) = strict_json::too_deep(&value, max_depth) {
+                return Err(too_deep(&path));
+            }
+            Ok(value)
+        }
+    }
+}
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn backticked(names: &[&str]) -> String {
+    let quoted: Vec<String> = names.iter().map(|name| format!("`{name}`")).collect();
+    quoted.join(", ")
+}
+
+/// Turns a typed decoding error into the refusal the model sees.
+fn refusal(error: DecodeError) -> Rejection {
+    let path = pointer(error.path());
+    match error.problem {
+        Problem::UnknownField { field, expected } => {
+            let hint = suggest::did_you_mean(&field, expected.iter().copied())
+                .unwrap_or_else(|| format!("the accepted names are {}", backticked(expected)));
+            Rejection::new(
+                RejectionCode::UnknownArgument,
+                format!("`{field}` is not an accepted argument"),
+            )
+            .with_path(path)
+            .with_hint(hint)
+        }
+        Problem::MissingField(field) => Rejection::new(
+            RejectionCode::MissingArgument,
+            format!("the required argument `{field}` is missing"),
+        )
+        .with_path(pointer(
+            error
+                .path()
+                .chain(std::iter::once(&Segment::Key(field.to_owned()))),
+        )),
+        Problem::DuplicateField(field) => Rejection::new(
+            RejectionCode::DuplicateKey,
+            format!("the key `{field}` appears more than once in the same object"),
+        )
+        .with_path(path),
+        Problem::InvalidType { found, expected } => Rejection::new(
+            RejectionCode::InvalidType,
+            format!("expected {expected}, found {found}"),
+        )
+        .with_path(path),
+        Problem::InvalidValue { found, expected } => Rejection::new(
+            RejectionCode::InvalidValue,
+            format!("expected {expected}, found {found}"),
+        )
+        .with_path(path),
+        Problem::UnknownVariant { variant, expected } => Rejection::new(
+            RejectionCode::InvalidValue,
+            format!("`{variant}` is not one of the allowed values"),
+        )
+        .with_path(path)
+        .with_hint(format!("the allowed values are {}", backticked(expected))),
+        Problem::InvalidLength { len, expected } => Rejection::new(
+            RejectionCode::InvalidValue,
+            format!("expected {expected}, found an array of {len} elements"),
+        )
+        .with_path(path),
+        Problem::Custom(message) => {
+            Rejection::new(RejectionCode::InvalidValue, message).with_path(path)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+    use serde_json::json;
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Transfer {
+        amount: u32,
+        currency: Currency,
+        memo: Option<String>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    enum Currency {
+        #[serde(rename = "CNY")]
+        Cny,
+        #[serde(rename = "USD")]
+        Usd,
+    }
+
+    fn refused(arguments: impl Into<Arguments>) -> Rejection {
+        decode::<Transfer>(arguments.into(), &DecodeLimits::default()).unwrap_err()
+    }
+
+    #[test]
+    fn text_and_value_decode_alike() {
+        let text = r#"{"amount": 10, "currency": "USD"}"#;
+        assert!(decode::<Transfer>(text.into(), &DecodeLimits::default()).is_ok());
+        let value = json!({"amount": 10.0, "currency": "CNY", "memo": null});
+        assert!(decode::<Transfer>(value.into(), &DecodeLimits::default()).is_ok());
+    }
+
+    #[test]
+    fn refusals_carry_code_and_path() {
+        let cases: Vec<(Arguments, RejectionCode, Option<&str>)> = vec![
+            (r#"{"amount":1,"amount":99999999,"currency":"USD"}"#.into(), RejectionCode::DuplicateKey, Some("/amount")),
+            ("{".into(), RejectionCode::MalformedJson, None),
+            ("[1]".into(), RejectionCode::NotAnObject, None),
+            (json!({"amount": 1, "currency": "USD", "role": "admin"}).into(), RejectionCode::UnknownArgument, Some("/role")),
+            (json!({"currency": "USD"}).into(), RejectionCode::MissingArgument, Some("/amount")),
+            (json!({"amount": "1", "currency": "USD"}).into(), RejectionCode::InvalidType, Some("/amount")),
+            (json!({"amount": 4294967296u64, "currency": "USD"}).into(), RejectionCode::InvalidValue, Some("/amount")),
+            (json!({"amount": 1, "currency": "EUR"}).into(), RejectionCode::InvalidValue, Some("/currency")),
+        ];
+        for (arguments, code, path) in cases {
+            let rejection = refused(arguments);
+            assert_eq!((rejection.code(), rejection.path()), (code, path), "{rejection}");
+        }
+    }
+
+    #[test]
+    fn hints_name_the_closest_argument_and_the_allowed_values() {
+        let rejection = refused(json!({"amont": 1, "currency": "USD"}));
+        assert_eq!(rejection.hint(), Some("did you mean `amount`?"));
+        let rejection = refused(json!({"amount": 1, "currency": "EUR"}));
+        assert_eq!(rejection.hint(), Some("the allowed values are `CNY`, `USD`"));
+    }
+
+    #[test]
+    fn limits_apply_to_text_and_values() {
+        let limits = DecodeLimits {
+            max_bytes: 40,
+            max_depth: 2,
+        };
+        let long = format!(r#"{{"memo": "{}"}}"#, "x".repeat(64));
+        let too_large = decode::<Transfer>(long.as_str().into(), &limits).unwrap_err();
+        assert_eq!(too_large.code(), RejectionCode::ArgumentsTooLarge);
+        let parsed: Value = serde_json::from_str(&long).unwrap();
+        let too_large = decode::<Transfer>(parsed.into(), &limits).unwrap_err();
+        assert_eq!(too_large.code(), RejectionCode::ArgumentsTooLarge);
+        let deep = json!({"memo": {"a": {}}});
+        let too_deep = decode::<Transfer>(deep.into(), &limits).unwrap_err();
+        assert_eq!(too_deep.code(), RejectionCode::ArgumentsTooDeep);
+        assert_eq!(too_deep.path(), Some("/memo/a"));
+    }
+}

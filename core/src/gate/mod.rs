@@ -1,0 +1,87 @@
+//! The gates every call passes, in order. Each gate passes the call on or refuses it with a
+//! [`Rejection`](crate::Rejection) carrying one of its codes; nothing reaches a tool's body unless
+//! every gate before it passed.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::RejectionCode;
+
+pub(crate) mod decode;
+pub(crate) mod execute;
+pub(crate) mod resolve;
+pub(crate) mod validate;
+
+pub use decode::DecodeLimits;
+
+/// One named step of the pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Gate {
+    /// The tool exists.
+    Resolve,
+    /// Strict JSON into the typed arguments.
+    Decode,
+    /// The declared constraints hold.
+    Validate,
+    /// The tool runs, with its timeout, its panics contained.
+    Execute,
+}
+
+impl Gate {
+    /// Every gate, in the order a call passes them.
+    pub const PIPELINE: [Gate; 4] = [Gate::Resolve, Gate::Decode, Gate::Validate, Gate::Execute];
+
+    /// The gate's name, e.g. `"decode"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Gate::Resolve => "resolve",
+            Gate::Decode => "decode",
+            Gate::Validate => "validate",
+            Gate::Execute => "execute",
+        }
+    }
+
+    /// The codes this gate refuses with.
+    pub fn codes(self) -> &'static [RejectionCode] {
+        use RejectionCode::*;
+        match self {
+            Gate::Resolve => &[UnknownTool],
+            Gate::Decode => &[
+                MalformedJson,
+                DuplicateKey,
+                ArgumentsTooLarge,
+                ArgumentsTooDeep,
+                NotAnObject,
+                UnknownArgument,
+                MissingArgument,
+                InvalidType,
+                InvalidValue,
+            ],
+            Gate::Validate => &[ConstraintViolation],
+            Gate::Execute => &[ToolFailed, ToolTimeout, ToolPanicked],
+        }
+    }
+}
+
+impl fmt::Display for Gate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_is_listed_by_the_gate_it_names() {
+        for gate in Gate::PIPELINE {
+            for code in gate.codes() {
+                assert_eq!(code.gate(), gate, "{code}");
+            }
+        }
+    }
+}

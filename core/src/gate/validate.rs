@@ -1,0 +1,282 @@
+//! The validate gate: every declared constraint, all violations reported at once.
+//!
+//! validator reports violations keyed by Rust field names; the model only knows the names in
+//! the schema. Each name is translated by looking it up in the schema: the exact name first,
+//! then the same name in another case convention (`sku_code` for `skuCode`, from
+//! `rename_all`). A field renamed to an unrelated name inside a user's own `#[args]` type keeps
+//! its Rust name in the path.
+
+use std::borrow::Cow;
+
+use serde_json::{Map, Value};
+use validator::{Validate, ValidationError, ValidationErrors, ValidationErrorsKind};
+
+use super::decode::{Segment, pointer};
+use crate::{Rejection, RejectionCode, Violation};
+
+/// Runs the declared constraints of `args`, whose schema is `schema`.
+pub(crate) fn validate<T: Validate>(args: &T, schema: &Value) -> Result<(), Rejection> {
+    let Err(errors) = args.validate() else {
+        return Ok(());
+    };
+    let mut violations = Vec::new();
+    collect(&errors, Some(schema), schema, &mut Vec::new(), &mut violations);
+    violations.sort_by(|a, b| (&a.path, &a.rule).cmp(&(&b.path, &b.rule)));
+    let message = match violations.as_slice() {
+        [only] => format!("`{}` {}", only.path, only.message),
+        many => {
+            let each: Vec<String> = many
+                .iter()
+                .map(|violation| format!("`{}` {}", violation.path, violation.message))
+                .collect();
+            format!("{} constraints are violated: {}", many.len(), each.join("; "))
+        }
+    };
+    let path = violations.first().map(|violation| violation.path.clone());
+    let mut rejection = Rejection::new(RejectionCode::ConstraintViolation, message)
+        .with_hint("fix every listed value and call again");
+    if let Some(path) = path {
+        rejection = rejection.with_path(path);
+    }
+    Err(rejection.with_violations(violations))
+}
+
+fn collect(
+    errors: &ValidationErrors,
+    node: Option<&Value>,
+    root: &Value,
+    path: &mut Vec<Segment>,
+    out: &mut Vec<Violation>,
+) {
+    for (field, kind) in errors.errors() {
+        // validator wraps the errors of a list in a field of this name.
+        let (name, child) = if field == "_tmp_validator" {
+            (None, node)
+        } else {
+            let (name, child) = property(node, root, field);
+            (Some(name), child)
+        };
+        let pushed = name.map(|name| path.push(Segment::Key(name))).is_some();
+        match kind {
+            ValidationErrorsKind::Field(field_errors) => {
+                for error in field_errors {
+                    out.push(violation(error, child.map(|child| resolve(child, root)), path));
+                }
+            }
+            ValidationErrorsKind::Struct(inner) => collect(inner, child, root, path, out),
+            ValidationErrorsKind::List(items) => {
+                let item_schema = child.and_then(|child| items_schema(child, root));
+                for (index, inner) in items {
+                    path.push(Segment::Index(*index));
+                    collect(inner, item_schema, root, path, out);
+                    path.pop();
+                }
+            }
+        }
+        if pushed {
+            path.pop();
+        }
+    }
+}
+
+/// Follows a local `$ref` (`#/$defs/Name`) to the schema it names.
+fn resolve<'a>(node: &'a Value, root: &'a Value) -> &'a Value {
+    let target = node
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|reference| reference.strip_prefix('#'))
+        .and_then(|pointer| root.pointer(pointer));
+    match target {
+        Some(target) => resolve(target, root),
+        None => node,
+    }
+}
+
+/// The subschemas a value may match: the node itself, or each branch of an `anyOf`/`oneOf`
+/// (an `Option<Struct>` is `anyOf: [{$ref}, {type: null}]`).
+fn branches<'a>(node: &'a Value, root: &'a Value) -> Vec<&'a Value> {
+    let node = resolve(node, root);
+    ["anyOf", "oneOf", "allOf"]
+        .iter()
+        .filter_map(|keyword| node.get(keyword).and_then(Value::as_array))
+        .flatten()
+        .map(|branch| resolve(branch, root))
+        .chain(std::iter::once(node))
+        .collect()
+}
+
+fn normalized(name: &str) -> String {
+    name.trim_start_matches("r#")
+        .chars()
+        .filter(|c| *c != '_' && *c != '-')
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// The schema name of Rust field `field`, and its subschema.
+fn property<'a>(node: Option<&'a Value>, root: &'a Value, field: &str) -> (String, Option<&'a Value>) {
+    let candidates: Vec<&Map<String, Value>> = node
+        .map(|node| branches(node, root))
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|branch| branch.get("properties").and_then(Value::as_object))
+        .collect();
+    let exact = candidates
+        .iter()
+        .find_map(|properties| properties.get_key_value(field));
+    let wanted = normalized(field);
+    let found = exact.or_else(|| {
+        candidates.iter().find_map(|properties| {
+            properties
+                .iter()
+                .find(|(name, _)| normalized(name) == wanted)
+        })
+    });
+    match found {
+        Some((name, schema)) => (name.clone(), Some(schema)),
+        None => (field.to_owned(), None),
+    }
+}
+
+fn items_schema<'a>(node: &'a Value, root: &'a Value) -> Option<&'a Value> {
+    branches(node, root)
+        .into_iter()
+        .find_map(|branch| branch.get("items").or_else(|| branch.get("additionalProperties")))
+}
+
+fn violation(error: &ValidationError, schema: Option<&Value>, path: &[Segment]) -> Violation {
+    let mut params: Map<String, Value> = error
+        .params
+        .iter()
+        .filter(|(name, _)| name.as_ref() != "value")
+        .map(|(name, value)| (name.to_string(), value.clone()))
+        .collect();
+    let is_list = matches!(error.params.get("value"), Some(Value::Array(_)));
+    let rule = match error.code.as_ref() {
+        "regex" => "pattern",
+        other => other,
+    };
+    if rule == "pattern" {
+        if let Some(pattern) = schema.and_then(|schema| schema.get("pattern")) {
+            params.insert("pattern".into(), pattern.clone());
+        }
+    }
+    let message = match &error.message {
+        Some(message) => message.to_string(),
+        None => describe(rule, &params, is_list),
+    };
+    Violation {
+        path: pointer(path),
+        rule: rule.to_owned(),
+        message,
+        params,
+    }
+}
+
+fn describe(rule: &str, params: &Map<String, Value>, is_list: bool) -> String {
+    let param = |name: &str| params.get(name).map(|value| value.to_string());
+    let unit = if is_list { "items" } else { "characters" };
+    let text: Cow<'static, str> = match rule {
+        "length" => match (param("min"), param("max"), param("equal")) {
+            (_, _, Some(equal)) => format!("must have exactly {equal} {unit}").into(),
+            (Some(min), Some(max), _) => format!("must have {min} to {max} {unit}").into(),
+            (Some(min), None, _) => format!("must have at least {min} {unit}").into(),
+            (None, Some(max), _) => format!("must have at most {max} {unit}").into(),
+            _ => "has the wrong length".into(),
+        },
+        "range" => {
+            let bounds: Vec<String> = [
+                ("min", "at least"),
+                ("exclusive_min", "greater than"),
+                ("max", "at most"),
+                ("exclusive_max", "less than"),
+            ]
+            .iter()
+            .filter_map(|(name, words)| param(name).map(|value| format!("{words} {value}")))
+            .collect();
+            format!("must be {}", bounds.join(" and ")).into()
+        }
+        "pattern" => match param("pattern") {
+            Some(pattern) => format!("must match the pattern {pattern}").into(),
+            None => "must match the required pattern".into(),
+        },
+        "email" => "must be an email address".into(),
+        "url" => "must be a URL".into(),
+        "contains" => format!("must contain {}", param("needle").unwrap_or_default()).into(),
+        "does_not_contain" => {
+            format!("must not contain {}", param("needle").unwrap_or_default()).into()
+        }
+        "must_match" => format!("must match {}", param("other").unwrap_or_default()).into(),
+        "credit_card" => "must be a credit card number".into(),
+        "non_control_character" => "must not contain control characters".into(),
+        "required" => "is required".into(),
+        custom => format!("failed the check `{custom}`").into(),
+    };
+    text.into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::schema_for;
+    use schemars::JsonSchema;
+
+    #[derive(Validate, JsonSchema)]
+    #[serde(rename_all = "camelCase")]
+    #[allow(dead_code)]
+    struct Order {
+        #[validate(length(min = 3, max = 10))]
+        customer_name: String,
+        #[validate(range(min = 1, max = 100))]
+        quantity: u32,
+        #[validate(nested)]
+        lines: Vec<Line>,
+    }
+
+    #[derive(Validate, JsonSchema)]
+    #[serde(rename_all = "camelCase")]
+    #[allow(dead_code)]
+    struct Line {
+        #[validate(range(exclusive_min = 0.0))]
+        unit_price: f64,
+    }
+
+    #[test]
+    fn reports_every_violation_with_schema_names() {
+        let order = Order {
+            customer_name: "Al".into(),
+            quantity: 0,
+            lines: vec![Line { unit_price: 1.0 }, Line { unit_price: 0.0 }],
+        };
+        let rejection = validate(&order, &schema_for::<Order>()).unwrap_err();
+        assert_eq!(rejection.code(), RejectionCode::ConstraintViolation);
+        let found: Vec<(&str, &str)> = rejection
+            .violations()
+            .iter()
+            .map(|violation| (violation.path.as_str(), violation.rule.as_str()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("/customerName", "length"),
+                ("/lines/1/unitPrice", "range"),
+                ("/quantity", "range")
+            ]
+        );
+        assert_eq!(rejection.path(), Some("/customerName"));
+        assert_eq!(rejection.violations()[0].message, "must have 3 to 10 characters");
+        assert_eq!(rejection.violations()[1].message, "must be greater than 0.0");
+        assert_eq!(rejection.violations()[2].params["min"], 1);
+        assert!(rejection.violations()[2].params.get("value").is_none());
+    }
+
+    #[test]
+    fn valid_arguments_pass() {
+        let order = Order {
+            customer_name: "Alice".into(),
+            quantity: 3,
+            lines: vec![Line { unit_price: 2.5 }],
+        };
+        assert!(validate(&order, &schema_for::<Order>()).is_ok());
+    }
+}

@@ -1,0 +1,32 @@
+//! The core of portcullis: tool contracts, the registry, and the gates every model-produced
+//! call passes before it can touch the world.
+//!
+//! Most users depend on the `portcullis` facade crate and its `#[tool]` attribute; this crate
+//! holds the runtime those generated tools plug into.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod call;
+mod context;
+mod contract;
+mod gate;
+mod outcome;
+mod registry;
+mod rejection;
+mod schema;
+mod suggest;
+mod tool;
+
+pub use call::{Arguments, ToolCall};
+pub use context::CallContext;
+pub use contract::{Approval, ContractBuilder, ContractError, Risk, ToolContract, name_problem};
+pub use gate::{DecodeLimits, Gate};
+pub use outcome::Outcome;
+pub use registry::{BuildError, Registry, RegistryBuilder};
+pub use rejection::{Rejection, RejectionCode, Violation};
+pub use schema::schema_for;
+pub use tool::{BoxFuture, IntoToolResult, Invocation, Tool, ToolError};
+
+#[doc(hidden)]
+pub mod __private;

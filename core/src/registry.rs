@@ -1,0 +1,221 @@
+//! The registry: the set of tools an agent may call, and the dispatcher that forces every call
+//! through the gates.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::gate::decode::decode;
+use crate::gate::execute::{Execution, execute};
+use crate::gate::resolve::resolve;
+use crate::gate::validate::validate;
+use crate::{CallContext, ContractError, DecodeLimits, Outcome, Tool, ToolCall, ToolContract};
+
+/// A tool with its types erased, so tools of different argument types can live in one map.
+trait ErasedTool: Send + Sync {
+    fn contract(&self) -> &ToolContract;
+
+    /// Decode, validate and execute.
+    fn run<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        call: ToolCall,
+        limits: &DecodeLimits,
+    ) -> Execution<'a>;
+}
+
+impl<T: Tool> ErasedTool for T {
+    fn contract(&self) -> &ToolContract {
+        Tool::contract(self)
+    }
+
+    fn run<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        call: ToolCall,
+        limits: &DecodeLimits,
+    ) -> Execution<'a> {
+        let args = match decode::<T::Args>(call.arguments, limits) {
+            Ok(args) => args,
+            Err(rejection) => return Execution::Finished(Outcome::Rejected(rejection)),
+        };
+        if let Err(rejection) = validate(&args, Tool::contract(self).input_schema()) {
+            return Execution::Finished(Outcome::Rejected(rejection));
+        }
+        execute(self, ctx, args)
+    }
+}
+
+/// The tools an agent may call, and the one way to call them: [`Registry::dispatch`].
+///
+/// Cheap to clone; clones share the tools.
+///
+/// ```
+/// use portcullis_core::Registry;
+///
+/// let registry = Registry::builder().build().unwrap();
+/// assert!(registry.contracts().next().is_none());
+/// ```
+#[derive(Clone)]
+pub struct Registry {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    tools: HashMap<String, Box<dyn ErasedTool>>,
+    /// Tool names in order, for stable exports.
+    order: Vec<String>,
+    limits: DecodeLimits,
+}
+
+impl Registry {
+    /// Starts an empty registry.
+    pub fn builder() -> RegistryBuilder {
+        RegistryBuilder {
+            tools: Vec::new(),
+            limits: DecodeLimits::default(),
+        }
+    }
+
+    /// Sends one model-produced call through every gate and, if all pass, runs the tool.
+    ///
+    /// Never panics and never returns an error: whatever the model sent, the answer is an
+    /// [`Outcome`], completed or refused with a stable code.
+    pub async fn dispatch(&self, ctx: &CallContext, call: ToolCall) -> Outcome {
+        let tool = match resolve(&self.inner.tools, &call.name) {
+            Ok(tool) => tool,
+            Err(rejection) => return Outcome::Rejected(rejection),
+        };
+        match tool.run(ctx, call, &self.inner.limits) {
+            Execution::Finished(outcome) => outcome,
+            Execution::Running(running) => running.await,
+        }
+    }
+
+    /// The contract of the tool named `name`.
+    pub fn contract(&self, name: &str) -> Option<&ToolContract> {
+        self.inner.tools.get(name).map(|tool| tool.contract())
+    }
+
+    /// Every tool's contract, sorted by name.
+    pub fn contracts(&self) -> impl Iterator<Item = &ToolContract> {
+        self.inner
+            .order
+            .iter()
+            .filter_map(|name| self.contract(name))
+    }
+
+    /// The limits the decode gate applies.
+    pub fn limits(&self) -> DecodeLimits {
+        self.inner.limits
+    }
+
+    /// The tool list as plain JSON Schema, sorted by name: one `{name, description,
+    /// input_schema}` object per tool. Provider-specific formats build on the same contracts.
+    pub fn export_json_schema(&self) -> Value {
+        Value::Array(
+            self.contracts()
+                .map(|contract| {
+                    json!({
+                        "name": contract.name(),
+                        "description": contract.description(),
+                        "input_schema": contract.input_schema(),
+                    })
+                })
+                .collect(),
+        )
+    }
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registry")
+            .field("tools", &self.inner.order)
+            .field("limits", &self.inner.limits)
+            .finish()
+    }
+}
+
+/// Collects tools and settings; [`RegistryBuilder::build`] checks them.
+#[must_use]
+pub struct RegistryBuilder {
+    tools: Vec<Box<dyn ErasedTool>>,
+    limits: DecodeLimits,
+}
+
+impl RegistryBuilder {
+    /// Adds a tool, e.g. the `DeleteRecord` type that `#[tool] fn delete_record` generates.
+    pub fn tool<T: Tool>(mut self, tool: T) -> Self {
+        self.tools.push(Box::new(tool));
+        self
+    }
+
+    /// Sets the largest argument text accepted (default 1 MiB).
+    pub fn max_argument_bytes(mut self, max_bytes: usize) -> Self {
+        self.limits.max_bytes = max_bytes;
+        self
+    }
+
+    /// Sets the deepest nesting accepted (default 32, at most [`DecodeLimits::MAX_DEPTH`]).
+    pub fn max_argument_depth(mut self, max_depth: usize) -> Self {
+        self.limits.max_depth = max_depth;
+        self
+    }
+
+    /// Checks every contract and that no two tools share a name.
+    pub fn build(self) -> Result<Registry, BuildError> {
+        if self.limits.max_depth == 0 || self.limits.max_depth > DecodeLimits::MAX_DEPTH {
+            return Err(BuildError::InvalidLimits(format!(
+                "max_argument_depth must be 1 to {}, not {}",
+                DecodeLimits::MAX_DEPTH,
+                self.limits.max_depth
+            )));
+        }
+        let mut tools = HashMap::with_capacity(self.tools.len());
+        for tool in self.tools {
+            tool.contract().check().map_err(BuildError::InvalidContract)?;
+            let name = tool.contract().name().to_owned();
+            if tools.contains_key(&name) {
+                return Err(BuildError::DuplicateTool(name));
+            }
+            tools.insert(name, tool);
+        }
+        let mut order: Vec<String> = tools.keys().cloned().collect();
+        order.sort_unstable();
+        Ok(Registry {
+            inner: Arc::new(Inner {
+                tools,
+                order,
+                limits: self.limits,
+            }),
+        })
+    }
+}
+
+/// Why a registry could not be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// Two tools have the same name; the model could not tell them apart.
+    DuplicateTool(String),
+    /// A tool's contract breaks a rule.
+    InvalidContract(ContractError),
+    /// A limit is out of its range.
+    InvalidLimits(String),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::DuplicateTool(name) => {
+                write!(f, "two tools are named `{name}`: rename one with `#[tool(name = \"...\")]`")
+            }
+            BuildError::InvalidContract(error) => error.fmt(f),
+            BuildError::InvalidLimits(reason) => f.write_str(reason),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}

@@ -1,0 +1,322 @@
+//! Refusals: which gate refused a call, with which stable code, and what the model can do about it.
+
+use std::fmt;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::gate::Gate;
+
+/// The stable, snake_case code of a refusal. Codes never change meaning; new ones may be added.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RejectionCode {
+    /// No tool of that name is registered.
+    UnknownTool,
+    /// The arguments are not valid JSON.
+    MalformedJson,
+    /// An object in the arguments names the same key twice.
+    DuplicateKey,
+    /// The arguments exceed the registry's size limit.
+    ArgumentsTooLarge,
+    /// The arguments nest deeper than the registry's depth limit.
+    ArgumentsTooDeep,
+    /// The arguments are not a JSON object.
+    NotAnObject,
+    /// An argument the tool does not declare.
+    UnknownArgument,
+    /// A required argument is absent.
+    MissingArgument,
+    /// An argument has the wrong JSON type (a string for a number, a float for an integer, ...).
+    InvalidType,
+    /// An argument has the right type but a value the type cannot hold (outside an enum, an
+    /// integer out of range).
+    InvalidValue,
+    /// One or more declared constraints are violated; see [`Rejection::violations`].
+    ConstraintViolation,
+    /// The tool ran and returned an error.
+    ToolFailed,
+    /// The tool did not finish within its `timeout_ms`.
+    ToolTimeout,
+    /// The tool panicked; the panic was contained.
+    ToolPanicked,
+}
+
+impl RejectionCode {
+    /// The code as it appears on the wire, e.g. `"duplicate_key"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RejectionCode::UnknownTool => "unknown_tool",
+            RejectionCode::MalformedJson => "malformed_json",
+            RejectionCode::DuplicateKey => "duplicate_key",
+            RejectionCode::ArgumentsTooLarge => "arguments_too_large",
+            RejectionCode::ArgumentsTooDeep => "arguments_too_deep",
+            RejectionCode::NotAnObject => "not_an_object",
+            RejectionCode::UnknownArgument => "unknown_argument",
+            RejectionCode::MissingArgument => "missing_argument",
+            RejectionCode::InvalidType => "invalid_type",
+            RejectionCode::InvalidValue => "invalid_value",
+            RejectionCode::ConstraintViolation => "constraint_violation",
+            RejectionCode::ToolFailed => "tool_failed",
+            RejectionCode::ToolTimeout => "tool_timeout",
+            RejectionCode::ToolPanicked => "tool_panicked",
+        }
+    }
+
+    /// The gate that refuses with this code.
+    pub fn gate(self) -> Gate {
+        match self {
+            RejectionCode::UnknownTool => Gate::Resolve,
+            RejectionCode::MalformedJson
+            | RejectionCode::DuplicateKey
+            | RejectionCode::ArgumentsTooLarge
+            | RejectionCode::ArgumentsTooDeep
+            | RejectionCode::NotAnObject
+            | RejectionCode::UnknownArgument
+            | RejectionCode::MissingArgument
+            | RejectionCode::InvalidType
+            | RejectionCode::InvalidValue => Gate::Decode,
+            RejectionCode::ConstraintViolation => Gate::Validate,
+            RejectionCode::ToolFailed | RejectionCode::ToolTimeout | RejectionCode::ToolPanicked => {
+                Gate::Execute
+            }
+        }
+    }
+
+    /// Whether the model can fix the call and try again. Refusals of the input are retryable;
+    /// a panic is not (the same input would panic again).
+    fn retryable_by_default(self) -> bool {
+        !matches!(self, RejectionCode::ToolPanicked)
+    }
+}
+
+impl fmt::Display for RejectionCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One violated constraint found by the validate gate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Violation {
+    /// JSON pointer to the offending value, using the names the model sees (`/items/0/qty`).
+    pub path: String,
+    /// The rule: `range`, `length`, `pattern`, `email`, `url`, `contains`, or the code of a
+    /// custom validator.
+    pub rule: String,
+    /// A sentence for the model, e.g. "must be at least 3 characters".
+    pub message: String,
+    /// The bounds of the rule (`min`, `max`, `exclusive_min`, ...), without the offending value.
+    #[serde(skip_serializing_if = "Map::is_empty")]
+    pub params: Map<String, Value>,
+}
+
+/// Why a call was refused: the gate, a stable code, a JSON-pointer path to the offending
+/// argument, a sentence, a hint, and whether retrying can help.
+///
+/// [`Rejection::to_model_message`] renders it as the compact JSON text that goes back to the
+/// model so that it can correct its call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rejection {
+    code: RejectionCode,
+    message: String,
+    path: Option<String>,
+    hint: Option<String>,
+    retryable: bool,
+    reason: Option<String>,
+    violations: Vec<Violation>,
+}
+
+impl Rejection {
+    /// A refusal with `code` and a sentence saying what is wrong.
+    pub fn new(code: RejectionCode, message: impl Into<String>) -> Self {
+        Rejection {
+            code,
+            message: message.into(),
+            path: None,
+            hint: None,
+            retryable: code.retryable_by_default(),
+            reason: None,
+            violations: Vec::new(),
+        }
+    }
+
+    /// Points the refusal at one argument (a JSON pointer such as `/record_id`).
+    pub fn with_path(mut self, path: impl Into<String>) -> Self {
+        self.path = Some(path.into());
+        self
+    }
+
+    /// Adds a hint: the closest valid name, the allowed values, what to do instead.
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// Overrides whether retrying can help.
+    pub fn with_retryable(mut self, retryable: bool) -> Self {
+        self.retryable = retryable;
+        self
+    }
+
+    /// Adds a finer-grained, stable reason within the code (for `tool_failed`, the tool's own
+    /// error code).
+    pub fn with_reason(mut self, reason: impl Into<String>) -> Self {
+        self.reason = Some(reason.into());
+        self
+    }
+
+    pub(crate) fn with_violations(mut self, violations: Vec<Violation>) -> Self {
+        self.violations = violations;
+        self
+    }
+
+    /// The gate that refused.
+    pub fn gate(&self) -> Gate {
+        self.code.gate()
+    }
+
+    /// The stable code.
+    pub fn code(&self) -> RejectionCode {
+        self.code
+    }
+
+    /// A sentence saying what is wrong.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// JSON pointer to the offending argument, when one argument is at fault.
+    pub fn path(&self) -> Option<&str> {
+        self.path.as_deref()
+    }
+
+    /// What the model can do instead.
+    pub fn hint(&self) -> Option<&str> {
+        self.hint.as_deref()
+    }
+
+    /// Whether a corrected call may succeed.
+    pub fn retryable(&self) -> bool {
+        self.retryable
+    }
+
+    /// The finer-grained reason, where there is one (the tool's own code for `tool_failed`).
+    pub fn reason(&self) -> Option<&str> {
+        self.reason.as_deref()
+    }
+
+    /// Every violated constraint, for `constraint_violation`; empty otherwise.
+    pub fn violations(&self) -> &[Violation] {
+        &self.violations
+    }
+
+    /// The compact JSON text that goes back to the model.
+    ///
+    /// ```
+    /// use portcullis_core::{Rejection, RejectionCode};
+    ///
+    /// let rejection = Rejection::new(RejectionCode::UnknownArgument, "unknown argument `recordid`")
+    ///     .with_path("/recordid")
+    ///     .with_hint("did you mean `record_id`?");
+    /// assert_eq!(
+    ///     rejection.to_model_message(),
+    ///     r#"{"error":"unknown_argument","gate":"decode","message":"unknown argument `recordid`","path":"/recordid","hint":"did you mean `record_id`?","retryable":true}"#
+    /// );
+    /// ```
+    pub fn to_model_message(&self) -> String {
+        #[derive(Serialize)]
+        struct ModelMessage<'a> {
+            error: RejectionCode,
+            gate: Gate,
+            message: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            path: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            hint: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            reason: Option<&'a str>,
+            retryable: bool,
+            #[serde(skip_serializing_if = "<[Violation]>::is_empty")]
+            violations: &'a [Violation],
+        }
+        let message = ModelMessage {
+            error: self.code,
+            gate: self.gate(),
+            message: &self.message,
+            path: self.path.as_deref(),
+            hint: self.hint.as_deref(),
+            reason: self.reason.as_deref(),
+            retryable: self.retryable,
+            violations: &self.violations,
+        };
+        serde_json::to_string(&message)
+            .expect("a message of strings, booleans and JSON values always serializes")
+    }
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({} gate): {}", self.code, self.gate(), self.message)?;
+        if let Some(path) = &self.path {
+            write!(f, " at {path}")?;
+        }
+        if let Some(hint) = &self.hint {
+            write!(f, "; {hint}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Rejection {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_belong_to_their_gates() {
+        assert_eq!(RejectionCode::UnknownTool.gate(), Gate::Resolve);
+        assert_eq!(RejectionCode::DuplicateKey.gate(), Gate::Decode);
+        assert_eq!(RejectionCode::ConstraintViolation.gate(), Gate::Validate);
+        assert_eq!(RejectionCode::ToolPanicked.gate(), Gate::Execute);
+    }
+
+    #[test]
+    fn serialized_code_matches_as_str() {
+        for code in [
+            RejectionCode::ArgumentsTooLarge,
+            RejectionCode::NotAnObject,
+            RejectionCode::ToolTimeout,
+        ] {
+            assert_eq!(
+                serde_json::to_value(code).unwrap(),
+                Value::String(code.as_str().into())
+            );
+        }
+    }
+
+    #[test]
+    fn panics_are_not_retryable() {
+        assert!(!Rejection::new(RejectionCode::ToolPanicked, "boom").retryable());
+        assert!(Rejection::new(RejectionCode::InvalidType, "bad").retryable());
+    }
+
+    #[test]
+    fn model_message_lists_violations() {
+        let rejection = Rejection::new(RejectionCode::ConstraintViolation, "1 constraint violated")
+            .with_path("/a")
+            .with_violations(vec![Violation {
+                path: "/a".into(),
+                rule: "range".into(),
+                message: "must be at least 1".into(),
+                params: Map::from_iter([("min".to_string(), Value::from(1))]),
+            }]);
+        let parsed: Value = serde_json::from_str(&rejection.to_model_message()).unwrap();
+        assert_eq!(parsed["error"], "constraint_violation");
+        assert_eq!(parsed["gate"], "validate");
+        assert_eq!(parsed["violations"][0]["rule"], "range");
+        assert_eq!(parsed["violations"][0]["params"]["min"], 1);
+    }
+}

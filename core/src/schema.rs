@@ -1,0 +1,122 @@
+//! The JSON Schema of a tool's arguments and output, made to promise exactly what the decode
+//! and validate gates enforce.
+//!
+//! schemars describes integer types with a non-standard `format` (`uint8`, `int64`, ...) and at
+//! most `minimum: 0`. The decode gate refuses any integer outside the Rust type's range, so the
+//! schema states the whole range: a `u8` says `maximum: 255`. A bound declared with
+//! `#[validate(range)]` that is tighter than the type's range is kept.
+
+use std::cmp::Ordering;
+
+use schemars::{JsonSchema, SchemaGenerator, generate::SchemaSettings};
+use serde_json::{Map, Value};
+
+/// The schema of `T` as the model is shown it: JSON Schema 2020-12, without `$schema` and
+/// without the Rust type's name as the root `title`.
+pub fn schema_for<T: JsonSchema>() -> Value {
+    let generator = SchemaGenerator::new(SchemaSettings::draft2020_12());
+    let mut schema = generator.into_root_schema_for::<T>().to_value();
+    if let Value::Object(root) = &mut schema {
+        root.remove("$schema");
+        root.remove("title");
+    }
+    state_type_ranges(&mut schema);
+    schema
+}
+
+/// The inclusive range of an integer or float `format` written by schemars.
+fn format_range(format: &str) -> Option<(Value, Value)> {
+    Some(match format {
+        "int8" => (i8::MIN.into(), i8::MAX.into()),
+        "int16" => (i16::MIN.into(), i16::MAX.into()),
+        "int32" => (i32::MIN.into(), i32::MAX.into()),
+        "int64" | "int" => (i64::MIN.into(), i64::MAX.into()),
+        "uint8" => (0.into(), u8::MAX.into()),
+        "uint16" => (0.into(), u16::MAX.into()),
+        "uint32" => (0.into(), u32::MAX.into()),
+        "uint64" | "uint" => (0.into(), u64::MAX.into()),
+        "float" => (f64::from(f32::MIN).into(), f64::from(f32::MAX).into()),
+        _ => return None,
+    })
+}
+
+/// Adds the type's range to every numeric subschema that carries a known `format`.
+fn state_type_ranges(schema: &mut Value) {
+    match schema {
+        Value::Object(object) => {
+            if let Some((min, max)) = object
+                .get("format")
+                .and_then(Value::as_str)
+                .and_then(format_range)
+            {
+                tighten(object, "minimum", min, Ordering::Greater);
+                tighten(object, "maximum", max, Ordering::Less);
+            }
+            object.values_mut().for_each(state_type_ranges);
+        }
+        Value::Array(items) => items.iter_mut().for_each(state_type_ranges),
+        _ => {}
+    }
+}
+
+/// Sets `key` to `bound` unless the declared value is already as tight: equal to it, or beyond
+/// it on the `tighter` side.
+fn tighten(object: &mut Map<String, Value>, key: &str, bound: Value, tighter: Ordering) {
+    let declared_is_tight = object
+        .get(key)
+        .and_then(|declared| compare(declared, &bound))
+        .is_some_and(|order| order == tighter || order == Ordering::Equal);
+    if !declared_is_tight {
+        object.insert(key.to_owned(), bound);
+    }
+}
+
+/// Compares two JSON numbers, exactly where both are integers (f64 cannot tell `u64::MAX`
+/// from 2^64).
+fn compare(a: &Value, b: &Value) -> Option<Ordering> {
+    let exact = |value: &Value| {
+        value
+            .as_i64()
+            .map(i128::from)
+            .or_else(|| value.as_u64().map(i128::from))
+    };
+    match (exact(a), exact(b)) {
+        (Some(a), Some(b)) => Some(a.cmp(&b)),
+        _ => a.as_f64()?.partial_cmp(&b.as_f64()?),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[derive(JsonSchema)]
+    #[allow(dead_code)]
+    struct Sample {
+        small: u8,
+        #[schemars(range(min = 1, max = 1000))]
+        id: u16,
+        #[schemars(range(min = -500))]
+        delta: i8,
+        big: u64,
+        maybe: Option<u32>,
+        ratio: f32,
+    }
+
+    #[test]
+    fn states_the_range_of_every_integer_type() {
+        let schema = schema_for::<Sample>();
+        let properties = &schema["properties"];
+        assert_eq!(properties["small"]["minimum"], 0);
+        assert_eq!(properties["small"]["maximum"], 255);
+        assert_eq!(properties["id"]["minimum"], 1, "a tighter declared bound stays");
+        assert_eq!(properties["id"]["maximum"], 1000);
+        assert_eq!(properties["delta"]["minimum"], -128, "a looser declared bound is tightened");
+        assert_eq!(properties["big"]["maximum"], json!(u64::MAX));
+        assert_eq!(properties["maybe"]["maximum"], json!(u32::MAX));
+        assert_eq!(properties["ratio"]["maximum"], json!(f64::from(f32::MAX)));
+        assert!(schema.get("$schema").is_none());
+        assert!(schema.get("title").is_none());
+    }
+}
