@@ -19,7 +19,7 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::ToolError;
+
 
 /// The bound every tool parameter must meet, with the error message a user sees when it does not.
 #[diagnostic::on_unimplemented(
@@ -47,6 +47,16 @@ impl<F: Future<Output = Result<(), ToolError>> + Send> Compensation for F {}
 /// Boxes a compensating action after checking its type.
 pub fn compensation<'a, F: Compensation + 'a>(future: F) -> crate::BoxFuture<'a, Result<(), ToolError>> {
     Box::pin(future)
+}
+
+/// The schema of a tool's arguments. The root description is dropped: it documents the Rust
+/// type, and the tool's own description is what the model reads.
+pub fn arguments_schema<T: JsonSchema>() -> Value {
+    let mut schema = crate::schema_for::<T>();
+    if let Value::Object(root) = &mut schema {
+        root.remove("description");
+    }
+    schema
 }
 
 /// Finds the schema of a tool's output where the output type has one, and `None` where it does
@@ -81,5 +91,55 @@ pub trait OutputHasNoSchema {
 impl<T> OutputHasNoSchema for &OutputSchema<T> {
     fn output_schema(&self) -> Option<Value> {
         None
+    }
+}
+
+pub use crate::{
+    Approval, BoxFuture, CallContext, IntoToolResult, Invocation, Risk, Tool, ToolContract,
+    ToolError, schema_for,
+};
+pub use std::result::Result;
+
+/// The bound an `#[args]` type must meet.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be the `#[args]` of a tool: it must implement `Deserialize`, `JsonSchema` and `Validate`",
+    label = "this arguments type",
+    note = "derive them: `#[derive(serde::Deserialize, schemars::JsonSchema, validator::Validate)]` with `#[serde(deny_unknown_fields)]`"
+)]
+pub trait ToolArguments: DeserializeOwned + JsonSchema + validator::Validate + Send + 'static {}
+
+impl<T: DeserializeOwned + JsonSchema + validator::Validate + Send + 'static> ToolArguments for T {}
+
+/// Compile-time check that `T` may be the `#[args]` of a tool.
+pub const fn assert_tool_arguments<T: ToolArguments>() {}
+
+/// What `Debug` shows for a `#[sensitive]` argument.
+pub const REDACTED: &str = "[redacted]";
+
+/// Shows an argument in `Debug` when its type implements `Debug`, and a placeholder otherwise,
+/// so that arguments need not implement `Debug`.
+pub struct DebugProbe<'a, T>(pub &'a T);
+
+/// Chosen when the argument implements `Debug`.
+pub trait DebugWith<'a> {
+    /// The argument itself.
+    fn view(&self) -> &'a dyn std::fmt::Debug;
+}
+
+impl<'a, T: std::fmt::Debug> DebugWith<'a> for DebugProbe<'a, T> {
+    fn view(&self) -> &'a dyn std::fmt::Debug {
+        self.0
+    }
+}
+
+/// Chosen otherwise.
+pub trait DebugFallback<'a> {
+    /// A placeholder.
+    fn view(&self) -> &'a dyn std::fmt::Debug;
+}
+
+impl<'a, T> DebugFallback<'a> for &DebugProbe<'a, T> {
+    fn view(&self) -> &'a dyn std::fmt::Debug {
+        &"<no Debug>"
     }
 }

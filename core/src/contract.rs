@@ -82,7 +82,8 @@ impl std::error::Error for ContractError {}
 /// use portcullis_core::{Risk, ToolContract};
 /// use serde_json::json;
 ///
-/// let contract = ToolContract::builder("refund", "Refund a payment.", json!({"type": "object"}))
+/// let schema = json!({"type": "object", "additionalProperties": false});
+/// let contract = ToolContract::builder("refund", "Refund a payment.", schema)
 ///     .risk(Risk::High)
 ///     .roles(["billing_admin"])
 ///     .irreversible("the payment provider cannot claw a refund back")
@@ -251,6 +252,11 @@ impl ToolContract {
         if self.input_schema.get("type").and_then(Value::as_str) != Some("object") {
             return fail("the argument schema must describe an object".into());
         }
+        if self.input_schema.get("additionalProperties") != Some(&Value::Bool(false)) {
+            return fail(
+                "the arguments type must refuse unknown arguments: add `#[serde(deny_unknown_fields)]`".into(),
+            );
+        }
         Ok(())
     }
 }
@@ -365,7 +371,11 @@ mod tests {
     use serde_json::json;
 
     fn builder(name: &str) -> ContractBuilder {
-        ToolContract::builder(name, "Does a thing.", json!({"type": "object"}))
+        ToolContract::builder(
+            name,
+            "Does a thing.",
+            json!({"type": "object", "additionalProperties": false}),
+        )
     }
 
     #[test]
@@ -392,6 +402,8 @@ mod tests {
         assert!(builder("a").roles([""]).build().check().is_err());
         let not_object = ToolContract::builder("a", "b", json!({"type": "string"})).build();
         assert!(not_object.check().is_err());
+        let open_object = ToolContract::builder("a", "b", json!({"type": "object"})).build();
+        assert!(open_object.check().unwrap_err().reason.contains("deny_unknown_fields"));
     }
 
     #[test]

@@ -1,0 +1,337 @@
+//! The keys of `#[tool(...)]`, parsed and checked.
+
+use proc_macro2::Span;
+use syn::parse::Parser;
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
+use syn::{Expr, ExprLit, Lit, LitInt, LitStr, Meta, Path, Token};
+
+const KEYS: &[&str] = &[
+    "name",
+    "description",
+    "risk",
+    "role",
+    "roles",
+    "rollback",
+    "irreversible",
+    "approval",
+    "idempotent",
+    "read_only",
+    "cost",
+    "timeout_ms",
+    "crate",
+];
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Risk {
+    Low,
+    Medium,
+    High,
+    Critical,
+}
+
+pub(crate) enum Approval {
+    Never,
+    Required,
+    When(Path),
+}
+
+/// Everything `#[tool(...)]` declared, each with the span to blame.
+#[derive(Default)]
+pub(crate) struct ToolOptions {
+    pub(crate) name: Option<LitStr>,
+    pub(crate) description: Option<LitStr>,
+    pub(crate) risk: Option<(Risk, Span)>,
+    pub(crate) roles: Vec<LitStr>,
+    pub(crate) rollback: Option<Path>,
+    pub(crate) irreversible: Option<LitStr>,
+    pub(crate) approval: Option<Approval>,
+    pub(crate) idempotent: bool,
+    pub(crate) read_only: Option<Span>,
+    pub(crate) cost: Option<LitInt>,
+    pub(crate) timeout_ms: Option<LitInt>,
+    pub(crate) krate: Option<Path>,
+}
+
+impl ToolOptions {
+    pub(crate) fn parse(tokens: proc_macro2::TokenStream) -> syn::Result<Self> {
+        let metas = Punctuated::<Meta, Token![,]>::parse_terminated.parse2(tokens)?;
+        let mut options = ToolOptions::default();
+        let mut seen: Vec<String> = Vec::new();
+        let mut errors: Option<syn::Error> = None;
+        for meta in metas {
+            let key = meta
+                .path()
+                .get_ident()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            let other_form = match key.as_str() {
+                "role" => "roles",
+                "roles" => "role",
+                _ => "",
+            };
+            if seen.iter().any(|earlier| earlier == other_form) {
+                combine(
+                    &mut errors,
+                    syn::Error::new(
+                        meta.path().span(),
+                        "use either `role = \"x\"` or `roles = [\"x\", \"y\"]`, not both",
+                    ),
+                );
+                continue;
+            }
+            if seen.contains(&key) {
+                combine(
+                    &mut errors,
+                    syn::Error::new(meta.path().span(), format!("`{key}` is given twice: keep one")),
+                );
+                continue;
+            }
+            if let Err(error) = options.apply(&key, &meta) {
+                combine(&mut errors, error);
+            }
+            seen.push(key);
+        }
+        match errors {
+            Some(errors) => Err(errors),
+            None => Ok(options),
+        }
+    }
+
+    fn apply(&mut self, key: &str, meta: &Meta) -> syn::Result<()> {
+        match key {
+            "name" => self.name = Some(string(meta, "name = \"delete_record\"")?),
+            "description" => {
+                let description = string(meta, "description = \"Delete one record.\"")?;
+                if description.value().trim().is_empty() {
+                    return Err(syn::Error::new(
+                        description.span(),
+                        "the description is empty: say what the tool does, the model reads it",
+                    ));
+                }
+                self.description = Some(description);
+            }
+            "risk" => {
+                let value = string(meta, "risk = \"high\"")?;
+                let risk = match value.value().as_str() {
+                    "low" => Risk::Low,
+                    "medium" => Risk::Medium,
+                    "high" => Risk::High,
+                    "critical" => Risk::Critical,
+                    other => {
+                        return Err(syn::Error::new(
+                            value.span(),
+                            format!(
+                                "unknown risk `{other}`: expected one of \"low\", \"medium\", \"high\", \"critical\""
+                            ),
+                        ));
+                    }
+                };
+                self.risk = Some((risk, value.span()));
+            }
+            "role" => self.roles = vec![role(string(meta, "role = \"admin\"")?)?],
+            "roles" => {
+                let value = value_of(meta, "roles = [\"admin\", \"operator\"]")?;
+                let Expr::Array(array) = value else {
+                    return Err(syn::Error::new(
+                        value.span(),
+                        "`roles` takes a list of strings: roles = [\"admin\", \"operator\"]",
+                    ));
+                };
+                if array.elems.is_empty() {
+                    return Err(syn::Error::new(
+                        array.span(),
+                        "`roles` is empty: list at least one role, or leave `roles` out to let every caller use the tool",
+                    ));
+                }
+                self.roles = array
+                    .elems
+                    .iter()
+                    .map(|element| match element {
+                        Expr::Lit(ExprLit { lit: Lit::Str(role_name), .. }) => role(role_name.clone()),
+                        other => Err(syn::Error::new(
+                            other.span(),
+                            "a role is a string literal: roles = [\"admin\", \"operator\"]",
+                        )),
+                    })
+                    .collect::<syn::Result<_>>()?;
+            }
+            "rollback" => self.rollback = Some(path(meta, "rollback", "rollback = restore_record")?),
+            "irreversible" => {
+                let reason = string(meta, "irreversible = \"the e-mail has been sent\"")?;
+                if reason.value().trim().is_empty() {
+                    return Err(syn::Error::new(
+                        reason.span(),
+                        "say why the effect cannot be undone: irreversible = \"the e-mail has been sent\"",
+                    ));
+                }
+                self.irreversible = Some(reason);
+            }
+            "approval" => {
+                let value = value_of(meta, "approval = \"required\"")?;
+                self.approval = Some(match value {
+                    Expr::Lit(ExprLit { lit: Lit::Str(text), .. }) => match text.value().as_str() {
+                        "never" => Approval::Never,
+                        "required" => Approval::Required,
+                        other => {
+                            return Err(syn::Error::new(
+                                text.span(),
+                                format!(
+                                    "unknown approval `{other}`: expected \"never\", \"required\", or the path of a predicate `fn(&CallContext, &Args) -> bool`"
+                                ),
+                            ));
+                        }
+                    },
+                    Expr::Path(predicate) => Approval::When(predicate.path.clone()),
+                    other => {
+                        return Err(syn::Error::new(
+                            other.span(),
+                            "`approval` takes \"never\", \"required\", or the path of a predicate `fn(&CallContext, &Args) -> bool`",
+                        ));
+                    }
+                });
+            }
+            "idempotent" => {
+                flag(meta, "idempotent")?;
+                self.idempotent = true;
+            }
+            "read_only" => {
+                flag(meta, "read_only")?;
+                self.read_only = Some(meta.span());
+            }
+            "cost" => self.cost = Some(integer(meta, "cost = 5", false)?),
+            "timeout_ms" => self.timeout_ms = Some(integer(meta, "timeout_ms = 5000", true)?),
+            "crate" => {
+                let value = string(meta, "crate = \"::portcullis\"")?;
+                self.krate = Some(value.parse()?);
+            }
+            _ => {
+                let suggestion = closest_key(key)
+                    .map(|known| format!("did you mean `{known}`? "))
+                    .unwrap_or_default();
+                return Err(syn::Error::new(
+                    meta.path().span(),
+                    format!(
+                        "unknown `#[tool]` key `{key}`: {suggestion}the keys are {}",
+                        KEYS.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn combine(errors: &mut Option<syn::Error>, error: syn::Error) {
+    match errors {
+        Some(errors) => errors.combine(error),
+        None => *errors = Some(error),
+    }
+}
+
+fn value_of<'a>(meta: &'a Meta, example: &str) -> syn::Result<&'a Expr> {
+    match meta {
+        Meta::NameValue(name_value) => Ok(&name_value.value),
+        other => Err(syn::Error::new(other.span(), format!("expected a value: {example}"))),
+    }
+}
+
+fn string(meta: &Meta, example: &str) -> syn::Result<LitStr> {
+    match value_of(meta, example)? {
+        Expr::Lit(ExprLit { lit: Lit::Str(text), .. }) => Ok(text.clone()),
+        other => Err(syn::Error::new(
+            other.span(),
+            format!("expected a string literal: {example}"),
+        )),
+    }
+}
+
+fn role(role_name: LitStr) -> syn::Result<LitStr> {
+    if role_name.value().trim().is_empty() {
+        return Err(syn::Error::new(role_name.span(), "a role name cannot be empty"));
+    }
+    Ok(role_name)
+}
+
+fn path(meta: &Meta, key: &str, example: &str) -> syn::Result<Path> {
+    match value_of(meta, example)? {
+        Expr::Path(path) => Ok(path.path.clone()),
+        other => Err(syn::Error::new(
+            other.span(),
+            format!("`{key}` takes the path of a function, not a string: {example}"),
+        )),
+    }
+}
+
+fn flag(meta: &Meta, key: &str) -> syn::Result<()> {
+    match meta {
+        Meta::Path(_) => Ok(()),
+        other => Err(syn::Error::new(
+            other.span(),
+            format!("`{key}` is a flag: write `{key}` without a value"),
+        )),
+    }
+}
+
+fn integer(meta: &Meta, example: &str, positive: bool) -> syn::Result<LitInt> {
+    let value = match value_of(meta, example)? {
+        Expr::Lit(ExprLit { lit: Lit::Int(value), .. }) => value.clone(),
+        other => {
+            return Err(syn::Error::new(
+                other.span(),
+                format!("expected a whole number: {example}"),
+            ));
+        }
+    };
+    match value.base10_parse::<u64>() {
+        Ok(0) if positive => Err(syn::Error::new(value.span(), "must be greater than 0")),
+        Ok(_) => Ok(value),
+        Err(_) => Err(syn::Error::new(
+            value.span(),
+            format!("expected a whole number from 0 to {}: {example}", u64::MAX),
+        )),
+    }
+}
+
+/// Whether `name` follows the strictest provider's rule: `^[a-zA-Z0-9_-]{1,64}$`.
+pub(crate) fn check_tool_name(name: &str, span: Span) -> syn::Result<()> {
+    let valid = (1..=64).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if valid {
+        Ok(())
+    } else {
+        Err(syn::Error::new(
+            span,
+            format!(
+                "invalid tool name `{name}`: use 1 to 64 ASCII letters, digits, `_` or `-` (every provider accepts these)"
+            ),
+        ))
+    }
+}
+
+/// The known key closest to a misspelt one.
+fn closest_key(key: &str) -> Option<&'static str> {
+    KEYS.iter()
+        .map(|known| (distance(key, known), *known))
+        .filter(|(distance, known)| *distance <= (known.len() / 3).max(1))
+        .min()
+        .map(|(_, known)| known)
+}
+
+/// Levenshtein distance between two short ASCII keys.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (diagonal + usize::from(ca != *cb)).min(above + 1).min(row[j] + 1);
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}

@@ -1,0 +1,307 @@
+//! The parameters of a tool function: the injected context, the arguments the model sends, or
+//! one `#[args]` struct.
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
+use syn::{Attribute, Expr, ExprLit, FnArg, Ident, Lit, LitStr, Meta, Pat, Signature, Token, Type};
+
+/// One parameter of the tool function, in declaration order.
+pub(crate) enum Param {
+    /// `&CallContext`, injected by the dispatcher.
+    Context,
+    /// An argument the model sends.
+    Argument(Box<Argument>),
+    /// `#[args] order: Order`: the whole arguments object is the user's own type.
+    Args(Type),
+}
+
+pub(crate) struct Argument {
+    /// The field of the generated arguments struct.
+    pub(crate) field: Ident,
+    /// The name the model sees.
+    pub(crate) wire_name: String,
+    pub(crate) ty: Type,
+    /// `#[doc]`, `#[serde]`, `#[validate]` and `#[schemars]`, for the generated field.
+    pub(crate) field_attrs: Vec<Attribute>,
+    /// Extra `#[schemars(...)]` that make the schema state what validator enforces but schemars
+    /// leaves out.
+    pub(crate) schema_attrs: Vec<TokenStream>,
+    pub(crate) sensitive: bool,
+}
+
+/// Reads the parameters and removes the attributes that are ours from the signature, so the
+/// function itself compiles as written.
+pub(crate) fn parse(sig: &mut Signature) -> syn::Result<Vec<Param>> {
+    let mut params = Vec::new();
+    let mut errors: Vec<syn::Error> = Vec::new();
+    let mut context_seen = false;
+    for input in sig.inputs.iter_mut() {
+        let typed = match input {
+            FnArg::Receiver(receiver) => {
+                errors.push(syn::Error::new(
+                    receiver.span(),
+                    "a tool is a free function: move it out of the `impl` block, or take what you need from `&CallContext` instead of `self`",
+                ));
+                continue;
+            }
+            FnArg::Typed(typed) => typed,
+        };
+        let result = parse_one(typed, &mut context_seen);
+        match result {
+            Ok(param) => params.push(param),
+            Err(error) => errors.push(error),
+        }
+    }
+    if let Some(mut first) = errors.pop() {
+        for error in errors {
+            first.combine(error);
+        }
+        return Err(first);
+    }
+    let arguments = params.iter().filter(|param| matches!(param, Param::Argument(_))).count();
+    let args_params = params.iter().filter(|param| matches!(param, Param::Args(_))).count();
+    if args_params > 0 && arguments > 0 || args_params > 1 {
+        return Err(syn::Error::new(
+            sig.inputs.span(),
+            "an `#[args]` parameter must be the only argument besides `&CallContext`: move the other parameters into its struct",
+        ));
+    }
+    Ok(params)
+}
+
+fn is_context(ty: &Type) -> Option<bool> {
+    let Type::Reference(reference) = ty else {
+        return None;
+    };
+    let Type::Path(path) = &*reference.elem else {
+        return Some(false);
+    };
+    let last = path.path.segments.last()?;
+    Some(last.ident == "CallContext" && reference.mutability.is_none())
+}
+
+fn parse_one(typed: &mut syn::PatType, context_seen: &mut bool) -> syn::Result<Param> {
+    let ident = match &*typed.pat {
+        Pat::Ident(pat) if pat.subpat.is_none() && pat.by_ref.is_none() => pat.ident.clone(),
+        other => {
+            return Err(syn::Error::new(
+                other.span(),
+                "a tool parameter needs a plain name (`record_id: u64`), not a pattern: the name is the argument name the model sees",
+            ));
+        }
+    };
+    match is_context(&typed.ty) {
+        Some(true) => {
+            if *context_seen {
+                return Err(syn::Error::new(
+                    typed.span(),
+                    "a tool takes `&CallContext` at most once: remove this parameter",
+                ));
+            }
+            *context_seen = true;
+            return Ok(Param::Context);
+        }
+        Some(false) => {
+            return Err(syn::Error::new(
+                typed.ty.span(),
+                "a tool parameter is an owned value the model sends (`String`, not `&str`); only `&CallContext` is passed by reference",
+            ));
+        }
+        None => {}
+    }
+
+    let mut field_attrs = Vec::new();
+    let mut kept = Vec::new();
+    let mut sensitive = false;
+    let mut args_marker = None;
+    let mut rename = None;
+    let mut schema_notes = SchemaNotes::default();
+    for attr in typed.attrs.drain(..) {
+        let name = attr.path().get_ident().map(ToString::to_string).unwrap_or_default();
+        match name.as_str() {
+            "doc" | "schemars" => field_attrs.push(attr),
+            "serde" => {
+                rename = serde_rename(&attr)?.or(rename);
+                field_attrs.push(attr);
+            }
+            "validate" => {
+                schema_notes.read(&attr);
+                field_attrs.push(attr);
+            }
+            "sensitive" => {
+                if !matches!(attr.meta, Meta::Path(_)) {
+                    return Err(syn::Error::new(attr.span(), "`#[sensitive]` takes no value"));
+                }
+                sensitive = true;
+            }
+            "args" => {
+                if !matches!(attr.meta, Meta::Path(_)) {
+                    return Err(syn::Error::new(attr.span(), "`#[args]` takes no value"));
+                }
+                args_marker = Some(attr.span());
+            }
+            _ => kept.push(attr),
+        }
+    }
+    typed.attrs = kept;
+
+    if let Some(span) = args_marker {
+        if let Some(attr) = field_attrs.iter().find(|attr| !attr.path().is_ident("doc")) {
+            return Err(syn::Error::new(
+                attr.span(),
+                "put `#[serde]`, `#[validate]` and `#[schemars]` on the fields of the `#[args]` struct, not on the parameter",
+            ));
+        }
+        if sensitive {
+            return Err(syn::Error::new(
+                span,
+                "`#[sensitive]` marks one argument; on an `#[args]` struct, redact the fields in its own `Debug`",
+            ));
+        }
+        return Ok(Param::Args((*typed.ty).clone()));
+    }
+
+    let plain = ident.to_string().trim_start_matches("r#").to_owned();
+    // Naming the generated field after the wire name keeps validator's field-keyed errors in
+    // the model's vocabulary.
+    let field = match &rename {
+        Some(rename) if syn::parse_str::<Ident>(&rename.value()).is_ok() => {
+            format_ident!("{}", rename.value(), span = ident.span())
+        }
+        _ => ident.clone(),
+    };
+    Ok(Param::Argument(Box::new(Argument {
+        field,
+        wire_name: rename.map(|rename| rename.value()).unwrap_or(plain),
+        ty: (*typed.ty).clone(),
+        schema_attrs: schema_notes.into_attrs(&field_attrs),
+        field_attrs,
+        sensitive,
+    })))
+}
+
+fn meta_list(attr: &Attribute) -> Vec<Meta> {
+    attr.parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated)
+        .map(|metas| metas.into_iter().collect())
+        .unwrap_or_default()
+}
+
+/// The `rename` of `#[serde(...)]`, refusing the serde features that would let the model send
+/// something the schema does not show.
+fn serde_rename(attr: &Attribute) -> syn::Result<Option<LitStr>> {
+    let mut rename = None;
+    for meta in meta_list(attr) {
+        let key = meta.path().get_ident().map(ToString::to_string).unwrap_or_default();
+        match (key.as_str(), &meta) {
+            ("rename", Meta::NameValue(name_value)) => {
+                if let Expr::Lit(ExprLit { lit: Lit::Str(text), .. }) = &name_value.value {
+                    rename = Some(text.clone());
+                }
+            }
+            ("alias", _) => {
+                return Err(syn::Error::new(
+                    meta.span(),
+                    "`alias` would accept a name the schema does not show the model: use one name (`rename`)",
+                ));
+            }
+            ("flatten", _) => {
+                return Err(syn::Error::new(
+                    meta.span(),
+                    "`flatten` cannot be combined with the refusal of unknown arguments: pass the struct with `#[args]`, or as a nested argument",
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(rename)
+}
+
+/// What validator enforces that schemars leaves out of the schema.
+#[derive(Default)]
+struct SchemaNotes {
+    exclusive_min: Option<Expr>,
+    exclusive_max: Option<Expr>,
+    /// Checks JSON Schema cannot express; the description names them.
+    unexpressed: Vec<String>,
+}
+
+impl SchemaNotes {
+    fn read(&mut self, attr: &Attribute) {
+        for meta in meta_list(attr) {
+            let key = meta.path().get_ident().map(ToString::to_string).unwrap_or_default();
+            let inner = match &meta {
+                Meta::List(list) => list
+                    .parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated)
+                    .map(|metas| metas.into_iter().collect())
+                    .unwrap_or_default(),
+                _ => Vec::new(),
+            };
+            let value = |name: &str| {
+                inner.iter().find_map(|meta| match meta {
+                    Meta::NameValue(name_value) if name_value.path.is_ident(name) => {
+                        Some(name_value.value.clone())
+                    }
+                    _ => None,
+                })
+            };
+            match key.as_str() {
+                "range" => {
+                    self.exclusive_min = value("exclusive_min");
+                    self.exclusive_max = value("exclusive_max");
+                }
+                "custom" => {
+                    let function = value("function")
+                        .map(|function| match function {
+                            Expr::Lit(ExprLit { lit: Lit::Str(text), .. }) => text.value(),
+                            other => quote!(#other).to_string().replace(' ', ""),
+                        })
+                        .unwrap_or_else(|| "a custom check".to_owned());
+                    self.unexpressed.push(format!("the custom check `{function}`"));
+                }
+                "does_not_contain" => self.unexpressed.push("a forbidden substring".to_owned()),
+                "must_match" => self.unexpressed.push("a match with another argument".to_owned()),
+                "non_control_character" => {
+                    self.unexpressed.push("the absence of control characters".to_owned())
+                }
+                "credit_card" => self.unexpressed.push("a credit card number check".to_owned()),
+                _ => {}
+            }
+        }
+    }
+
+    fn into_attrs(self, field_attrs: &[Attribute]) -> Vec<TokenStream> {
+        let mut attrs = Vec::new();
+        if let Some(bound) = self.exclusive_min {
+            attrs.push(quote!(#[schemars(extend("exclusiveMinimum" = #bound))]));
+        }
+        if let Some(bound) = self.exclusive_max {
+            attrs.push(quote!(#[schemars(extend("exclusiveMaximum" = #bound))]));
+        }
+        if !self.unexpressed.is_empty() {
+            let docs = doc_text(field_attrs);
+            let note = format!("Also checked by the server: {}.", self.unexpressed.join(", "));
+            let description = if docs.is_empty() { note } else { format!("{docs}\n\n{note}") };
+            attrs.push(quote!(#[schemars(description = #description)]));
+        }
+        attrs
+    }
+}
+
+/// The text of `///` comments, with the one space after `///` removed.
+pub(crate) fn doc_text(attrs: &[Attribute]) -> String {
+    let lines: Vec<String> = attrs
+        .iter()
+        .filter(|attr| attr.path().is_ident("doc"))
+        .filter_map(|attr| match &attr.meta {
+            Meta::NameValue(name_value) => match &name_value.value {
+                Expr::Lit(ExprLit { lit: Lit::Str(text), .. }) => Some(text.value()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .map(|line| line.strip_prefix(' ').unwrap_or(&line).trim_end().to_owned())
+        .collect();
+    lines.join("\n").trim().to_owned()
+}
