@@ -1,35 +1,127 @@
+//! Declare tools with `#[tool]`, build a registry, and send it the calls a model might make: one
+//! good call and several bad ones. Run with `cargo run --example quickstart`.
+
+use std::sync::LazyLock;
+
 use portcullis::prelude::*;
+use regex::Regex;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq)]
+static TABLE_NAME: LazyLock<Regex> = LazyLock::new(|| Regex::new("^[a-z_]+$").unwrap());
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum Environment { Development, Staging, Test, Production }
+enum Environment {
+    Development,
+    Staging,
+    Test,
+    Production,
+}
 
 #[derive(Serialize, JsonSchema)]
-pub struct Deleted { table: String, record_id: u64 }
+struct Deleted {
+    table: String,
+    record_id: u64,
+}
 
-/// Delete one record from a table.
-#[tool(risk = "high", role = "admin", irreversible = "no backup")]
-pub fn delete_database_record(
-    ctx: &CallContext,
-    /// The table.
-    #[validate(length(min = 3, max = 50))]
+/// Delete one record from a database table.
+#[tool(risk = "high", role = "admin", rollback = restore_record)]
+fn delete_database_record(
+    /// The table to delete from.
+    #[validate(length(min = 3, max = 50), regex(path = *TABLE_NAME))]
     table_name: String,
+    /// The id of the record; ids start at 1.
     #[validate(range(min = 1))]
     record_id: u64,
+    /// Where the database lives.
     environment: Environment,
+    /// Delete even when other records refer to this one.
     #[serde(default)]
     confirm_force: bool,
+    /// Why an administrator forces the deletion.
     #[validate(length(max = 200))]
     #[sensitive]
     admin_note: Option<String>,
 ) -> Result<Deleted, ToolError> {
-    let _ = (ctx, environment, confirm_force, admin_note);
-    Ok(Deleted { table: table_name, record_id })
+    let _ = (environment, confirm_force, admin_note);
+    Ok(Deleted {
+        table: table_name,
+        record_id,
+    })
 }
 
-fn main() {
-    let c = DeleteDatabaseRecord.contract();
-    println!("{}", serde_json::to_string_pretty(c).unwrap());
+/// Puts a deleted record back (the compensation the contract declares).
+async fn restore_record(
+    _ctx: &CallContext,
+    _args: &DeleteDatabaseRecordArgs,
+    _deleted: &Deleted,
+) -> Result<(), ToolError> {
+    Ok(())
+}
+
+/// List the tables of the database.
+#[tool(read_only, idempotent)]
+fn list_tables(ctx: &CallContext) -> Result<Vec<String>, ToolError> {
+    println!("    (list_tables runs for {})", ctx.actor());
+    Ok(vec!["users".into(), "orders".into()])
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let registry = Registry::builder()
+        .tool(DeleteDatabaseRecord)
+        .tool(ListTables)
+        .build()?;
+    let ctx = CallContext::new("alice").with_roles(["admin"]);
+
+    println!("The model is shown {} tools:", registry.contracts().count());
+    for contract in registry.contracts() {
+        println!(
+            "  {} (risk {}): {}",
+            contract.name(),
+            contract.risk(),
+            contract.description()
+        );
+    }
+    println!();
+
+    let calls = [
+        ("a good call", "delete_database_record",
+         json!({"table_name": "users", "record_id": 123, "environment": "development", "confirm_force": true}).to_string()),
+        ("a read-only call", "list_tables", "{}".to_string()),
+        ("a negative id", "delete_database_record",
+         json!({"table_name": "orders", "record_id": -5, "environment": "production"}).to_string()),
+        ("an id sent as text", "delete_database_record",
+         json!({"table_name": "system_config", "record_id": "abc", "environment": "staging"}).to_string()),
+        ("a missing argument", "delete_database_record",
+         json!({"table_name": "users", "record_id": 456}).to_string()),
+        ("a table name the pattern forbids", "delete_database_record",
+         json!({"table_name": "user-profiles", "record_id": 101, "environment": "test"}).to_string()),
+        ("the same key twice", "delete_database_record",
+         r#"{"table_name":"users","record_id":1,"record_id":99999999,"environment":"test"}"#.to_string()),
+        ("a privilege claim in the arguments", "delete_database_record",
+         json!({"table_name": "users", "record_id": 1, "environment": "test", "role": "admin"}).to_string()),
+        ("an invented tool", "drop_database", "{}".to_string()),
+    ];
+
+    for (index, (what, tool, arguments)) in calls.into_iter().enumerate() {
+        println!("{}. {what}: {tool} {arguments}", index + 1);
+        let outcome = registry
+            .dispatch(
+                &ctx,
+                ToolCall::new(format!("call_{index}"), tool, arguments),
+            )
+            .await;
+        match outcome.into_result() {
+            Ok(output) => println!("   completed -> {output}"),
+            Err(rejection) => {
+                println!("   refused   -> {rejection}");
+                println!("   the model reads: {}", rejection.to_model_message());
+            }
+        }
+        println!();
+    }
+    Ok(())
 }

@@ -19,8 +19,6 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-
-
 /// The bound every tool parameter must meet, with the error message a user sees when it does not.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a tool parameter: it must implement `serde::Deserialize` and `schemars::JsonSchema`",
@@ -45,7 +43,9 @@ pub trait Compensation: Future<Output = Result<(), ToolError>> + Send {}
 impl<F: Future<Output = Result<(), ToolError>> + Send> Compensation for F {}
 
 /// Boxes a compensating action after checking its type.
-pub fn compensation<'a, F: Compensation + 'a>(future: F) -> crate::BoxFuture<'a, Result<(), ToolError>> {
+pub fn compensation<'a, F: Compensation + 'a>(
+    future: F,
+) -> crate::BoxFuture<'a, Result<(), ToolError>> {
     Box::pin(future)
 }
 
@@ -106,7 +106,10 @@ pub use std::result::Result;
     label = "this arguments type",
     note = "derive them: `#[derive(serde::Deserialize, schemars::JsonSchema, validator::Validate)]` with `#[serde(deny_unknown_fields)]`"
 )]
-pub trait ToolArguments: DeserializeOwned + JsonSchema + validator::Validate + Send + 'static {}
+pub trait ToolArguments:
+    DeserializeOwned + JsonSchema + validator::Validate + Send + 'static
+{
+}
 
 impl<T: DeserializeOwned + JsonSchema + validator::Validate + Send + 'static> ToolArguments for T {}
 

@@ -56,7 +56,11 @@ pub struct ToolCall {
 
 impl ToolCall {
     /// A call of tool `name` with `arguments` (JSON text or a JSON value).
-    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: impl Into<Arguments>) -> Self {
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<Arguments>,
+    ) -> Self {
         ToolCall {
             id: id.into(),
             name: name.into(),

@@ -114,7 +114,9 @@ fn serialize_millis<S: serde::Serializer>(
     timeout: &Option<Duration>,
     serializer: S,
 ) -> Result<S::Ok, S::Error> {
-    timeout.map(|timeout| timeout.as_millis()).serialize(serializer)
+    timeout
+        .map(|timeout| timeout.as_millis())
+        .serialize(serializer)
 }
 
 impl ToolContract {
@@ -232,7 +234,10 @@ impl ToolContract {
             return fail(reason);
         }
         if self.description.trim().is_empty() {
-            return fail("the description is empty: the model reads it to decide when to call the tool".into());
+            return fail(
+                "the description is empty: the model reads it to decide when to call the tool"
+                    .into(),
+            );
         }
         if self.risk >= Risk::High && self.rollback.is_none() && self.irreversible.is_none() {
             return fail(format!(
@@ -241,7 +246,9 @@ impl ToolContract {
             ));
         }
         if self.rollback.is_some() && self.irreversible.is_some() {
-            return fail("a tool with a rollback is not irreversible: declare one or the other".into());
+            return fail(
+                "a tool with a rollback is not irreversible: declare one or the other".into(),
+            );
         }
         if self.read_only && self.rollback.is_some() {
             return fail("a read-only tool has nothing to roll back".into());
@@ -389,21 +396,59 @@ mod tests {
 
     #[test]
     fn dangerous_tools_say_how_they_are_undone() {
-        let error = builder("drop").risk(Risk::Critical).build().check().unwrap_err();
+        let error = builder("drop")
+            .risk(Risk::Critical)
+            .build()
+            .check()
+            .unwrap_err();
         assert!(error.reason.contains("rollback"), "{error}");
-        assert!(builder("drop").risk(Risk::Critical).rollback("undrop").build().check().is_ok());
-        assert!(builder("drop").risk(Risk::High).irreversible("gone").build().check().is_ok());
+        assert!(
+            builder("drop")
+                .risk(Risk::Critical)
+                .rollback("undrop")
+                .build()
+                .check()
+                .is_ok()
+        );
+        assert!(
+            builder("drop")
+                .risk(Risk::High)
+                .irreversible("gone")
+                .build()
+                .check()
+                .is_ok()
+        );
     }
 
     #[test]
     fn contradictions_are_refused() {
-        assert!(builder("a").rollback("b").irreversible("c").build().check().is_err());
-        assert!(builder("a").read_only().rollback("b").build().check().is_err());
+        assert!(
+            builder("a")
+                .rollback("b")
+                .irreversible("c")
+                .build()
+                .check()
+                .is_err()
+        );
+        assert!(
+            builder("a")
+                .read_only()
+                .rollback("b")
+                .build()
+                .check()
+                .is_err()
+        );
         assert!(builder("a").roles([""]).build().check().is_err());
         let not_object = ToolContract::builder("a", "b", json!({"type": "string"})).build();
         assert!(not_object.check().is_err());
         let open_object = ToolContract::builder("a", "b", json!({"type": "object"})).build();
-        assert!(open_object.check().unwrap_err().reason.contains("deny_unknown_fields"));
+        assert!(
+            open_object
+                .check()
+                .unwrap_err()
+                .reason
+                .contains("deny_unknown_fields")
+        );
     }
 
     #[test]

@@ -175,7 +175,9 @@ impl RegistryBuilder {
         }
         let mut tools = HashMap::with_capacity(self.tools.len());
         for tool in self.tools {
-            tool.contract().check().map_err(BuildError::InvalidContract)?;
+            tool.contract()
+                .check()
+                .map_err(BuildError::InvalidContract)?;
             let name = tool.contract().name().to_owned();
             if tools.contains_key(&name) {
                 return Err(BuildError::DuplicateTool(name));
@@ -210,7 +212,10 @@ impl fmt::Display for BuildError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BuildError::DuplicateTool(name) => {
-                write!(f, "two tools are named `{name}`: rename one with `#[tool(name = \"...\")]`")
+                write!(
+                    f,
+                    "two tools are named `{name}`: rename one with `#[tool(name = \"...\")]`"
+                )
             }
             BuildError::InvalidContract(error) => error.fmt(f),
             BuildError::InvalidLimits(reason) => f.write_str(reason),

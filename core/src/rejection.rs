@@ -78,9 +78,9 @@ impl RejectionCode {
             | RejectionCode::InvalidType
             | RejectionCode::InvalidValue => Gate::Decode,
             RejectionCode::ConstraintViolation => Gate::Validate,
-            RejectionCode::ToolFailed | RejectionCode::ToolTimeout | RejectionCode::ToolPanicked => {
-                Gate::Execute
-            }
+            RejectionCode::ToolFailed
+            | RejectionCode::ToolTimeout
+            | RejectionCode::ToolPanicked => Gate::Execute,
         }
     }
 
@@ -119,6 +119,12 @@ pub struct Violation {
 /// model so that it can correct its call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rejection {
+    // Boxed: a refusal is rare and the happy path should not carry its size around.
+    inner: Box<Details>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Details {
     code: RejectionCode,
     message: String,
     path: Option<String>,
@@ -132,84 +138,86 @@ impl Rejection {
     /// A refusal with `code` and a sentence saying what is wrong.
     pub fn new(code: RejectionCode, message: impl Into<String>) -> Self {
         Rejection {
-            code,
-            message: message.into(),
-            path: None,
-            hint: None,
-            retryable: code.retryable_by_default(),
-            reason: None,
-            violations: Vec::new(),
+            inner: Box::new(Details {
+                code,
+                message: message.into(),
+                path: None,
+                hint: None,
+                retryable: code.retryable_by_default(),
+                reason: None,
+                violations: Vec::new(),
+            }),
         }
     }
 
     /// Points the refusal at one argument (a JSON pointer such as `/record_id`).
     pub fn with_path(mut self, path: impl Into<String>) -> Self {
-        self.path = Some(path.into());
+        self.inner.path = Some(path.into());
         self
     }
 
     /// Adds a hint: the closest valid name, the allowed values, what to do instead.
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
-        self.hint = Some(hint.into());
+        self.inner.hint = Some(hint.into());
         self
     }
 
     /// Overrides whether retrying can help.
     pub fn with_retryable(mut self, retryable: bool) -> Self {
-        self.retryable = retryable;
+        self.inner.retryable = retryable;
         self
     }
 
     /// Adds a finer-grained, stable reason within the code (for `tool_failed`, the tool's own
     /// error code).
     pub fn with_reason(mut self, reason: impl Into<String>) -> Self {
-        self.reason = Some(reason.into());
+        self.inner.reason = Some(reason.into());
         self
     }
 
     pub(crate) fn with_violations(mut self, violations: Vec<Violation>) -> Self {
-        self.violations = violations;
+        self.inner.violations = violations;
         self
     }
 
     /// The gate that refused.
     pub fn gate(&self) -> Gate {
-        self.code.gate()
+        self.inner.code.gate()
     }
 
     /// The stable code.
     pub fn code(&self) -> RejectionCode {
-        self.code
+        self.inner.code
     }
 
     /// A sentence saying what is wrong.
     pub fn message(&self) -> &str {
-        &self.message
+        &self.inner.message
     }
 
     /// JSON pointer to the offending argument, when one argument is at fault.
     pub fn path(&self) -> Option<&str> {
-        self.path.as_deref()
+        self.inner.path.as_deref()
     }
 
     /// What the model can do instead.
     pub fn hint(&self) -> Option<&str> {
-        self.hint.as_deref()
+        self.inner.hint.as_deref()
     }
 
     /// Whether a corrected call may succeed.
     pub fn retryable(&self) -> bool {
-        self.retryable
+        self.inner.retryable
     }
 
     /// The finer-grained reason, where there is one (the tool's own code for `tool_failed`).
     pub fn reason(&self) -> Option<&str> {
-        self.reason.as_deref()
+        self.inner.reason.as_deref()
     }
 
     /// Every violated constraint, for `constraint_violation`; empty otherwise.
     pub fn violations(&self) -> &[Violation] {
-        &self.violations
+        &self.inner.violations
     }
 
     /// The compact JSON text that goes back to the model.
@@ -242,14 +250,14 @@ impl Rejection {
             violations: &'a [Violation],
         }
         let message = ModelMessage {
-            error: self.code,
+            error: self.inner.code,
             gate: self.gate(),
-            message: &self.message,
-            path: self.path.as_deref(),
-            hint: self.hint.as_deref(),
-            reason: self.reason.as_deref(),
-            retryable: self.retryable,
-            violations: &self.violations,
+            message: &self.inner.message,
+            path: self.inner.path.as_deref(),
+            hint: self.inner.hint.as_deref(),
+            reason: self.inner.reason.as_deref(),
+            retryable: self.inner.retryable,
+            violations: &self.inner.violations,
         };
         serde_json::to_string(&message)
             .expect("a message of strings, booleans and JSON values always serializes")
@@ -258,11 +266,11 @@ impl Rejection {
 
 impl fmt::Display for Rejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({} gate): {}", self.code, self.gate(), self.message)?;
-        if let Some(path) = &self.path {
+        write!(f, "{} ({} gate): {}", self.inner.code, self.gate(), self.inner.message)?;
+        if let Some(path) = &self.inner.path {
             write!(f, " at {path}")?;
         }
-        if let Some(hint) = &self.hint {
+        if let Some(hint) = &self.inner.hint {
             write!(f, "; {hint}")?;
         }
         Ok(())

@@ -110,9 +110,15 @@ mod tests {
         let properties = &schema["properties"];
         assert_eq!(properties["small"]["minimum"], 0);
         assert_eq!(properties["small"]["maximum"], 255);
-        assert_eq!(properties["id"]["minimum"], 1, "a tighter declared bound stays");
+        assert_eq!(
+            properties["id"]["minimum"], 1,
+            "a tighter declared bound stays"
+        );
         assert_eq!(properties["id"]["maximum"], 1000);
-        assert_eq!(properties["delta"]["minimum"], -128, "a looser declared bound is tightened");
+        assert_eq!(
+            properties["delta"]["minimum"], -128,
+            "a looser declared bound is tightened"
+        );
         assert_eq!(properties["big"]["maximum"], json!(u64::MAX));
         assert_eq!(properties["maybe"]["maximum"], json!(u32::MAX));
         assert_eq!(properties["ratio"]["maximum"], json!(f64::from(f32::MAX)));

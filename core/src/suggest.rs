@@ -1,7 +1,10 @@
 //! "Did you mean ...?": the closest valid names to a misspelt one.
 
 /// The candidates within a small edit distance of `input`, closest first (at most three).
-pub(crate) fn closest<'a>(input: &str, candidates: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+pub(crate) fn closest<'a>(
+    input: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Vec<&'a str> {
     let input_len = input.chars().count();
     let mut scored: Vec<(usize, &str)> = candidates
         .into_iter()
@@ -16,7 +19,10 @@ pub(crate) fn closest<'a>(input: &str, candidates: impl IntoIterator<Item = &'a 
 }
 
 /// A hint naming the closest candidates, or `None` when nothing is close.
-pub(crate) fn did_you_mean<'a>(input: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
+pub(crate) fn did_you_mean<'a>(
+    input: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<String> {
     let close = closest(input, candidates);
     (!close.is_empty()).then(|| {
         let names: Vec<String> = close.iter().map(|name| format!("`{name}`")).collect();
@@ -58,7 +64,10 @@ mod tests {
         // A Cyrillic "е" and a zero-width space: one edit each.
         let names = ["delete_record"];
         assert_eq!(closest("dеlete_record", names), vec!["delete_record"]);
-        assert_eq!(closest("delete\u{200b}_record", names), vec!["delete_record"]);
+        assert_eq!(
+            closest("delete\u{200b}_record", names),
+            vec!["delete_record"]
+        );
     }
 
     #[test]

@@ -58,7 +58,14 @@ pub(crate) fn expand(options: ToolOptions, mut function: ItemFn) -> syn::Result<
         <#return_type as #private::IntoToolResult>::Output
     };
 
-    let contract = contract(&options, &tool_name, &description, &params, &args_type, &private);
+    let contract = contract(
+        &options,
+        &tool_name,
+        &description,
+        &params,
+        &args_type,
+        &private,
+    );
     let approval_method = match &options.approval {
         Some(Approval::When(predicate)) => quote_spanned! {predicate.span()=>
             fn approval_required(&self, ctx: &#private::CallContext, args: &Self::Args) -> bool {
@@ -149,7 +156,13 @@ fn arguments(
         })
         .collect();
     let fields = arguments.iter().map(|argument| {
-        let Argument { field, ty, field_attrs, schema_attrs, .. } = argument;
+        let Argument {
+            field,
+            ty,
+            field_attrs,
+            schema_attrs,
+            ..
+        } = argument;
         quote! {
             #(#field_attrs)*
             #(#schema_attrs)*
@@ -171,9 +184,17 @@ fn arguments(
             }))
         }
     });
-    let path_string = |tail: &str| LitStr::new(&format!("{private}::{tail}"), proc_macro2::Span::call_site());
-    let (serde_path, schemars_path, validator_path) =
-        (path_string("serde"), path_string("schemars"), path_string("validator"));
+    let path_string = |tail: &str| {
+        LitStr::new(
+            &format!("{private}::{tail}"),
+            proc_macro2::Span::call_site(),
+        )
+    };
+    let (serde_path, schemars_path, validator_path) = (
+        path_string("serde"),
+        path_string("schemars"),
+        path_string("validator"),
+    );
     let doc = format!("The arguments of the [`{plain_name}`] tool, as the model sends them.");
     let debug_name = args_ident.to_string();
     let items = quote! {
@@ -228,7 +249,9 @@ fn contract(
         Some(Approval::Required) => steps.push(quote!(.approval(#private::Approval::Required))),
         Some(Approval::When(predicate)) => {
             let name = path_text(predicate);
-            steps.push(quote!(.approval(#private::Approval::Conditional(#private::String::from(#name)))));
+            steps.push(
+                quote!(.approval(#private::Approval::Conditional(#private::String::from(#name)))),
+            );
         }
         None => {}
     }
@@ -313,7 +336,10 @@ fn check_contract(options: &ToolOptions, function: &ItemFn) -> syn::Result<()> {
     let fn_ident = &function.sig.ident;
     match &options.name {
         Some(name) => check_tool_name(&name.value(), name.span())?,
-        None => check_tool_name(fn_ident.to_string().trim_start_matches("r#"), fn_ident.span())?,
+        None => check_tool_name(
+            fn_ident.to_string().trim_start_matches("r#"),
+            fn_ident.span(),
+        )?,
     }
     if options.description.is_none() && doc_text(&function.attrs).is_empty() {
         return Err(syn::Error::new(

@@ -83,7 +83,10 @@ impl ToolOptions {
             if seen.contains(&key) {
                 combine(
                     &mut errors,
-                    syn::Error::new(meta.path().span(), format!("`{key}` is given twice: keep one")),
+                    syn::Error::new(
+                        meta.path().span(),
+                        format!("`{key}` is given twice: keep one"),
+                    ),
                 );
                 continue;
             }
@@ -148,7 +151,10 @@ impl ToolOptions {
                     .elems
                     .iter()
                     .map(|element| match element {
-                        Expr::Lit(ExprLit { lit: Lit::Str(role_name), .. }) => role(role_name.clone()),
+                        Expr::Lit(ExprLit {
+                            lit: Lit::Str(role_name),
+                            ..
+                        }) => role(role_name.clone()),
                         other => Err(syn::Error::new(
                             other.span(),
                             "a role is a string literal: roles = [\"admin\", \"operator\"]",
@@ -156,7 +162,9 @@ impl ToolOptions {
                     })
                     .collect::<syn::Result<_>>()?;
             }
-            "rollback" => self.rollback = Some(path(meta, "rollback", "rollback = restore_record")?),
+            "rollback" => {
+                self.rollback = Some(path(meta, "rollback", "rollback = restore_record")?)
+            }
             "irreversible" => {
                 let reason = string(meta, "irreversible = \"the e-mail has been sent\"")?;
                 if reason.value().trim().is_empty() {
@@ -170,7 +178,10 @@ impl ToolOptions {
             "approval" => {
                 let value = value_of(meta, "approval = \"required\"")?;
                 self.approval = Some(match value {
-                    Expr::Lit(ExprLit { lit: Lit::Str(text), .. }) => match text.value().as_str() {
+                    Expr::Lit(ExprLit {
+                        lit: Lit::Str(text),
+                        ..
+                    }) => match text.value().as_str() {
                         "never" => Approval::Never,
                         "required" => Approval::Required,
                         other => {
@@ -232,13 +243,19 @@ fn combine(errors: &mut Option<syn::Error>, error: syn::Error) {
 fn value_of<'a>(meta: &'a Meta, example: &str) -> syn::Result<&'a Expr> {
     match meta {
         Meta::NameValue(name_value) => Ok(&name_value.value),
-        other => Err(syn::Error::new(other.span(), format!("expected a value: {example}"))),
+        other => Err(syn::Error::new(
+            other.span(),
+            format!("expected a value: {example}"),
+        )),
     }
 }
 
 fn string(meta: &Meta, example: &str) -> syn::Result<LitStr> {
     match value_of(meta, example)? {
-        Expr::Lit(ExprLit { lit: Lit::Str(text), .. }) => Ok(text.clone()),
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(text),
+            ..
+        }) => Ok(text.clone()),
         other => Err(syn::Error::new(
             other.span(),
             format!("expected a string literal: {example}"),
@@ -248,7 +265,10 @@ fn string(meta: &Meta, example: &str) -> syn::Result<LitStr> {
 
 fn role(role_name: LitStr) -> syn::Result<LitStr> {
     if role_name.value().trim().is_empty() {
-        return Err(syn::Error::new(role_name.span(), "a role name cannot be empty"));
+        return Err(syn::Error::new(
+            role_name.span(),
+            "a role name cannot be empty",
+        ));
     }
     Ok(role_name)
 }
@@ -275,7 +295,10 @@ fn flag(meta: &Meta, key: &str) -> syn::Result<()> {
 
 fn integer(meta: &Meta, example: &str, positive: bool) -> syn::Result<LitInt> {
     let value = match value_of(meta, example)? {
-        Expr::Lit(ExprLit { lit: Lit::Int(value), .. }) => value.clone(),
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(value),
+            ..
+        }) => value.clone(),
         other => {
             return Err(syn::Error::new(
                 other.span(),
@@ -329,7 +352,9 @@ fn distance(a: &str, b: &str) -> usize {
         row[0] = i + 1;
         for (j, cb) in b.iter().enumerate() {
             let above = row[j + 1];
-            row[j + 1] = (diagonal + usize::from(ca != *cb)).min(above + 1).min(row[j] + 1);
+            row[j + 1] = (diagonal + usize::from(ca != *cb))
+                .min(above + 1)
+                .min(row[j] + 1);
             diagonal = above;
         }
     }

@@ -14,7 +14,7 @@ pub(crate) enum Param {
     /// An argument the model sends.
     Argument(Box<Argument>),
     /// `#[args] order: Order`: the whole arguments object is the user's own type.
-    Args(Type),
+    Args(Box<Type>),
 }
 
 pub(crate) struct Argument {
@@ -60,8 +60,14 @@ pub(crate) fn parse(sig: &mut Signature) -> syn::Result<Vec<Param>> {
         }
         return Err(first);
     }
-    let arguments = params.iter().filter(|param| matches!(param, Param::Argument(_))).count();
-    let args_params = params.iter().filter(|param| matches!(param, Param::Args(_))).count();
+    let arguments = params
+        .iter()
+        .filter(|param| matches!(param, Param::Argument(_)))
+        .count();
+    let args_params = params
+        .iter()
+        .filter(|param| matches!(param, Param::Args(_)))
+        .count();
     if args_params > 0 && arguments > 0 || args_params > 1 {
         return Err(syn::Error::new(
             sig.inputs.span(),
@@ -119,7 +125,11 @@ fn parse_one(typed: &mut syn::PatType, context_seen: &mut bool) -> syn::Result<P
     let mut rename = None;
     let mut schema_notes = SchemaNotes::default();
     for attr in typed.attrs.drain(..) {
-        let name = attr.path().get_ident().map(ToString::to_string).unwrap_or_default();
+        let name = attr
+            .path()
+            .get_ident()
+            .map(ToString::to_string)
+            .unwrap_or_default();
         match name.as_str() {
             "doc" | "schemars" => field_attrs.push(attr),
             "serde" => {
@@ -132,7 +142,10 @@ fn parse_one(typed: &mut syn::PatType, context_seen: &mut bool) -> syn::Result<P
             }
             "sensitive" => {
                 if !matches!(attr.meta, Meta::Path(_)) {
-                    return Err(syn::Error::new(attr.span(), "`#[sensitive]` takes no value"));
+                    return Err(syn::Error::new(
+                        attr.span(),
+                        "`#[sensitive]` takes no value",
+                    ));
                 }
                 sensitive = true;
             }
@@ -160,7 +173,7 @@ fn parse_one(typed: &mut syn::PatType, context_seen: &mut bool) -> syn::Result<P
                 "`#[sensitive]` marks one argument; on an `#[args]` struct, redact the fields in its own `Debug`",
             ));
         }
-        return Ok(Param::Args((*typed.ty).clone()));
+        return Ok(Param::Args(typed.ty.clone()));
     }
 
     let plain = ident.to_string().trim_start_matches("r#").to_owned();
@@ -193,10 +206,18 @@ fn meta_list(attr: &Attribute) -> Vec<Meta> {
 fn serde_rename(attr: &Attribute) -> syn::Result<Option<LitStr>> {
     let mut rename = None;
     for meta in meta_list(attr) {
-        let key = meta.path().get_ident().map(ToString::to_string).unwrap_or_default();
+        let key = meta
+            .path()
+            .get_ident()
+            .map(ToString::to_string)
+            .unwrap_or_default();
         match (key.as_str(), &meta) {
             ("rename", Meta::NameValue(name_value)) => {
-                if let Expr::Lit(ExprLit { lit: Lit::Str(text), .. }) = &name_value.value {
+                if let Expr::Lit(ExprLit {
+                    lit: Lit::Str(text),
+                    ..
+                }) = &name_value.value
+                {
                     rename = Some(text.clone());
                 }
             }
@@ -230,7 +251,11 @@ struct SchemaNotes {
 impl SchemaNotes {
     fn read(&mut self, attr: &Attribute) {
         for meta in meta_list(attr) {
-            let key = meta.path().get_ident().map(ToString::to_string).unwrap_or_default();
+            let key = meta
+                .path()
+                .get_ident()
+                .map(ToString::to_string)
+                .unwrap_or_default();
             let inner = match &meta {
                 Meta::List(list) => list
                     .parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated)
@@ -254,18 +279,26 @@ impl SchemaNotes {
                 "custom" => {
                     let function = value("function")
                         .map(|function| match function {
-                            Expr::Lit(ExprLit { lit: Lit::Str(text), .. }) => text.value(),
+                            Expr::Lit(ExprLit {
+                                lit: Lit::Str(text),
+                                ..
+                            }) => text.value(),
                             other => quote!(#other).to_string().replace(' ', ""),
                         })
                         .unwrap_or_else(|| "a custom check".to_owned());
-                    self.unexpressed.push(format!("the custom check `{function}`"));
+                    self.unexpressed
+                        .push(format!("the custom check `{function}`"));
                 }
                 "does_not_contain" => self.unexpressed.push("a forbidden substring".to_owned()),
-                "must_match" => self.unexpressed.push("a match with another argument".to_owned()),
-                "non_control_character" => {
-                    self.unexpressed.push("the absence of control characters".to_owned())
-                }
-                "credit_card" => self.unexpressed.push("a credit card number check".to_owned()),
+                "must_match" => self
+                    .unexpressed
+                    .push("a match with another argument".to_owned()),
+                "non_control_character" => self
+                    .unexpressed
+                    .push("the absence of control characters".to_owned()),
+                "credit_card" => self
+                    .unexpressed
+                    .push("a credit card number check".to_owned()),
                 _ => {}
             }
         }
@@ -281,8 +314,15 @@ impl SchemaNotes {
         }
         if !self.unexpressed.is_empty() {
             let docs = doc_text(field_attrs);
-            let note = format!("Also checked by the server: {}.", self.unexpressed.join(", "));
-            let description = if docs.is_empty() { note } else { format!("{docs}\n\n{note}") };
+            let note = format!(
+                "Also checked by the server: {}.",
+                self.unexpressed.join(", ")
+            );
+            let description = if docs.is_empty() {
+                note
+            } else {
+                format!("{docs}\n\n{note}")
+            };
             attrs.push(quote!(#[schemars(description = #description)]));
         }
         attrs
@@ -296,12 +336,20 @@ pub(crate) fn doc_text(attrs: &[Attribute]) -> String {
         .filter(|attr| attr.path().is_ident("doc"))
         .filter_map(|attr| match &attr.meta {
             Meta::NameValue(name_value) => match &name_value.value {
-                Expr::Lit(ExprLit { lit: Lit::Str(text), .. }) => Some(text.value()),
+                Expr::Lit(ExprLit {
+                    lit: Lit::Str(text),
+                    ..
+                }) => Some(text.value()),
                 _ => None,
             },
             _ => None,
         })
-        .map(|line| line.strip_prefix(' ').unwrap_or(&line).trim_end().to_owned())
+        .map(|line| {
+            line.strip_prefix(' ')
+                .unwrap_or(&line)
+                .trim_end()
+                .to_owned()
+        })
         .collect();
     lines.join("\n").trim().to_owned()
 }

@@ -194,7 +194,17 @@ pub async fn transfer_funds(
     #[validate(length(equal = 6))]
     pin: String,
 ) -> Result<Transferred, ToolError> {
-    let _ = (currency, fee_rate, beneficiary_email, callback_url, reference, memo, retries, adjustment, pin);
+    let _ = (
+        currency,
+        fee_rate,
+        beneficiary_email,
+        callback_url,
+        reference,
+        memo,
+        retries,
+        adjustment,
+        pin,
+    );
     Ok(Transferred { amount_cents })
 }
 
@@ -232,7 +242,11 @@ pub async fn buggy_async_tool(input: String) -> Result<String, ToolError> {
 /// Refuses every request: the account is frozen.
 #[tool(description = "Charge a card.", risk = "medium")]
 pub fn charge_card(#[validate(range(min = 1))] amount_cents: u64) -> Result<u64, ToolError> {
-    Err(ToolError::new("account_frozen", format!("cannot charge {amount_cents}: the account is frozen")).retryable(true))
+    Err(ToolError::new(
+        "account_frozen",
+        format!("cannot charge {amount_cents}: the account is frozen"),
+    )
+    .retryable(true))
 }
 
 /// Every tool above, in one registry.
@@ -251,5 +265,7 @@ pub fn registry() -> Registry {
 }
 
 pub fn admin() -> CallContext {
-    CallContext::new("alice").with_roles(["admin"]).with_environment("development")
+    CallContext::new("alice")
+        .with_roles(["admin"])
+        .with_environment("development")
 }

@@ -22,7 +22,11 @@ pub(crate) enum Execution<'a> {
 }
 
 /// Runs `tool` on arguments that passed every gate before this one.
-pub(crate) fn execute<'a, T: Tool>(tool: &'a T, ctx: &'a CallContext, args: T::Args) -> Execution<'a> {
+pub(crate) fn execute<'a, T: Tool>(
+    tool: &'a T,
+    ctx: &'a CallContext,
+    args: T::Args,
+) -> Execution<'a> {
     let invocation = match catch_unwind(AssertUnwindSafe(|| tool.call(ctx, args))) {
         Ok(invocation) => invocation,
         Err(payload) => return Execution::Finished(panicked(payload)),

@@ -20,7 +20,13 @@ pub(crate) fn validate<T: Validate>(args: &T, schema: &Value) -> Result<(), Reje
         return Ok(());
     };
     let mut violations = Vec::new();
-    collect(&errors, Some(schema), schema, &mut Vec::new(), &mut violations);
+    collect(
+        &errors,
+        Some(schema),
+        schema,
+        &mut Vec::new(),
+        &mut violations,
+    );
     violations.sort_by(|a, b| (&a.path, &a.rule).cmp(&(&b.path, &b.rule)));
     let message = match violations.as_slice() {
         [only] => format!("`{}` {}", only.path, only.message),
@@ -29,7 +35,11 @@ pub(crate) fn validate<T: Validate>(args: &T, schema: &Value) -> Result<(), Reje
                 .iter()
                 .map(|violation| format!("`{}` {}", violation.path, violation.message))
                 .collect();
-            format!("{} constraints are violated: {}", many.len(), each.join("; "))
+            format!(
+                "{} constraints are violated: {}",
+                many.len(),
+                each.join("; ")
+            )
         }
     };
     let path = violations.first().map(|violation| violation.path.clone());
@@ -60,7 +70,11 @@ fn collect(
         match kind {
             ValidationErrorsKind::Field(field_errors) => {
                 for error in field_errors {
-                    out.push(violation(error, child.map(|child| resolve(child, root)), path));
+                    out.push(violation(
+                        error,
+                        child.map(|child| resolve(child, root)),
+                        path,
+                    ));
                 }
             }
             ValidationErrorsKind::Struct(inner) => collect(inner, child, root, path, out),
@@ -114,7 +128,11 @@ fn normalized(name: &str) -> String {
 }
 
 /// The schema name of Rust field `field`, and its subschema.
-fn property<'a>(node: Option<&'a Value>, root: &'a Value, field: &str) -> (String, Option<&'a Value>) {
+fn property<'a>(
+    node: Option<&'a Value>,
+    root: &'a Value,
+    field: &str,
+) -> (String, Option<&'a Value>) {
     let candidates: Vec<&Map<String, Value>> = node
         .map(|node| branches(node, root))
         .unwrap_or_default()
@@ -139,9 +157,11 @@ fn property<'a>(node: Option<&'a Value>, root: &'a Value, field: &str) -> (Strin
 }
 
 fn items_schema<'a>(node: &'a Value, root: &'a Value) -> Option<&'a Value> {
-    branches(node, root)
-        .into_iter()
-        .find_map(|branch| branch.get("items").or_else(|| branch.get("additionalProperties")))
+    branches(node, root).into_iter().find_map(|branch| {
+        branch
+            .get("items")
+            .or_else(|| branch.get("additionalProperties"))
+    })
 }
 
 fn violation(error: &ValidationError, schema: Option<&Value>, path: &[Segment]) -> Violation {
@@ -264,8 +284,14 @@ mod tests {
             ]
         );
         assert_eq!(rejection.path(), Some("/customerName"));
-        assert_eq!(rejection.violations()[0].message, "must have 3 to 10 characters");
-        assert_eq!(rejection.violations()[1].message, "must be greater than 0.0");
+        assert_eq!(
+            rejection.violations()[0].message,
+            "must have 3 to 10 characters"
+        );
+        assert_eq!(
+            rejection.violations()[1].message,
+            "must be greater than 0.0"
+        );
         assert_eq!(rejection.violations()[2].params["min"], 1);
         assert!(rejection.violations()[2].params.get("value").is_none());
     }

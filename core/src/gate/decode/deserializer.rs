@@ -230,7 +230,10 @@ impl ValueDeserializer {
 
 /// Integers in the JSON Schema sense: `5` and `5.0` alike. An integral number beyond 64 bits is
 /// refused as out of range; a fractional one is handed on as a float for the visitor to refuse.
-fn visit_integer<'de, V: Visitor<'de>>(number: &Number, visitor: V) -> Result<V::Value, DecodeError> {
+fn visit_integer<'de, V: Visitor<'de>>(
+    number: &Number,
+    visitor: V,
+) -> Result<V::Value, DecodeError> {
     const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
     const TWO_POW_64: f64 = 18_446_744_073_709_551_616.0;
     if let Some(value) = number.as_u64() {
@@ -253,7 +256,10 @@ fn visit_integer<'de, V: Visitor<'de>>(number: &Number, visitor: V) -> Result<V:
     }
 }
 
-fn visit_array<'de, V: Visitor<'de>>(items: Vec<Value>, visitor: V) -> Result<V::Value, DecodeError> {
+fn visit_array<'de, V: Visitor<'de>>(
+    items: Vec<Value>,
+    visitor: V,
+) -> Result<V::Value, DecodeError> {
     let len = items.len();
     let mut access = ArrayAccess {
         items: items.into_iter().enumerate(),
@@ -619,7 +625,10 @@ impl<'de> VariantAccess<'de> for VariantContent {
     fn unit_variant(self) -> Result<(), DecodeError> {
         match self.value {
             None | Some(Value::Null) => Ok(()),
-            Some(other) => Err(de::Error::invalid_type(unexpected(&other), &"a unit variant")),
+            Some(other) => Err(de::Error::invalid_type(
+                unexpected(&other),
+                &"a unit variant",
+            )),
         }
     }
 
@@ -630,7 +639,11 @@ impl<'de> VariantAccess<'de> for VariantContent {
         seed.deserialize(self.content(&"a variant with content")?)
     }
 
-    fn tuple_variant<V: Visitor<'de>>(self, _len: usize, visitor: V) -> Result<V::Value, DecodeError> {
+    fn tuple_variant<V: Visitor<'de>>(
+        self,
+        _len: usize,
+        visitor: V,
+    ) -> Result<V::Value, DecodeError> {
         de::Deserializer::deserialize_seq(self.content(&visitor)?, visitor)
     }
 
@@ -684,7 +697,8 @@ mod tests {
 
     #[test]
     fn decodes_a_valid_value() {
-        let order = decode(json!({"id": 7.0, "items": [{"skuCode": "a", "kind": "digital"}]})).unwrap();
+        let order =
+            decode(json!({"id": 7.0, "items": [{"skuCode": "a", "kind": "digital"}]})).unwrap();
         assert_eq!(order.id, 7);
         assert_eq!(order.items[0].kind, Kind::Digital);
     }
@@ -707,18 +721,30 @@ mod tests {
     #[test]
     fn out_of_range_integers_are_refused_not_wrapped() {
         let (problem, path) = problem_at(json!({"id": 256, "items": []}));
-        assert!(matches!(problem, Problem::InvalidValue { .. }), "{problem:?}");
+        assert!(
+            matches!(problem, Problem::InvalidValue { .. }),
+            "{problem:?}"
+        );
         assert_eq!(path, "/id");
         let (problem, _) = problem_at(json!({"id": -1, "items": []}));
-        assert!(matches!(problem, Problem::InvalidValue { .. }), "{problem:?}");
+        assert!(
+            matches!(problem, Problem::InvalidValue { .. }),
+            "{problem:?}"
+        );
         let (problem, _) = problem_at(json!({"id": 1e300, "items": []}));
-        assert!(matches!(problem, Problem::InvalidValue { .. }), "{problem:?}");
+        assert!(
+            matches!(problem, Problem::InvalidValue { .. }),
+            "{problem:?}"
+        );
     }
 
     #[test]
     fn fractions_and_strings_are_not_integers() {
         let (problem, _) = problem_at(json!({"id": 5.5, "items": []}));
-        assert!(matches!(problem, Problem::InvalidType { .. }), "{problem:?}");
+        assert!(
+            matches!(problem, Problem::InvalidType { .. }),
+            "{problem:?}"
+        );
         let (problem, _) = problem_at(json!({"id": "5", "items": []}));
         assert_eq!(
             problem,
@@ -731,7 +757,8 @@ mod tests {
 
     #[test]
     fn unknown_variant_lists_allowed_values() {
-        let (problem, path) = problem_at(json!({"id": 1, "items": [{"skuCode": "a", "kind": "gift"}]}));
+        let (problem, path) =
+            problem_at(json!({"id": 1, "items": [{"skuCode": "a", "kind": "gift"}]}));
         assert_eq!(
             problem,
             Problem::UnknownVariant {
@@ -752,7 +779,10 @@ mod tests {
     #[test]
     fn fixed_size_arrays_refuse_extra_elements() {
         let result = <[u8; 2]>::deserialize(ValueDeserializer::new(json!([1, 2, 3])));
-        assert!(matches!(result.unwrap_err().problem, Problem::InvalidLength { len: 3, .. }));
+        assert!(matches!(
+            result.unwrap_err().problem,
+            Problem::InvalidLength { len: 3, .. }
+        ));
     }
 
     #[test]

@@ -16,8 +16,8 @@ use crate::call::Arguments;
 use crate::suggest;
 use crate::{Rejection, RejectionCode};
 
-pub(crate) use deserializer::{Segment, pointer};
 use deserializer::{DecodeError, Problem, ValueDeserializer};
+pub(crate) use deserializer::{Segment, pointer};
 use strict_json::StrictJsonError;
 
 /// Limits on the raw arguments of one call, applied before anything else is parsed.
@@ -61,7 +61,10 @@ pub(crate) fn decode<T: DeserializeOwned>(
     if !value.is_object() {
         return Err(Rejection::new(
             RejectionCode::NotAnObject,
-            format!("the arguments must be a JSON object, not {}", json_kind(&value)),
+            format!(
+                "the arguments must be a JSON object, not {}",
+                json_kind(&value)
+            ),
         )
         .with_hint("send the arguments as an object of named values, e.g. {\"name\": value}"));
     }
@@ -74,7 +77,10 @@ fn into_checked_value(arguments: Arguments, limits: &DecodeLimits) -> Result<Val
     let too_large = || {
         Rejection::new(
             RejectionCode::ArgumentsTooLarge,
-            format!("the arguments exceed the limit of {} bytes", limits.max_bytes),
+            format!(
+                "the arguments exceed the limit of {} bytes",
+                limits.max_bytes
+            ),
         )
         .with_hint("send fewer or shorter values")
     };
@@ -226,18 +232,46 @@ mod tests {
     #[test]
     fn refusals_carry_code_and_path() {
         let cases: Vec<(Arguments, RejectionCode, Option<&str>)> = vec![
-            (r#"{"amount":1,"amount":99999999,"currency":"USD"}"#.into(), RejectionCode::DuplicateKey, Some("/amount")),
+            (
+                r#"{"amount":1,"amount":99999999,"currency":"USD"}"#.into(),
+                RejectionCode::DuplicateKey,
+                Some("/amount"),
+            ),
             ("{".into(), RejectionCode::MalformedJson, None),
             ("[1]".into(), RejectionCode::NotAnObject, None),
-            (json!({"amount": 1, "currency": "USD", "role": "admin"}).into(), RejectionCode::UnknownArgument, Some("/role")),
-            (json!({"currency": "USD"}).into(), RejectionCode::MissingArgument, Some("/amount")),
-            (json!({"amount": "1", "currency": "USD"}).into(), RejectionCode::InvalidType, Some("/amount")),
-            (json!({"amount": 4294967296u64, "currency": "USD"}).into(), RejectionCode::InvalidValue, Some("/amount")),
-            (json!({"amount": 1, "currency": "EUR"}).into(), RejectionCode::InvalidValue, Some("/currency")),
+            (
+                json!({"amount": 1, "currency": "USD", "role": "admin"}).into(),
+                RejectionCode::UnknownArgument,
+                Some("/role"),
+            ),
+            (
+                json!({"currency": "USD"}).into(),
+                RejectionCode::MissingArgument,
+                Some("/amount"),
+            ),
+            (
+                json!({"amount": "1", "currency": "USD"}).into(),
+                RejectionCode::InvalidType,
+                Some("/amount"),
+            ),
+            (
+                json!({"amount": 4294967296u64, "currency": "USD"}).into(),
+                RejectionCode::InvalidValue,
+                Some("/amount"),
+            ),
+            (
+                json!({"amount": 1, "currency": "EUR"}).into(),
+                RejectionCode::InvalidValue,
+                Some("/currency"),
+            ),
         ];
         for (arguments, code, path) in cases {
             let rejection = refused(arguments);
-            assert_eq!((rejection.code(), rejection.path()), (code, path), "{rejection}");
+            assert_eq!(
+                (rejection.code(), rejection.path()),
+                (code, path),
+                "{rejection}"
+            );
         }
     }
 
@@ -246,7 +280,10 @@ mod tests {
         let rejection = refused(json!({"amont": 1, "currency": "USD"}));
         assert_eq!(rejection.hint(), Some("did you mean `amount`?"));
         let rejection = refused(json!({"amount": 1, "currency": "EUR"}));
-        assert_eq!(rejection.hint(), Some("the allowed values are `CNY`, `USD`"));
+        assert_eq!(
+            rejection.hint(),
+            Some("the allowed values are `CNY`, `USD`")
+        );
     }
 
     #[test]

@@ -286,14 +286,25 @@ mod tests {
             })
         );
         let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
-        assert!(matches!(parse(&deep, 32), Err(StrictJsonError::TooDeep { .. })));
+        assert!(matches!(
+            parse(&deep, 32),
+            Err(StrictJsonError::TooDeep { .. })
+        ));
     }
 
     #[test]
     fn malformed_text_is_described() {
-        assert!(matches!(parse(r#"{"a":1,}"#, 8), Err(StrictJsonError::Malformed(_))));
-        assert!(matches!(parse(r#"{"a":1} {}"#, 8), Err(StrictJsonError::Malformed(_))));
-        assert!(matches!(parse(r#"{"a":"#, 8), Err(StrictJsonError::Malformed(m)) if m.contains("too early")));
+        assert!(matches!(
+            parse(r#"{"a":1,}"#, 8),
+            Err(StrictJsonError::Malformed(_))
+        ));
+        assert!(matches!(
+            parse(r#"{"a":1} {}"#, 8),
+            Err(StrictJsonError::Malformed(_))
+        ));
+        assert!(
+            matches!(parse(r#"{"a":"#, 8), Err(StrictJsonError::Malformed(m)) if m.contains("too early"))
+        );
         assert!(matches!(parse("", 8), Err(StrictJsonError::Malformed(_))));
     }
 
