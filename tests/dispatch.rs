@@ -636,3 +636,44 @@ async fn model_messages_are_compact_json() {
         })
     );
 }
+
+#[tokio::test]
+async fn nested_argument_types_are_validated_without_being_asked() {
+    let registry = Registry::builder()
+        .tool(common::ScheduleDelivery)
+        .build()
+        .unwrap();
+    let call = |arguments: Value| ToolCall::new("1", "schedule_delivery", arguments);
+    let valid = json!({
+        "address": {"street": "1 Main St", "country": "US"},
+        "window": {"from_hour": 9, "to_hour": 17},
+        "lines": [{"skuCode": "A", "quantity": 1, "unitPrice": 1.0}],
+        "backup_address": null
+    });
+    let outcome = registry.dispatch(&admin(), call(valid)).await;
+    assert_eq!(outcome.output(), Some(&json!(1)));
+
+    let invalid = json!({
+        "address": {"street": "", "country": "US"},
+        "window": {"from_hour": 9, "to_hour": 24},
+        "lines": [{"skuCode": "A", "quantity": 0, "unitPrice": 1.0}],
+        "backup_address": {"street": "2 Side St", "country": "USA"}
+    });
+    let outcome = registry.dispatch(&admin(), call(invalid)).await;
+    let rejection = outcome.rejection().expect("refused");
+    assert_eq!(rejection.code(), RejectionCode::ConstraintViolation);
+    let paths: Vec<&str> = rejection
+        .violations()
+        .iter()
+        .map(|violation| violation.path.as_str())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "/address/street",
+            "/backup_address/country",
+            "/lines/0/quantity",
+            "/window/to_hour"
+        ]
+    );
+}

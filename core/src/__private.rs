@@ -94,6 +94,8 @@ impl<T> OutputHasNoSchema for &OutputSchema<T> {
     }
 }
 
+pub use validator::ValidationErrors;
+
 pub use crate::{
     Approval, BoxFuture, CallContext, IntoToolResult, Invocation, Risk, Tool, ToolContract,
     ToolError, schema_for,
@@ -144,5 +146,33 @@ pub trait DebugFallback<'a> {
 impl<'a, T> DebugFallback<'a> for &DebugProbe<'a, T> {
     fn view(&self) -> &'a dyn std::fmt::Debug {
         &"<no Debug>"
+    }
+}
+
+/// Checks a parameter's own constraints when its type implements `Validate`, and nothing
+/// otherwise (method resolution picks the first applicable trait).
+pub struct Nested<'a, T>(pub &'a T);
+
+/// Chosen when the parameter's type implements `Validate`.
+pub trait NestedValidation {
+    /// The type's own checks.
+    fn validate_nested(&self) -> Result<(), validator::ValidationErrors>;
+}
+
+impl<T: validator::Validate> NestedValidation for Nested<'_, T> {
+    fn validate_nested(&self) -> Result<(), validator::ValidationErrors> {
+        self.0.validate()
+    }
+}
+
+/// Chosen otherwise.
+pub trait NoNestedValidation {
+    /// Nothing to check.
+    fn validate_nested(&self) -> Result<(), validator::ValidationErrors>;
+}
+
+impl<T> NoNestedValidation for &Nested<'_, T> {
+    fn validate_nested(&self) -> Result<(), validator::ValidationErrors> {
+        Ok(())
     }
 }

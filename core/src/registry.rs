@@ -41,7 +41,10 @@ impl<T: Tool> ErasedTool for T {
             Ok(args) => args,
             Err(rejection) => return Execution::Finished(Outcome::Rejected(rejection)),
         };
-        if let Err(rejection) = validate(&args, Tool::contract(self).input_schema()) {
+        if let Err(rejection) = validate(
+            self.validate_args(&args),
+            Tool::contract(self).input_schema(),
+        ) {
             return Execution::Finished(Outcome::Rejected(rejection));
         }
         execute(self, ctx, args)

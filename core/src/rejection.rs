@@ -266,7 +266,13 @@ impl Rejection {
 
 impl fmt::Display for Rejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({} gate): {}", self.inner.code, self.gate(), self.inner.message)?;
+        write!(
+            f,
+            "{} ({} gate): {}",
+            self.inner.code,
+            self.gate(),
+            self.inner.message
+        )?;
         if let Some(path) = &self.inner.path {
             write!(f, " at {path}")?;
         }

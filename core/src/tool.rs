@@ -8,7 +8,7 @@ use std::pin::Pin;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use validator::Validate;
+use validator::{Validate, ValidationErrors};
 
 use crate::{Approval, CallContext, ToolContract};
 
@@ -37,6 +37,14 @@ pub trait Tool: Send + Sync + 'static {
 
     /// Runs the tool's body on arguments that passed every gate.
     fn call<'a>(&'a self, ctx: &'a CallContext, args: Self::Args) -> Invocation<'a, Self::Output>;
+
+    /// Checks the declared constraints of decoded arguments. The default runs the arguments'
+    /// `Validate`; `#[tool]` also checks, for every parameter whose type implements `Validate`
+    /// itself, that type's own constraints, as if `#[validate(nested)]` were written, so that
+    /// every constraint the schema shows is enforced.
+    fn validate_args(&self, args: &Self::Args) -> Result<(), ValidationErrors> {
+        args.validate()
+    }
 
     /// Whether this call needs a human's approval. The default follows the contract;
     /// `approval = path` replaces it with the predicate.

@@ -29,6 +29,8 @@ pub(crate) struct Argument {
     /// leaves out.
     pub(crate) schema_attrs: Vec<TokenStream>,
     pub(crate) sensitive: bool,
+    /// `#[validate(nested)]` is written: validator already checks the type's own constraints.
+    pub(crate) nested: bool,
 }
 
 /// Reads the parameters and removes the attributes that are ours from the signature, so the
@@ -123,7 +125,7 @@ fn parse_one(typed: &mut syn::PatType, context_seen: &mut bool) -> syn::Result<P
     let mut sensitive = false;
     let mut args_marker = None;
     let mut rename = None;
-    let mut schema_notes = SchemaNotes::default();
+    let mut rules = ValidateRules::default();
     for attr in typed.attrs.drain(..) {
         let name = attr
             .path()
@@ -137,7 +139,7 @@ fn parse_one(typed: &mut syn::PatType, context_seen: &mut bool) -> syn::Result<P
                 field_attrs.push(attr);
             }
             "validate" => {
-                schema_notes.read(&attr);
+                rules.read(&attr);
                 field_attrs.push(attr);
             }
             "sensitive" => {
@@ -189,7 +191,8 @@ fn parse_one(typed: &mut syn::PatType, context_seen: &mut bool) -> syn::Result<P
         field,
         wire_name: rename.map(|rename| rename.value()).unwrap_or(plain),
         ty: (*typed.ty).clone(),
-        schema_attrs: schema_notes.into_attrs(&field_attrs),
+        nested: rules.nested,
+        schema_attrs: rules.into_attrs(&field_attrs),
         field_attrs,
         sensitive,
     })))
@@ -239,16 +242,19 @@ fn serde_rename(attr: &Attribute) -> syn::Result<Option<LitStr>> {
     Ok(rename)
 }
 
-/// What validator enforces that schemars leaves out of the schema.
+/// What the parameter's `#[validate(...)]` says beyond what validator and schemars handle on
+/// their own: the bounds and checks schemars leaves out of the schema, and whether the type's
+/// own constraints are already checked with `nested`.
 #[derive(Default)]
-struct SchemaNotes {
+struct ValidateRules {
+    nested: bool,
     exclusive_min: Option<Expr>,
     exclusive_max: Option<Expr>,
     /// Checks JSON Schema cannot express; the description names them.
     unexpressed: Vec<String>,
 }
 
-impl SchemaNotes {
+impl ValidateRules {
     fn read(&mut self, attr: &Attribute) {
         for meta in meta_list(attr) {
             let key = meta
@@ -289,6 +295,7 @@ impl SchemaNotes {
                     self.unexpressed
                         .push(format!("the custom check `{function}`"));
                 }
+                "nested" => self.nested = true,
                 "does_not_contain" => self.unexpressed.push("a forbidden substring".to_owned()),
                 "must_match" => self
                     .unexpressed

@@ -269,3 +269,24 @@ pub fn admin() -> CallContext {
         .with_roles(["admin"])
         .with_environment("development")
 }
+
+#[derive(Debug, Deserialize, JsonSchema, Validate)]
+#[serde(deny_unknown_fields)]
+pub struct Window {
+    #[validate(range(max = 23))]
+    pub from_hour: u8,
+    #[validate(range(max = 23))]
+    pub to_hour: u8,
+}
+
+/// Schedule a delivery: nested argument types are checked without `#[validate(nested)]`.
+#[tool(risk = "medium")]
+pub fn schedule_delivery(
+    address: Address,
+    window: Option<Window>,
+    lines: Vec<LineItem>,
+    #[validate(nested)] backup_address: Option<Address>,
+) -> Result<usize, ToolError> {
+    let _ = (address, window, backup_address);
+    Ok(lines.len())
+}

@@ -9,14 +9,18 @@
 use std::borrow::Cow;
 
 use serde_json::{Map, Value};
-use validator::{Validate, ValidationError, ValidationErrors, ValidationErrorsKind};
+use validator::{ValidationError, ValidationErrors, ValidationErrorsKind};
 
 use super::decode::{Segment, pointer};
 use crate::{Rejection, RejectionCode, Violation};
 
-/// Runs the declared constraints of `args`, whose schema is `schema`.
-pub(crate) fn validate<T: Validate>(args: &T, schema: &Value) -> Result<(), Rejection> {
-    let Err(errors) = args.validate() else {
+/// Turns the outcome of the arguments' constraint checks into the gate's verdict; `schema` is
+/// the arguments' schema, used to name each violation as the model knows it.
+pub(crate) fn validate(
+    checked: Result<(), ValidationErrors>,
+    schema: &Value,
+) -> Result<(), Rejection> {
+    let Err(errors) = checked else {
         return Ok(());
     };
     let mut violations = Vec::new();
@@ -240,6 +244,7 @@ mod tests {
     use super::*;
     use crate::schema::schema_for;
     use schemars::JsonSchema;
+    use validator::Validate;
 
     #[derive(Validate, JsonSchema)]
     #[serde(rename_all = "camelCase")]
@@ -268,7 +273,7 @@ mod tests {
             quantity: 0,
             lines: vec![Line { unit_price: 1.0 }, Line { unit_price: 0.0 }],
         };
-        let rejection = validate(&order, &schema_for::<Order>()).unwrap_err();
+        let rejection = validate(order.validate(), &schema_for::<Order>()).unwrap_err();
         assert_eq!(rejection.code(), RejectionCode::ConstraintViolation);
         let found: Vec<(&str, &str)> = rejection
             .violations()
@@ -303,6 +308,6 @@ mod tests {
             quantity: 3,
             lines: vec![Line { unit_price: 2.5 }],
         };
-        assert!(validate(&order, &schema_for::<Order>()).is_ok());
+        assert!(validate(order.validate(), &schema_for::<Order>()).is_ok());
     }
 }
