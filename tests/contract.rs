@@ -289,3 +289,13 @@ fn contracts_serialize_for_review() {
     assert_eq!(contract["timeout"], 2000);
     assert_eq!(contract["sensitive"], json!(["pin"]));
 }
+
+#[test]
+fn registries_and_dispatch_futures_cross_threads() {
+    fn assert_send_sync<T: Send + Sync>(_: &T) {}
+    fn assert_send<T: Send>(_: T) {}
+    let registry = registry();
+    assert_send_sync(&registry);
+    let ctx = admin();
+    assert_send(registry.dispatch(&ctx, ToolCall::new("1", "list_tables", "{}")));
+}

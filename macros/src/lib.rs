@@ -8,8 +8,33 @@ mod expand;
 mod options;
 mod params;
 
-/// Turns a plain function into a gated tool: see the `portcullis` crate's documentation and the
-/// README's attribute reference.
+/// Turns a plain function into a gated tool.
+///
+/// On `fn name(...) -> Result<T, E>` (sync or async; `T: Serialize`, `E: Into<ToolError>`) it
+/// keeps the function as written and generates `NameArgs` (the arguments struct: serde with
+/// unknown fields refused, JSON Schema, validator constraints) and the unit type `Name`, which
+/// implements `Tool` and is what you register.
+///
+/// Keys: `name = "..."`, `description = "..."` (default: the doc comment), `risk = "low" |
+/// "medium" | "high" | "critical"`, `role = "x"` or `roles = ["x", "y"]`, `rollback = path`
+/// (an `async fn(&CallContext, &NameArgs, &T) -> Result<(), ToolError>`), `irreversible =
+/// "reason"`, `approval = "never" | "required" | path` (a `fn(&CallContext, &NameArgs) ->
+/// bool`), `idempotent`, `read_only`, `cost = N`, `timeout_ms = N` (async tools), `crate =
+/// "path"`.
+///
+/// Parameters: `&CallContext` (injected, at most once), arguments with `///` docs,
+/// `#[validate(...)]`, `#[serde(default)]`, `#[serde(rename = "...")]` and `#[sensitive]`, or
+/// one `#[args]` parameter of your own type.
+///
+/// ```text
+/// /// Delete one record from a table.
+/// #[tool(risk = "high", role = "admin", rollback = restore_record)]
+/// async fn delete_record(ctx: &CallContext, table: String, #[validate(range(min = 1))] id: u64)
+///     -> Result<Deleted, ToolError> { ... }
+/// ```
+///
+/// The `portcullis` crate's documentation has a runnable example, and its README the full
+/// reference.
 #[proc_macro_attribute]
 pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
     let item: proc_macro2::TokenStream = item.into();
