@@ -32,21 +32,56 @@ impl<T: DeserializeOwned + JsonSchema> ToolParameter for T {}
 /// Compile-time check that `T` may be a tool parameter.
 pub const fn assert_tool_parameter<T: ToolParameter>() {}
 
-/// The futures a `rollback = path` function may return.
+/// The functions `rollback = path` may name: `async fn(&CallContext, &Args, &Output) ->
+/// Result<(), ToolError>`.
 #[diagnostic::on_unimplemented(
-    message = "a rollback must be an `async fn(&CallContext, &Args, &Output) -> Result<(), ToolError>`",
-    label = "this does not return a future of `Result<(), ToolError>`",
-    note = "declare the compensating function `async` and return `Result<(), ToolError>`"
+    message = "a rollback must be an `async fn(&CallContext, &{A}, &{O}) -> Result<(), ToolError>`",
+    label = "this function has another signature",
+    note = "the compensating function receives the context, the tool's arguments and its output, and returns `Result<(), ToolError>`"
 )]
-pub trait Compensation: Future<Output = Result<(), ToolError>> + Send {}
+pub trait Rollback<'a, A, O> {
+    /// Starts the compensation.
+    fn start(
+        &self,
+        ctx: &'a crate::CallContext,
+        args: &'a A,
+        output: &'a O,
+    ) -> crate::BoxFuture<'a, Result<(), ToolError>>;
+}
 
-impl<F: Future<Output = Result<(), ToolError>> + Send> Compensation for F {}
+impl<'a, A: 'a, O: 'a, F, Fut> Rollback<'a, A, O> for F
+where
+    F: Fn(&'a crate::CallContext, &'a A, &'a O) -> Fut,
+    Fut: Future<Output = Result<(), ToolError>> + Send + 'a,
+{
+    fn start(
+        &self,
+        ctx: &'a crate::CallContext,
+        args: &'a A,
+        output: &'a O,
+    ) -> crate::BoxFuture<'a, Result<(), ToolError>> {
+        Box::pin(self(ctx, args, output))
+    }
+}
 
-/// Boxes a compensating action after checking its type.
-pub fn compensation<'a, F: Compensation + 'a>(
-    future: F,
-) -> crate::BoxFuture<'a, Result<(), ToolError>> {
-    Box::pin(future)
+/// The functions `approval = path` may name: `fn(&CallContext, &Args) -> bool`.
+#[diagnostic::on_unimplemented(
+    message = "an approval predicate must be a `fn(&CallContext, &{A}) -> bool`",
+    label = "this function has another signature",
+    note = "the predicate receives the context and the tool's arguments, and returns whether a human must approve the call"
+)]
+pub trait ApprovalPredicate<A> {
+    /// Whether the call needs approval.
+    fn requires_approval(&self, ctx: &crate::CallContext, args: &A) -> bool;
+}
+
+impl<A, F> ApprovalPredicate<A> for F
+where
+    F: Fn(&crate::CallContext, &A) -> bool,
+{
+    fn requires_approval(&self, ctx: &crate::CallContext, args: &A) -> bool {
+        self(ctx, args)
+    }
 }
 
 /// The schema of a tool's arguments. The root description is dropped: it documents the Rust

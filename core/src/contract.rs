@@ -239,7 +239,8 @@ impl ToolContract {
                     .into(),
             );
         }
-        if self.risk >= Risk::High && self.rollback.is_none() && self.irreversible.is_none() {
+        let undo_declared = self.rollback.is_some() || self.irreversible.is_some();
+        if self.risk >= Risk::High && !undo_declared && !self.read_only {
             return fail(format!(
                 "risk is {} but neither a rollback nor an irreversible reason is declared",
                 self.risk
@@ -252,6 +253,11 @@ impl ToolContract {
         }
         if self.read_only && self.rollback.is_some() {
             return fail("a read-only tool has nothing to roll back".into());
+        }
+        if self.read_only && self.irreversible.is_some() {
+            return fail(
+                "a read-only tool changes nothing, so nothing about it is irreversible".into(),
+            );
         }
         if self.roles.iter().any(|role| role.trim().is_empty()) {
             return fail("a role name is empty".into());

@@ -38,7 +38,7 @@ mod params;
 #[proc_macro_attribute]
 pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
     let item: proc_macro2::TokenStream = item.into();
-    let function = match syn::parse2::<syn::Item>(item.clone()) {
+    let function = match syn::parse2::<syn::Item>(item) {
         Ok(syn::Item::Fn(function)) => function,
         Ok(other) => {
             return syn::Error::new_spanned(
@@ -51,13 +51,16 @@ pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
         Err(error) => return error.to_compile_error().into(),
     };
     let expanded = options::ToolOptions::parse(attr.into())
-        .and_then(|options| expand::expand(options, function));
+        .and_then(|options| expand::expand(options, function.clone()));
     match expanded {
         Ok(tokens) => tokens.into(),
-        // Keep the function so that its own uses do not add errors of their own.
+        // Keep the function, without our attributes, so that its callers and the attributes
+        // rustc does not know add no errors of their own.
         Err(error) => {
+            let mut function = function;
+            params::strip_attributes(&mut function.sig);
             let mut tokens = error.to_compile_error();
-            tokens.extend(item);
+            tokens.extend(quote::quote!(#function));
             tokens.into()
         }
     }

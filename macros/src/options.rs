@@ -210,11 +210,18 @@ impl ToolOptions {
                 flag(meta, "read_only")?;
                 self.read_only = Some(meta.span());
             }
-            "cost" => self.cost = Some(integer(meta, "cost = 5", false)?),
-            "timeout_ms" => self.timeout_ms = Some(integer(meta, "timeout_ms = 5000", true)?),
+            "cost" => self.cost = Some(integer(meta, "cost", "cost = 5", false)?),
+            "timeout_ms" => {
+                self.timeout_ms = Some(integer(meta, "timeout_ms", "timeout_ms = 5000", true)?)
+            }
             "crate" => {
                 let value = string(meta, "crate = \"::portcullis\"")?;
-                self.krate = Some(value.parse()?);
+                self.krate = Some(value.parse().map_err(|_| {
+                    syn::Error::new(
+                        value.span(),
+                        "`crate` takes the path of the portcullis crate: crate = \"::portcullis\"",
+                    )
+                })?);
             }
             _ => {
                 let suggestion = closest_key(key)
@@ -293,7 +300,7 @@ fn flag(meta: &Meta, key: &str) -> syn::Result<()> {
     }
 }
 
-fn integer(meta: &Meta, example: &str, positive: bool) -> syn::Result<LitInt> {
+fn integer(meta: &Meta, key: &str, example: &str, positive: bool) -> syn::Result<LitInt> {
     let value = match value_of(meta, example)? {
         Expr::Lit(ExprLit {
             lit: Lit::Int(value),
@@ -307,7 +314,10 @@ fn integer(meta: &Meta, example: &str, positive: bool) -> syn::Result<LitInt> {
         }
     };
     match value.base10_parse::<u64>() {
-        Ok(0) if positive => Err(syn::Error::new(value.span(), "must be greater than 0")),
+        Ok(0) if positive => Err(syn::Error::new(
+            value.span(),
+            format!("`{key}` must be greater than 0: {example}, or leave `{key}` out"),
+        )),
         Ok(_) => Ok(value),
         Err(_) => Err(syn::Error::new(
             value.span(),

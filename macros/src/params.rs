@@ -3,6 +3,7 @@
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
+
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::{Attribute, Expr, ExprLit, FnArg, Ident, Lit, LitStr, Meta, Pat, Signature, Token, Type};
@@ -36,89 +37,134 @@ pub(crate) struct Argument {
 /// Reads the parameters and removes the attributes that are ours from the signature, so the
 /// function itself compiles as written.
 pub(crate) fn parse(sig: &mut Signature) -> syn::Result<Vec<Param>> {
-    let mut params = Vec::new();
-    let mut errors: Vec<syn::Error> = Vec::new();
-    let mut context_seen = false;
+    let mut params: Vec<(Param, TokenStream)> = Vec::new();
+    let mut errors: Option<syn::Error> = None;
+    let mut fail = |error: syn::Error| match &mut errors {
+        Some(errors) => errors.combine(error),
+        None => errors = Some(error),
+    };
     for input in sig.inputs.iter_mut() {
-        let typed = match input {
-            FnArg::Receiver(receiver) => {
-                errors.push(syn::Error::new(
-                    receiver.span(),
-                    "a tool is a free function: move it out of the `impl` block, or take what you need from `&CallContext` instead of `self`",
-                ));
-                continue;
+        match input {
+            FnArg::Receiver(receiver) => fail(syn::Error::new_spanned(
+                receiver,
+                "a tool is a free function: move it out of the `impl` block, or take what you need from `&CallContext` instead of `self`",
+            )),
+            FnArg::Typed(typed) => {
+                let tokens = quote!(#typed);
+                match parse_one(typed) {
+                    Ok(param) => params.push((param, tokens)),
+                    Err(error) => fail(error),
+                }
             }
-            FnArg::Typed(typed) => typed,
-        };
-        let result = parse_one(typed, &mut context_seen);
-        match result {
-            Ok(param) => params.push(param),
-            Err(error) => errors.push(error),
         }
     }
-    if let Some(mut first) = errors.pop() {
-        for error in errors {
-            first.combine(error);
+    let mut context_seen = false;
+    let mut args_seen = false;
+    let mut wire_names: Vec<&str> = Vec::new();
+    for (param, tokens) in &params {
+        match param {
+            Param::Context if context_seen => fail(syn::Error::new_spanned(
+                tokens,
+                "a tool takes `&CallContext` at most once: remove this parameter",
+            )),
+            Param::Context => context_seen = true,
+            Param::Args(_) if args_seen => fail(syn::Error::new_spanned(
+                tokens,
+                "a tool has at most one `#[args]` parameter: merge the two structs",
+            )),
+            Param::Args(_) => args_seen = true,
+            Param::Argument(argument) => {
+                if wire_names.contains(&argument.wire_name.as_str()) {
+                    fail(syn::Error::new_spanned(
+                        tokens,
+                        format!(
+                            "two arguments are named `{}` for the model: rename one",
+                            argument.wire_name
+                        ),
+                    ));
+                }
+                wire_names.push(&argument.wire_name);
+            }
         }
-        return Err(first);
     }
-    let arguments = params
-        .iter()
-        .filter(|param| matches!(param, Param::Argument(_)))
-        .count();
-    let args_params = params
-        .iter()
-        .filter(|param| matches!(param, Param::Args(_)))
-        .count();
-    if args_params > 0 && arguments > 0 || args_params > 1 {
-        return Err(syn::Error::new(
-            sig.inputs.span(),
-            "an `#[args]` parameter must be the only argument besides `&CallContext`: move the other parameters into its struct",
-        ));
+    if args_seen {
+        if let Some((_, tokens)) = params
+            .iter()
+            .find(|(param, _)| matches!(param, Param::Argument(_)))
+        {
+            fail(syn::Error::new_spanned(
+                tokens,
+                "an `#[args]` parameter must be the only argument besides `&CallContext`: move this parameter into its struct",
+            ));
+        }
     }
-    Ok(params)
+    match errors {
+        Some(errors) => Err(errors),
+        None => Ok(params.into_iter().map(|(param, _)| param).collect()),
+    }
 }
 
-fn is_context(ty: &Type) -> Option<bool> {
-    let Type::Reference(reference) = ty else {
-        return None;
-    };
-    let Type::Path(path) = &*reference.elem else {
-        return Some(false);
-    };
-    let last = path.path.segments.last()?;
-    Some(last.ident == "CallContext" && reference.mutability.is_none())
+/// The attributes of ours that a parameter may carry; anything else stays on the function.
+const PARAMETER_ATTRIBUTES: &[&str] =
+    &["doc", "schemars", "serde", "validate", "sensitive", "args"];
+
+/// Removes our attributes from every parameter of `sig`, so that a function the macro refused
+/// can still be emitted without adding errors about attributes rustc does not know.
+pub(crate) fn strip_attributes(sig: &mut Signature) {
+    for input in sig.inputs.iter_mut() {
+        if let FnArg::Typed(typed) = input {
+            typed.attrs.retain(|attr| {
+                !PARAMETER_ATTRIBUTES
+                    .iter()
+                    .any(|name| attr.path().is_ident(name))
+            });
+        }
+    }
 }
 
-fn parse_one(typed: &mut syn::PatType, context_seen: &mut bool) -> syn::Result<Param> {
+fn is_call_context(ty: &Type) -> bool {
+    matches!(ty, Type::Path(path) if path.path.segments.last().is_some_and(|last| last.ident == "CallContext"))
+}
+
+/// Refuses parameter types that cannot be arguments, and says whether this one is the context.
+fn is_context(ty: &Type) -> syn::Result<bool> {
+    match ty {
+        Type::Reference(reference) if is_call_context(&reference.elem) => {
+            if reference.mutability.is_some() {
+                return Err(syn::Error::new_spanned(
+                    ty,
+                    "take the context as `&CallContext`: tools cannot change who is calling",
+                ));
+            }
+            Ok(true)
+        }
+        Type::Reference(_) => Err(syn::Error::new_spanned(
+            ty,
+            "a tool parameter is an owned value the model sends (`String`, not `&str`); only `&CallContext` is passed by reference",
+        )),
+        Type::ImplTrait(_) => Err(syn::Error::new_spanned(
+            ty,
+            "a tool parameter needs a concrete type, not `impl Trait`: the model sends JSON that decodes into one known type",
+        )),
+        _ if is_call_context(ty) => Err(syn::Error::new_spanned(
+            ty,
+            "take the context by reference: `ctx: &CallContext`",
+        )),
+        _ => Ok(false),
+    }
+}
+
+fn parse_one(typed: &mut syn::PatType) -> syn::Result<Param> {
     let ident = match &*typed.pat {
         Pat::Ident(pat) if pat.subpat.is_none() && pat.by_ref.is_none() => pat.ident.clone(),
         other => {
-            return Err(syn::Error::new(
-                other.span(),
+            return Err(syn::Error::new_spanned(
+                other,
                 "a tool parameter needs a plain name (`record_id: u64`), not a pattern: the name is the argument name the model sees",
             ));
         }
     };
-    match is_context(&typed.ty) {
-        Some(true) => {
-            if *context_seen {
-                return Err(syn::Error::new(
-                    typed.span(),
-                    "a tool takes `&CallContext` at most once: remove this parameter",
-                ));
-            }
-            *context_seen = true;
-            return Ok(Param::Context);
-        }
-        Some(false) => {
-            return Err(syn::Error::new(
-                typed.ty.span(),
-                "a tool parameter is an owned value the model sends (`String`, not `&str`); only `&CallContext` is passed by reference",
-            ));
-        }
-        None => {}
-    }
+    let context = is_context(&typed.ty)?;
 
     let mut field_attrs = Vec::new();
     let mut kept = Vec::new();
@@ -132,6 +178,14 @@ fn parse_one(typed: &mut syn::PatType, context_seen: &mut bool) -> syn::Result<P
             .get_ident()
             .map(ToString::to_string)
             .unwrap_or_default();
+        if context && PARAMETER_ATTRIBUTES.contains(&name.as_str()) && name != "doc" {
+            return Err(syn::Error::new_spanned(
+                &attr,
+                format!(
+                    "`#[{name}]` belongs on an argument the model sends; `&CallContext` is injected by the dispatcher"
+                ),
+            ));
+        }
         match name.as_str() {
             "doc" | "schemars" => field_attrs.push(attr),
             "serde" => {
@@ -144,8 +198,8 @@ fn parse_one(typed: &mut syn::PatType, context_seen: &mut bool) -> syn::Result<P
             }
             "sensitive" => {
                 if !matches!(attr.meta, Meta::Path(_)) {
-                    return Err(syn::Error::new(
-                        attr.span(),
+                    return Err(syn::Error::new_spanned(
+                        &attr,
                         "`#[sensitive]` takes no value",
                     ));
                 }
@@ -153,25 +207,28 @@ fn parse_one(typed: &mut syn::PatType, context_seen: &mut bool) -> syn::Result<P
             }
             "args" => {
                 if !matches!(attr.meta, Meta::Path(_)) {
-                    return Err(syn::Error::new(attr.span(), "`#[args]` takes no value"));
+                    return Err(syn::Error::new_spanned(&attr, "`#[args]` takes no value"));
                 }
-                args_marker = Some(attr.span());
+                args_marker = Some(attr);
             }
             _ => kept.push(attr),
         }
     }
     typed.attrs = kept;
+    if context {
+        return Ok(Param::Context);
+    }
 
-    if let Some(span) = args_marker {
+    if let Some(marker) = args_marker {
         if let Some(attr) = field_attrs.iter().find(|attr| !attr.path().is_ident("doc")) {
-            return Err(syn::Error::new(
-                attr.span(),
+            return Err(syn::Error::new_spanned(
+                attr,
                 "put `#[serde]`, `#[validate]` and `#[schemars]` on the fields of the `#[args]` struct, not on the parameter",
             ));
         }
         if sensitive {
-            return Err(syn::Error::new(
-                span,
+            return Err(syn::Error::new_spanned(
+                marker,
                 "`#[sensitive]` marks one argument; on an `#[args]` struct, redact the fields in its own `Debug`",
             ));
         }

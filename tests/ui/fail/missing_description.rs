@@ -1,0 +1,8 @@
+use portcullis::prelude::*;
+
+#[tool]
+fn delete_record(record_id: u64) -> Result<u64, ToolError> {
+    Ok(record_id)
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use portcullis::prelude::*;
+
+/// Build a report.
+#[tool(timeout_ms = 0)]
+async fn build_report(days: u32) -> Result<String, ToolError> {
+    Ok(format!("{days} days"))
+}
+
+fn main() {}
