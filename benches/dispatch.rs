@@ -1,1 +1,207 @@
-fn main(){}
+//! What the gates cost: one call of a sync delete tool, three ways, in one run.
+//!
+//! * (a) the floor: `serde_json::from_str` into the typed arguments, then `Validate::validate`:
+//!   what a hand-written tool would do at the very least;
+//! * (b) `Registry::dispatch` of the same text: resolve, strict decode (duplicate keys, depth,
+//!   typed errors), validate, execute (the sync tool body, its panic guard, and its output, a
+//!   record id, as JSON);
+//! * (c) `serde_json::from_str` into a `Value`, then the exported schema checked by the
+//!   `jsonschema` crate (the validator is built once, outside the loop).
+//!
+//! The tool is `delete_record`, defined below with the arguments of the reference tool
+//! `delete_database_record` and a scalar output, so that (b) measures the gates rather than the
+//! serialization of an output. (b2) is the reference tool itself, whose output is an object;
+//! it shows what serializing such an output adds. Dispatch borrows the `ToolCall`, built once,
+//! as (a) borrows its text.
+//!
+//! The dispatch future is polled by hand with a no-op waker: a sync tool finishes on the first
+//! poll, so no async runtime is measured. After the run, each benchmark's mean is read back
+//! from criterion's `new/estimates.json` and the ratios to the floor are printed. The target is
+//! b/a <= 2.0.
+//!
+//! Run with `cargo bench --bench dispatch`.
+
+// `transfer_funds` in the shared tools takes ten arguments on purpose (one per tool argument).
+#[allow(clippy::too_many_arguments)]
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::future::Future;
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, SystemTime};
+
+use common::{Environment, TABLE_NAME};
+use criterion::Criterion;
+use portcullis::prelude::*;
+use serde_json::Value;
+use validator::Validate;
+
+const TOOL: &str = "delete_record";
+const REFERENCE_TOOL: &str = "delete_database_record";
+const ARGUMENTS: &str = r#"{"table_name":"user_records","record_id":4242,"environment":"staging","confirm_force":true,"admin_note":"duplicate created by a retried import"}"#;
+const GROUP: &str = "dispatch";
+const FLOOR: &str = "a_serde_validator";
+const DISPATCH: &str = "b_registry_dispatch";
+const DISPATCH_REFERENCE: &str = "b2_registry_dispatch_object_output";
+const SCHEMA: &str = "c_jsonschema";
+
+/// Delete one record from a database table (the reference tool's arguments, a scalar output).
+#[tool(
+    risk = "high",
+    role = "admin",
+    irreversible = "a benchmark deletes nothing"
+)]
+fn delete_record(
+    #[validate(length(min = 3, max = 50), regex(path = *TABLE_NAME))] table_name: String,
+    #[validate(range(min = 1))] record_id: u64,
+    environment: Environment,
+    #[serde(default)] confirm_force: bool,
+    #[validate(length(max = 200))]
+    #[sensitive]
+    admin_note: Option<String>,
+) -> Result<u64, ToolError> {
+    let _ = (table_name, environment, confirm_force, admin_note);
+    Ok(record_id)
+}
+
+/// Polls `future` to completion with a no-op waker; for futures that finish without waiting
+/// on anything (the dispatch of a sync tool finishes on the first poll).
+fn poll_to_end<F: Future>(future: F) -> F::Output {
+    let mut future = pin!(future);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+    }
+}
+
+/// The mean point estimate, in nanoseconds, of a benchmark that ran since `since`.
+fn mean_ns(output: &Path, function: &str, since: SystemTime) -> Option<f64> {
+    let path = output
+        .join(GROUP)
+        .join(function)
+        .join("new")
+        .join("estimates.json");
+    let fresh = std::fs::metadata(&path)
+        .and_then(|metadata| metadata.modified())
+        .is_ok_and(|modified| modified >= since);
+    if !fresh {
+        return None;
+    }
+    let estimates: Value = serde_json::from_str(&std::fs::read_to_string(&path).ok()?).ok()?;
+    estimates["mean"]["point_estimate"].as_f64()
+}
+
+fn main() {
+    let registry = Registry::builder()
+        .tool(DeleteRecord)
+        .tool(common::DeleteDatabaseRecord)
+        .build()
+        .expect("the benchmark tools form a registry");
+    let ctx = common::admin();
+
+    // Every way gives the same answer before any is timed.
+    let typed: DeleteRecordArgs = serde_json::from_str(ARGUMENTS).expect("the arguments decode");
+    typed.validate().expect("the arguments are valid");
+    for tool in [TOOL, REFERENCE_TOOL] {
+        let outcome =
+            poll_to_end(registry.dispatch(&ctx, &ToolCall::new("call-0", tool, ARGUMENTS)));
+        assert!(outcome.is_completed(), "dispatch completes: {outcome:?}");
+    }
+    let schema = registry
+        .contract(TOOL)
+        .expect("the tool is registered")
+        .input_schema()
+        .clone();
+    let validator = jsonschema::draft202012::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .expect("the exported schema compiles");
+    assert!(validator.is_valid(&serde_json::from_str(ARGUMENTS).expect("JSON")));
+
+    let output: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target")
+        .join("criterion");
+    let started = SystemTime::now();
+    let mut criterion = Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(2))
+        .configure_from_args()
+        .output_directory(&output);
+
+    {
+        let mut group = criterion.benchmark_group(GROUP);
+        group.bench_function(FLOOR, |b| {
+            b.iter(|| {
+                let args: DeleteRecordArgs =
+                    serde_json::from_str(black_box(ARGUMENTS)).expect("the arguments decode");
+                args.validate().expect("the arguments are valid");
+                args
+            })
+        });
+        for (function, tool) in [(DISPATCH, TOOL), (DISPATCH_REFERENCE, REFERENCE_TOOL)] {
+            let call = ToolCall::new("call-1", tool, ARGUMENTS);
+            group.bench_function(function, |b| {
+                b.iter(|| poll_to_end(registry.dispatch(&ctx, black_box(&call))))
+            });
+        }
+        group.bench_function(SCHEMA, |b| {
+            b.iter(|| {
+                let value: Value =
+                    serde_json::from_str(black_box(ARGUMENTS)).expect("the arguments are JSON");
+                validator.is_valid(&value)
+            })
+        });
+        group.finish();
+    }
+    criterion.final_summary();
+
+    let means: Vec<Option<f64>> = [FLOOR, DISPATCH, DISPATCH_REFERENCE, SCHEMA]
+        .iter()
+        .map(|function| mean_ns(&output, function, started))
+        .collect();
+    let (Some(floor), Some(dispatch), Some(reference), Some(schema)) =
+        (means[0], means[1], means[2], means[3])
+    else {
+        println!(
+            "no fresh estimates under {} (not run with `cargo bench`?); no ratios to print",
+            output.display()
+        );
+        return;
+    };
+    let b_over_a = dispatch / floor;
+    println!();
+    println!(
+        "`{TOOL}`, {} bytes of arguments; mean time per call:",
+        ARGUMENTS.len()
+    );
+    println!("  {:<44} {:>10}  {:>8}", "", "mean", "ratio");
+    println!(
+        "  {:<44} {:>7.0} ns  {:>8}",
+        "(a) serde_json + Validate::validate", floor, "1.00"
+    );
+    println!(
+        "  {:<44} {:>7.0} ns  {:>7.2}x  (b/a; target <= 2.00: {})",
+        "(b) Registry::dispatch",
+        dispatch,
+        b_over_a,
+        if b_over_a <= 2.0 { "met" } else { "NOT met" }
+    );
+    println!(
+        "  {:<44} {:>7.0} ns  {:>7.2}x  (b2/a: `{REFERENCE_TOOL}`, object output)",
+        "(b2) Registry::dispatch",
+        reference,
+        reference / floor
+    );
+    println!(
+        "  {:<44} {:>7.0} ns  {:>7.2}x  (c/a)",
+        "(c) serde_json::Value + jsonschema",
+        schema,
+        schema / floor
+    );
+    println!("  (estimates from {})", output.join(GROUP).display());
+}

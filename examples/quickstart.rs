@@ -111,7 +111,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let outcome = registry
             .dispatch(
                 &ctx,
-                ToolCall::new(format!("call_{index}"), tool, arguments),
+                &ToolCall::new(format!("call_{index}"), tool, arguments),
             )
             .await;
         match outcome.into_result() {

@@ -28,16 +28,16 @@
 //! let ctx = CallContext::new("alice").with_roles(["billing_admin"]);
 //!
 //! let good = ToolCall::new("call_1", "refund", r#"{"payment_id": "pay_7", "amount_cents": 500}"#);
-//! let outcome = registry.dispatch(&ctx, good).await;
+//! let outcome = registry.dispatch(&ctx, &good).await;
 //! assert_eq!(outcome.output(), Some(&json!("alice refunded 500 cents of pay_7")));
 //!
 //! // The same key twice: which amount did the model mean? Neither runs.
 //! let smuggled = ToolCall::new("call_2", "refund", r#"{"payment_id": "pay_7", "amount_cents": 1, "amount_cents": 5000000}"#);
-//! let outcome = registry.dispatch(&ctx, smuggled).await;
+//! let outcome = registry.dispatch(&ctx, &smuggled).await;
 //! assert_eq!(outcome.code(), Some(RejectionCode::DuplicateKey));
 //!
 //! let too_much = ToolCall::new("call_3", "refund", json!({"payment_id": "pay_7", "amount_cents": 90_000}));
-//! let rejection = registry.dispatch(&ctx, too_much).await.into_result().unwrap_err();
+//! let rejection = registry.dispatch(&ctx, &too_much).await.into_result().unwrap_err();
 //! assert_eq!(rejection.code(), RejectionCode::ConstraintViolation);
 //! assert_eq!(rejection.path(), Some("/amount_cents"));
 //! # });

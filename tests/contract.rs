@@ -143,6 +143,7 @@ fn export_lists_every_tool_sorted() {
             "delete_database_record",
             "list_tables",
             "place_order",
+            "schedule_delivery",
             "slow_report",
             "transfer-funds"
         ]
@@ -297,5 +298,5 @@ fn registries_and_dispatch_futures_cross_threads() {
     let registry = registry();
     assert_send_sync(&registry);
     let ctx = admin();
-    assert_send(registry.dispatch(&ctx, ToolCall::new("1", "list_tables", "{}")));
+    assert_send(registry.dispatch(&ctx, &ToolCall::new("1", "list_tables", "{}")));
 }

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 async fn dispatch(name: &str, arguments: impl Into<portcullis::Arguments>) -> Outcome {
     registry()
-        .dispatch(&admin(), ToolCall::new("call_1", name, arguments))
+        .dispatch(&admin(), &ToolCall::new("call_1", name, arguments))
         .await
 }
 
@@ -253,12 +253,12 @@ async fn limits_are_configurable() {
     let ctx = admin();
     let long = json!({"table_name": "users", "record_id": 1, "environment": "test", "admin_note": "x".repeat(64)});
     let outcome = registry
-        .dispatch(&ctx, ToolCall::new("1", "delete_database_record", long))
+        .dispatch(&ctx, &ToolCall::new("1", "delete_database_record", long))
         .await;
     assert_eq!(outcome.code(), Some(RejectionCode::ArgumentsTooLarge));
     let nested = json!({"table_name": {"a": 1}});
     let outcome = registry
-        .dispatch(&ctx, ToolCall::new("2", "delete_database_record", nested))
+        .dispatch(&ctx, &ToolCall::new("2", "delete_database_record", nested))
         .await;
     assert_eq!(outcome.code(), Some(RejectionCode::ArgumentsTooDeep));
 
@@ -587,7 +587,7 @@ async fn panics_are_contained() {
     let ctx = admin();
     for name in ["buggy_tool", "buggy_async_tool"] {
         let outcome = registry
-            .dispatch(&ctx, ToolCall::new("1", name, json!({"input": "x"})))
+            .dispatch(&ctx, &ToolCall::new("1", name, json!({"input": "x"})))
             .await;
         let rejection = outcome.rejection().expect("refused");
         assert_eq!(rejection.code(), RejectionCode::ToolPanicked);
@@ -595,7 +595,7 @@ async fn panics_are_contained() {
     }
     // The registry keeps working after a panic.
     let outcome = registry
-        .dispatch(&ctx, ToolCall::new("2", "list_tables", "{}"))
+        .dispatch(&ctx, &ToolCall::new("2", "list_tables", "{}"))
         .await;
     assert_eq!(outcome.output(), Some(&json!(["users", "orders"])));
 }
@@ -639,10 +639,7 @@ async fn model_messages_are_compact_json() {
 
 #[tokio::test]
 async fn nested_argument_types_are_validated_without_being_asked() {
-    let registry = Registry::builder()
-        .tool(common::ScheduleDelivery)
-        .build()
-        .unwrap();
+    let registry = registry();
     let call = |arguments: Value| ToolCall::new("1", "schedule_delivery", arguments);
     let valid = json!({
         "address": {"street": "1 Main St", "country": "US"},
@@ -650,7 +647,7 @@ async fn nested_argument_types_are_validated_without_being_asked() {
         "lines": [{"skuCode": "A", "quantity": 1, "unitPrice": 1.0}],
         "backup_address": null
     });
-    let outcome = registry.dispatch(&admin(), call(valid)).await;
+    let outcome = registry.dispatch(&admin(), &call(valid)).await;
     assert_eq!(outcome.output(), Some(&json!(1)));
 
     let invalid = json!({
@@ -659,7 +656,7 @@ async fn nested_argument_types_are_validated_without_being_asked() {
         "lines": [{"skuCode": "A", "quantity": 0, "unitPrice": 1.0}],
         "backup_address": {"street": "2 Side St", "country": "USA"}
     });
-    let outcome = registry.dispatch(&admin(), call(invalid)).await;
+    let outcome = registry.dispatch(&admin(), &call(invalid)).await;
     let rejection = outcome.rejection().expect("refused");
     assert_eq!(rejection.code(), RejectionCode::ConstraintViolation);
     let paths: Vec<&str> = rejection

@@ -1,7 +1,6 @@
 //! The registry: the set of tools an agent may call, and the dispatcher that forces every call
 //! through the gates.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -11,7 +10,9 @@ use crate::gate::decode::decode;
 use crate::gate::execute::{Execution, execute};
 use crate::gate::resolve::resolve;
 use crate::gate::validate::validate;
-use crate::{CallContext, ContractError, DecodeLimits, Outcome, Tool, ToolCall, ToolContract};
+use crate::{
+    Arguments, CallContext, ContractError, DecodeLimits, Outcome, Tool, ToolCall, ToolContract,
+};
 
 /// A tool with its types erased, so tools of different argument types can live in one map.
 trait ErasedTool: Send + Sync {
@@ -21,7 +22,7 @@ trait ErasedTool: Send + Sync {
     fn run<'a>(
         &'a self,
         ctx: &'a CallContext,
-        call: ToolCall,
+        arguments: &Arguments,
         limits: &DecodeLimits,
     ) -> Execution<'a>;
 }
@@ -34,10 +35,10 @@ impl<T: Tool> ErasedTool for T {
     fn run<'a>(
         &'a self,
         ctx: &'a CallContext,
-        call: ToolCall,
+        arguments: &Arguments,
         limits: &DecodeLimits,
     ) -> Execution<'a> {
-        let args = match decode::<T::Args>(call.arguments, limits) {
+        let args = match decode::<T::Args>(arguments, limits) {
             Ok(args) => args,
             Err(rejection) => return Execution::Finished(Outcome::Rejected(rejection)),
         };
@@ -67,9 +68,8 @@ pub struct Registry {
 }
 
 struct Inner {
-    tools: HashMap<String, Box<dyn ErasedTool>>,
-    /// Tool names in order, for stable exports.
-    order: Vec<String>,
+    /// Sorted by name: looked up by binary search, exported in a stable order.
+    tools: Vec<(String, Box<dyn ErasedTool>)>,
     limits: DecodeLimits,
 }
 
@@ -85,13 +85,14 @@ impl Registry {
     /// Sends one model-produced call through every gate and, if all pass, runs the tool.
     ///
     /// Never panics and never returns an error: whatever the model sent, the answer is an
-    /// [`Outcome`], completed or refused with a stable code.
-    pub async fn dispatch(&self, ctx: &CallContext, call: ToolCall) -> Outcome {
+    /// [`Outcome`], completed or refused with a stable code. The call is borrowed: keep it to
+    /// answer the provider with its id.
+    pub async fn dispatch(&self, ctx: &CallContext, call: &ToolCall) -> Outcome {
         let tool = match resolve(&self.inner.tools, &call.name) {
             Ok(tool) => tool,
             Err(rejection) => return Outcome::Rejected(rejection),
         };
-        match tool.run(ctx, call, &self.inner.limits) {
+        match tool.run(ctx, &call.arguments, &self.inner.limits) {
             Execution::Finished(outcome) => outcome,
             Execution::Running(running) => running.await,
         }
@@ -99,15 +100,14 @@ impl Registry {
 
     /// The contract of the tool named `name`.
     pub fn contract(&self, name: &str) -> Option<&ToolContract> {
-        self.inner.tools.get(name).map(|tool| tool.contract())
+        resolve(&self.inner.tools, name)
+            .ok()
+            .map(|tool| tool.contract())
     }
 
     /// Every tool's contract, sorted by name.
     pub fn contracts(&self) -> impl Iterator<Item = &ToolContract> {
-        self.inner
-            .order
-            .iter()
-            .filter_map(|name| self.contract(name))
+        self.inner.tools.iter().map(|(_, tool)| tool.contract())
     }
 
     /// The limits the decode gate applies.
@@ -134,8 +134,14 @@ impl Registry {
 
 impl fmt::Debug for Registry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self
+            .inner
+            .tools
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .collect();
         f.debug_struct("Registry")
-            .field("tools", &self.inner.order)
+            .field("tools", &names)
             .field("limits", &self.inner.limits)
             .finish()
     }
@@ -176,23 +182,20 @@ impl RegistryBuilder {
                 self.limits.max_depth
             )));
         }
-        let mut tools = HashMap::with_capacity(self.tools.len());
+        let mut tools = Vec::with_capacity(self.tools.len());
         for tool in self.tools {
             tool.contract()
                 .check()
                 .map_err(BuildError::InvalidContract)?;
-            let name = tool.contract().name().to_owned();
-            if tools.contains_key(&name) {
-                return Err(BuildError::DuplicateTool(name));
-            }
-            tools.insert(name, tool);
+            tools.push((tool.contract().name().to_owned(), tool));
         }
-        let mut order: Vec<String> = tools.keys().cloned().collect();
-        order.sort_unstable();
+        tools.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
+        if let Some(pair) = tools.windows(2).find(|pair| pair[0].0 == pair[1].0) {
+            return Err(BuildError::DuplicateTool(pair[0].0.clone()));
+        }
         Ok(Registry {
             inner: Arc::new(Inner {
                 tools,
-                order,
                 limits: self.limits,
             }),
         })

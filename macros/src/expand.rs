@@ -253,9 +253,11 @@ fn nested_validation(params: &[Param], private: &TokenStream) -> TokenStream {
                 },
                 None => quote!((&#private::Nested(&args.#field)).validate_nested()),
             };
+            // Field errors found by the derive take precedence, as with `nested`.
             quote! {
-                if !errors.errors().contains_key(#key) {
-                    errors.merge_self(#key, #check);
+                let nested = #check;
+                if nested.is_err() && !errors.errors().contains_key(#key) {
+                    errors.merge_self(#key, nested);
                 }
             }
         })

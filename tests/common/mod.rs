@@ -260,6 +260,7 @@ pub fn registry() -> Registry {
         .tool(BuggyTool)
         .tool(BuggyAsyncTool)
         .tool(ChargeCard)
+        .tool(ScheduleDelivery)
         .build()
         .expect("the test tools form a valid registry")
 }

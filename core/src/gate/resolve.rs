@@ -1,25 +1,21 @@
 //! The resolve gate: the tool exists.
 
-use std::collections::HashMap;
-
 use crate::suggest;
 use crate::{Rejection, RejectionCode};
 
-/// Looks `name` up exactly: no case folding, no Unicode normalization, so a look-alike or a
-/// name with an invisible character never reaches a real tool.
-pub(crate) fn resolve<'a, T>(
-    tools: &'a HashMap<String, T>,
-    name: &str,
-) -> Result<&'a T, Rejection> {
-    tools.get(name).ok_or_else(|| {
+/// Looks `name` up exactly in `tools` (sorted by name): no case folding, no Unicode
+/// normalization, so a look-alike or a name with an invisible character never reaches a real
+/// tool.
+pub(crate) fn resolve<'a, T>(tools: &'a [(String, T)], name: &str) -> Result<&'a T, Rejection> {
+    let found = tools.binary_search_by(|(candidate, _)| candidate.as_str().cmp(name));
+    found.map(|index| &tools[index].1).map_err(|_| {
+        let names = || tools.iter().map(|(candidate, _)| candidate.as_str());
         // Debug formatting shows invisible and control characters as escapes.
         let shown: String = name.chars().take(64).collect();
-        let hint =
-            suggest::did_you_mean(name, tools.keys().map(String::as_str)).unwrap_or_else(|| {
-                let mut names: Vec<&str> = tools.keys().map(String::as_str).collect();
-                names.sort_unstable();
-                format!("the available tools are {}", names.join(", "))
-            });
+        let hint = suggest::did_you_mean(name, names()).unwrap_or_else(|| {
+            let names: Vec<&str> = names().collect();
+            format!("the available tools are {}", names.join(", "))
+        });
         Rejection::new(
             RejectionCode::UnknownTool,
             format!("there is no tool named {shown:?}"),
@@ -34,7 +30,7 @@ mod tests {
 
     #[test]
     fn exact_names_only() {
-        let tools = HashMap::from([("delete_record".to_string(), 1)]);
+        let tools = [("delete_record".to_string(), 1)];
         assert_eq!(resolve(&tools, "delete_record"), Ok(&1));
         for name in [
             "Delete_Record",
@@ -54,7 +50,7 @@ mod tests {
 
     #[test]
     fn strangers_get_the_list() {
-        let tools = HashMap::from([("b".to_string(), 1), ("a".to_string(), 2)]);
+        let tools = [("a".to_string(), 2), ("b".to_string(), 1)];
         let rejection = resolve(&tools, "transfer_funds").unwrap_err();
         assert_eq!(rejection.hint(), Some("the available tools are a, b"));
     }

@@ -54,7 +54,7 @@ fn main() {
     let registry = Registry::builder().tool(PlaceOrder).tool(CheckOrder).build().unwrap();
     let ctx = CallContext::new("alice");
     let call = |name: &str, arguments: serde_json::Value| {
-        runtime.block_on(registry.dispatch(&ctx, ToolCall::new("call-1", name, arguments)))
+        runtime.block_on(registry.dispatch(&ctx, &ToolCall::new("call-1", name, arguments)))
     };
     let placed = call("place_order", json!({"customer_email": "bob@example.com", "quantity": 2}));
     assert_eq!(placed.output(), Some(&json!("alice x2 for bob@example.com (gift: false)")));

@@ -142,7 +142,7 @@ fn main() {
     let registry = Registry::builder().tool(TransferFunds).build().unwrap();
     let outcome = runtime.block_on(registry.dispatch(
         &CallContext::new("alice"),
-        ToolCall::new("call-1", "transfer_funds", with("memoText", json!("rent"))),
+        &ToolCall::new("call-1", "transfer_funds", with("memoText", json!("rent"))),
     ));
     assert_eq!(outcome.output(), Some(&json!("1000 sepa rent")));
 }

@@ -75,7 +75,7 @@ fn main() {
         .build()
         .unwrap();
     let call = |name: &str, arguments: &str| {
-        runtime.block_on(registry.dispatch(&ctx, ToolCall::new("call-1", name, arguments)))
+        runtime.block_on(registry.dispatch(&ctx, &ToolCall::new("call-1", name, arguments)))
     };
     assert_eq!(call("add", r#"{"a": 1, "b": 2}"#).output(), Some(&json!(3)));
     assert_eq!(call("add_later", r#"{"a": 1, "b": 2}"#).output(), Some(&json!(3)));

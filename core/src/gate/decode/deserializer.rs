@@ -1,4 +1,4 @@
-//! Typed arguments out of a JSON value, with typed errors and JSON-pointer paths.
+//! Typed arguments out of a parsed JSON [`Node`], with typed errors and JSON-pointer paths.
 //!
 //! serde_json's own value deserializer reports problems as text and without a location. This
 //! one reports each problem as data ([`Problem`]) with the path to the offending value, so the
@@ -7,6 +7,7 @@
 //! never wrapped or saturated. Objects are never accepted where a sequence is expected and vice
 //! versa (serde's derived structs would otherwise take `["users", 1]` for `{"table", "id"}`).
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{
@@ -14,7 +15,9 @@ use serde::de::{
     Unexpected, VariantAccess, Visitor,
 };
 use serde::forward_to_deserialize_any;
-use serde_json::{Map, Number, Value};
+use serde_json::Number;
+
+use super::strict_json::{Entries, Node};
 
 /// One step of a path into the arguments.
 #[derive(Debug, Clone, PartialEq)]
@@ -191,28 +194,28 @@ fn describe_expected(expected: &dyn Expected) -> String {
     json.to_owned()
 }
 
-/// Deserializes typed values out of an owned JSON value.
-pub(crate) struct ValueDeserializer {
-    value: Value,
+/// Deserializes typed values out of a parsed JSON node, borrowing strings where it can.
+pub(crate) struct NodeDeserializer<'de> {
+    node: Node<'de>,
 }
 
-impl ValueDeserializer {
-    pub(crate) fn new(value: Value) -> Self {
-        ValueDeserializer { value }
+impl<'de> NodeDeserializer<'de> {
+    pub(crate) fn new(node: Node<'de>) -> Self {
+        NodeDeserializer { node }
     }
 
-    fn integer<'de, V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
-        match self.value {
-            Value::Number(number) => visit_integer(&number, visitor),
-            other => ValueDeserializer::new(other).visit_any(visitor),
+    fn integer<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        match self.node {
+            Node::Number(number) => visit_integer(&number, visitor),
+            other => NodeDeserializer::new(other).visit_any(visitor),
         }
     }
 
-    fn visit_any<'de, V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
-        match self.value {
-            Value::Null => visitor.visit_unit(),
-            Value::Bool(value) => visitor.visit_bool(value),
-            Value::Number(number) => {
+    fn visit_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        match self.node {
+            Node::Null => visitor.visit_unit(),
+            Node::Bool(value) => visitor.visit_bool(value),
+            Node::Number(number) => {
                 if let Some(value) = number.as_u64() {
                     visitor.visit_u64(value)
                 } else if let Some(value) = number.as_i64() {
@@ -221,9 +224,10 @@ impl ValueDeserializer {
                     visitor.visit_f64(number.as_f64().unwrap_or(f64::NAN))
                 }
             }
-            Value::String(value) => visitor.visit_string(value),
-            Value::Array(items) => visit_array(items, visitor),
-            Value::Object(entries) => visit_object(entries, visitor),
+            Node::String(Cow::Borrowed(value)) => visitor.visit_borrowed_str(value),
+            Node::String(Cow::Owned(value)) => visitor.visit_string(value),
+            Node::Array(items) => visit_array(items, visitor),
+            Node::Object(entries) => visit_object(entries, visitor),
         }
     }
 }
@@ -257,7 +261,7 @@ fn visit_integer<'de, V: Visitor<'de>>(
 }
 
 fn visit_array<'de, V: Visitor<'de>>(
-    items: Vec<Value>,
+    items: Vec<Node<'de>>,
     visitor: V,
 ) -> Result<V::Value, DecodeError> {
     let len = items.len();
@@ -272,7 +276,7 @@ fn visit_array<'de, V: Visitor<'de>>(
 }
 
 fn visit_object<'de, V: Visitor<'de>>(
-    entries: Map<String, Value>,
+    entries: Entries<'de>,
     visitor: V,
 ) -> Result<V::Value, DecodeError> {
     let mut access = ObjectAccess {
@@ -282,7 +286,7 @@ fn visit_object<'de, V: Visitor<'de>>(
     visitor.visit_map(&mut access)
 }
 
-impl<'de> de::Deserializer<'de> for ValueDeserializer {
+impl<'de> de::Deserializer<'de> for NodeDeserializer<'de> {
     type Error = DecodeError;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
@@ -322,7 +326,7 @@ impl<'de> de::Deserializer<'de> for ValueDeserializer {
 
     fn deserialize_f32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
         // serde would turn a finite number beyond f32's range into infinity.
-        if let Value::Number(number) = &self.value {
+        if let Node::Number(number) = &self.node {
             let value = number.as_f64().unwrap_or(f64::NAN);
             if value.abs() > f64::from(f32::MAX) {
                 return Err(de::Error::invalid_value(Unexpected::Float(value), &visitor));
@@ -332,16 +336,16 @@ impl<'de> de::Deserializer<'de> for ValueDeserializer {
     }
 
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
-        match self.value {
-            Value::Null => visitor.visit_none(),
+        match self.node {
+            Node::Null => visitor.visit_none(),
             _ => visitor.visit_some(self),
         }
     }
 
     fn deserialize_unit<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
-        match self.value {
-            Value::Null => visitor.visit_unit(),
-            other => ValueDeserializer::new(other).visit_any(visitor),
+        match self.node {
+            Node::Null => visitor.visit_unit(),
+            other => NodeDeserializer::new(other).visit_any(visitor),
         }
     }
 
@@ -362,8 +366,8 @@ impl<'de> de::Deserializer<'de> for ValueDeserializer {
     }
 
     fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
-        match self.value {
-            Value::Array(items) => visit_array(items, visitor),
+        match self.node {
+            Node::Array(items) => visit_array(items, visitor),
             other => Err(de::Error::invalid_type(unexpected(&other), &visitor)),
         }
     }
@@ -386,8 +390,8 @@ impl<'de> de::Deserializer<'de> for ValueDeserializer {
     }
 
     fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
-        match self.value {
-            Value::Object(entries) => visit_object(entries, visitor),
+        match self.node {
+            Node::Object(entries) => visit_object(entries, visitor),
             other => Err(de::Error::invalid_type(unexpected(&other), &visitor)),
         }
     }
@@ -407,14 +411,14 @@ impl<'de> de::Deserializer<'de> for ValueDeserializer {
         _variants: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, DecodeError> {
-        match self.value {
-            Value::String(variant) => visitor.visit_enum(VariantValue {
+        match self.node {
+            Node::String(variant) => visitor.visit_enum(VariantValue {
                 variant,
                 value: None,
             }),
-            Value::Object(entries) if entries.len() == 1 => {
+            Node::Object(entries) if entries.len() == 1 => {
                 let (variant, value) = entries.into_iter().next().expect("one entry");
-                let segment = Segment::Key(variant.clone());
+                let segment = Segment::Key(variant.to_string());
                 visitor
                     .visit_enum(VariantValue {
                         variant,
@@ -438,11 +442,11 @@ impl<'de> de::Deserializer<'de> for ValueDeserializer {
     }
 }
 
-fn unexpected(value: &Value) -> Unexpected<'_> {
-    match value {
-        Value::Null => Unexpected::Unit,
-        Value::Bool(value) => Unexpected::Bool(*value),
-        Value::Number(number) => {
+fn unexpected<'a>(node: &'a Node<'_>) -> Unexpected<'a> {
+    match node {
+        Node::Null => Unexpected::Unit,
+        Node::Bool(value) => Unexpected::Bool(*value),
+        Node::Number(number) => {
             if let Some(value) = number.as_u64() {
                 Unexpected::Unsigned(value)
             } else if let Some(value) = number.as_i64() {
@@ -451,17 +455,17 @@ fn unexpected(value: &Value) -> Unexpected<'_> {
                 Unexpected::Float(number.as_f64().unwrap_or(f64::NAN))
             }
         }
-        Value::String(value) => Unexpected::Str(value),
-        Value::Array(_) => Unexpected::Seq,
-        Value::Object(_) => Unexpected::Map,
+        Node::String(value) => Unexpected::Str(value),
+        Node::Array(_) => Unexpected::Seq,
+        Node::Object(_) => Unexpected::Map,
     }
 }
 
-struct ArrayAccess {
-    items: std::iter::Enumerate<std::vec::IntoIter<Value>>,
+struct ArrayAccess<'de> {
+    items: std::iter::Enumerate<std::vec::IntoIter<Node<'de>>>,
 }
 
-impl<'de> SeqAccess<'de> for ArrayAccess {
+impl<'de> SeqAccess<'de> for ArrayAccess<'de> {
     type Error = DecodeError;
 
     fn next_element_seed<T: DeserializeSeed<'de>>(
@@ -470,7 +474,7 @@ impl<'de> SeqAccess<'de> for ArrayAccess {
     ) -> Result<Option<T::Value>, DecodeError> {
         match self.items.next() {
             Some((index, value)) => seed
-                .deserialize(ValueDeserializer::new(value))
+                .deserialize(NodeDeserializer::new(value))
                 .map(Some)
                 .map_err(|error| error.within(Segment::Index(index))),
             None => Ok(None),
@@ -482,12 +486,12 @@ impl<'de> SeqAccess<'de> for ArrayAccess {
     }
 }
 
-struct ObjectAccess {
-    entries: serde_json::map::IntoIter,
-    pending: Option<(String, Value)>,
+struct ObjectAccess<'de> {
+    entries: std::vec::IntoIter<(Cow<'de, str>, Node<'de>)>,
+    pending: Option<(Cow<'de, str>, Node<'de>)>,
 }
 
-impl<'de> MapAccess<'de> for ObjectAccess {
+impl<'de> MapAccess<'de> for ObjectAccess<'de> {
     type Error = DecodeError;
 
     fn next_key_seed<K: DeserializeSeed<'de>>(
@@ -497,13 +501,12 @@ impl<'de> MapAccess<'de> for ObjectAccess {
         let Some((key, value)) = self.entries.next() else {
             return Ok(None);
         };
-        let result = seed.deserialize(KeyDeserializer { key: &key });
-        match result {
+        match seed.deserialize(KeyDeserializer { key: key.clone() }) {
             Ok(decoded) => {
                 self.pending = Some((key, value));
                 Ok(Some(decoded))
             }
-            Err(error) => Err(error.within(Segment::Key(key))),
+            Err(error) => Err(error.within(Segment::Key(key.into_owned()))),
         }
     }
 
@@ -515,8 +518,8 @@ impl<'de> MapAccess<'de> for ObjectAccess {
             .pending
             .take()
             .ok_or_else(|| de::Error::custom("a value was requested before its key"))?;
-        seed.deserialize(ValueDeserializer::new(value))
-            .map_err(|error| error.within(Segment::Key(key)))
+        seed.deserialize(NodeDeserializer::new(value))
+            .map_err(|error| error.within(Segment::Key(key.into_owned())))
     }
 
     fn size_hint(&self) -> Option<usize> {
@@ -525,18 +528,21 @@ impl<'de> MapAccess<'de> for ObjectAccess {
 }
 
 /// Object keys: strings, read as numbers where the target is a map keyed by integers.
-struct KeyDeserializer<'a> {
-    key: &'a str,
+struct KeyDeserializer<'de> {
+    key: Cow<'de, str>,
 }
 
-impl KeyDeserializer<'_> {
-    fn parse<'de, V: Visitor<'de>, N>(self, visitor: V) -> Result<V::Value, DecodeError>
+impl<'de> KeyDeserializer<'de> {
+    fn parse<V: Visitor<'de>, N>(self, visitor: V) -> Result<V::Value, DecodeError>
     where
         N: std::str::FromStr + IntoDeserializer<'de, DecodeError>,
     {
         match self.key.parse::<N>() {
             Ok(number) => de::Deserializer::deserialize_any(number.into_deserializer(), visitor),
-            Err(_) => Err(de::Error::invalid_type(Unexpected::Str(self.key), &visitor)),
+            Err(_) => Err(de::Error::invalid_type(
+                Unexpected::Str(&self.key),
+                &visitor,
+            )),
         }
     }
 }
@@ -549,11 +555,14 @@ macro_rules! parse_key_as {
     };
 }
 
-impl<'de> de::Deserializer<'de> for KeyDeserializer<'_> {
+impl<'de> de::Deserializer<'de> for KeyDeserializer<'de> {
     type Error = DecodeError;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
-        visitor.visit_str(self.key)
+        match self.key {
+            Cow::Borrowed(key) => visitor.visit_borrowed_str(key),
+            Cow::Owned(key) => visitor.visit_string(key),
+        }
     }
 
     parse_key_as! {
@@ -577,7 +586,7 @@ impl<'de> de::Deserializer<'de> for KeyDeserializer<'_> {
         visitor: V,
     ) -> Result<V::Value, DecodeError> {
         visitor.visit_enum(VariantValue {
-            variant: self.key.to_owned(),
+            variant: self.key,
             value: None,
         })
     }
@@ -588,47 +597,45 @@ impl<'de> de::Deserializer<'de> for KeyDeserializer<'_> {
     }
 }
 
-/// An enum value: a bare string for a unit variant, or `{"Variant": content}`.
-struct VariantValue {
-    variant: String,
-    value: Option<Value>,
+/// An enum value: a bare string for a unit variant, or `{"Variant": content}` for the others,
+/// as JSON Schema describes them (`{"Variant": null}` is not a unit variant).
+struct VariantValue<'de> {
+    variant: Cow<'de, str>,
+    value: Option<Node<'de>>,
 }
 
-impl<'de> EnumAccess<'de> for VariantValue {
+impl<'de> EnumAccess<'de> for VariantValue<'de> {
     type Error = DecodeError;
-    type Variant = VariantContent;
+    type Variant = VariantContent<'de>;
 
     fn variant_seed<S: DeserializeSeed<'de>>(
         self,
         seed: S,
-    ) -> Result<(S::Value, VariantContent), DecodeError> {
-        let tag = seed.deserialize(KeyDeserializer { key: &self.variant })?;
+    ) -> Result<(S::Value, VariantContent<'de>), DecodeError> {
+        let tag = seed.deserialize(KeyDeserializer { key: self.variant })?;
         Ok((tag, VariantContent { value: self.value }))
     }
 }
 
-struct VariantContent {
-    value: Option<Value>,
+struct VariantContent<'de> {
+    value: Option<Node<'de>>,
 }
 
-impl VariantContent {
-    fn content(self, expected: &dyn Expected) -> Result<ValueDeserializer, DecodeError> {
+impl<'de> VariantContent<'de> {
+    fn content(self, expected: &dyn Expected) -> Result<NodeDeserializer<'de>, DecodeError> {
         self.value
-            .map(ValueDeserializer::new)
+            .map(NodeDeserializer::new)
             .ok_or_else(|| de::Error::invalid_type(Unexpected::UnitVariant, expected))
     }
 }
 
-impl<'de> VariantAccess<'de> for VariantContent {
+impl<'de> VariantAccess<'de> for VariantContent<'de> {
     type Error = DecodeError;
 
     fn unit_variant(self) -> Result<(), DecodeError> {
         match self.value {
-            None | Some(Value::Null) => Ok(()),
-            Some(other) => Err(de::Error::invalid_type(
-                unexpected(&other),
-                &"a unit variant",
-            )),
+            None => Ok(()),
+            Some(other) => Err(de::Error::invalid_type(unexpected(&other), &"a string")),
         }
     }
 
@@ -660,7 +667,7 @@ impl<'de> VariantAccess<'de> for VariantContent {
 mod tests {
     use super::*;
     use serde::Deserialize;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     #[derive(Debug, Deserialize, PartialEq)]
     #[serde(deny_unknown_fields)]
@@ -686,7 +693,7 @@ mod tests {
     }
 
     fn decode(value: Value) -> Result<Order, DecodeError> {
-        Order::deserialize(ValueDeserializer::new(value))
+        Order::deserialize(NodeDeserializer::new(Node::borrowed(&value)))
     }
 
     fn problem_at(value: Value) -> (Problem, String) {
@@ -770,6 +777,17 @@ mod tests {
     }
 
     #[test]
+    fn unit_variants_are_bare_strings() {
+        let (problem, path) =
+            problem_at(json!({"id": 1, "items": [{"skuCode": "a", "kind": {"digital": null}}]}));
+        assert!(
+            matches!(problem, Problem::InvalidType { ref found, .. } if found == "null"),
+            "{problem:?}"
+        );
+        assert_eq!(path, "/items/0/kind/digital");
+    }
+
+    #[test]
     fn arrays_are_not_structs() {
         let (problem, path) = problem_at(json!([1, []]));
         assert!(matches!(problem, Problem::InvalidType { ref found, .. } if found == "an array"));
@@ -778,7 +796,8 @@ mod tests {
 
     #[test]
     fn fixed_size_arrays_refuse_extra_elements() {
-        let result = <[u8; 2]>::deserialize(ValueDeserializer::new(json!([1, 2, 3])));
+        let value = json!([1, 2, 3]);
+        let result = <[u8; 2]>::deserialize(NodeDeserializer::new(Node::borrowed(&value)));
         assert!(matches!(
             result.unwrap_err().problem,
             Problem::InvalidLength { len: 3, .. }
@@ -787,15 +806,12 @@ mod tests {
 
     #[test]
     fn integer_keyed_maps_parse_keys() {
-        let map = std::collections::BTreeMap::<u32, bool>::deserialize(ValueDeserializer::new(
-            json!({"1": true, "20": false}),
-        ))
-        .unwrap();
+        type Flags = std::collections::BTreeMap<u32, bool>;
+        let value = json!({"1": true, "20": false});
+        let map = Flags::deserialize(NodeDeserializer::new(Node::borrowed(&value))).unwrap();
         assert_eq!(map.len(), 2);
-        let error = std::collections::BTreeMap::<u32, bool>::deserialize(ValueDeserializer::new(
-            json!({"x": true}),
-        ))
-        .unwrap_err();
+        let value = json!({"x": true});
+        let error = Flags::deserialize(NodeDeserializer::new(Node::borrowed(&value))).unwrap_err();
         assert_eq!(pointer(error.path()), "/x");
     }
 

@@ -16,9 +16,9 @@ use crate::call::Arguments;
 use crate::suggest;
 use crate::{Rejection, RejectionCode};
 
-use deserializer::{DecodeError, Problem, ValueDeserializer};
+use deserializer::{DecodeError, NodeDeserializer, Problem};
 pub(crate) use deserializer::{Segment, pointer};
-use strict_json::StrictJsonError;
+use strict_json::{Node, StrictJsonError};
 
 /// Limits on the raw arguments of one call, applied before anything else is parsed.
 ///
@@ -54,83 +54,93 @@ impl Default for DecodeLimits {
 
 /// Decodes `arguments` into `T`, refusing with the decode gate's codes.
 pub(crate) fn decode<T: DeserializeOwned>(
-    arguments: Arguments,
+    arguments: &Arguments,
     limits: &DecodeLimits,
 ) -> Result<T, Rejection> {
-    let value = into_checked_value(arguments, limits)?;
-    if !value.is_object() {
+    match arguments {
+        Arguments::Text(text) => decode_node(parse_text(text, limits)?),
+        Arguments::Json(value) => {
+            check_value(value, limits)?;
+            decode_node(Node::borrowed(value))
+        }
+    }
+}
+
+fn decode_node<T: DeserializeOwned>(node: Node<'_>) -> Result<T, Rejection> {
+    if !matches!(node, Node::Object(_)) {
         return Err(Rejection::new(
             RejectionCode::NotAnObject,
             format!(
                 "the arguments must be a JSON object, not {}",
-                json_kind(&value)
+                json_kind(&node)
             ),
         )
         .with_hint("send the arguments as an object of named values, e.g. {\"name\": value}"));
     }
-    T::deserialize(ValueDeserializer::new(value)).map_err(refusal)
+    T::deserialize(NodeDeserializer::new(node)).map_err(refusal)
 }
 
-/// Applies the size, syntax, duplicate-key and depth checks.
-fn into_checked_value(arguments: Arguments, limits: &DecodeLimits) -> Result<Value, Rejection> {
+fn too_large(limits: &DecodeLimits) -> Rejection {
+    Rejection::new(
+        RejectionCode::ArgumentsTooLarge,
+        format!(
+            "the arguments exceed the limit of {} bytes",
+            limits.max_bytes
+        ),
+    )
+    .with_hint("send fewer or shorter values")
+}
+
+fn too_deep(path: &[Segment], max_depth: usize) -> Rejection {
+    Rejection::new(
+        RejectionCode::ArgumentsTooDeep,
+        format!("the arguments nest deeper than {max_depth} levels"),
+    )
+    .with_path(pointer(path))
+}
+
+/// Applies the size, syntax, duplicate-key and depth checks to argument text.
+fn parse_text<'a>(text: &'a str, limits: &DecodeLimits) -> Result<Node<'a>, Rejection> {
+    if text.len() > limits.max_bytes {
+        return Err(too_large(limits));
+    }
     let max_depth = limits.max_depth.min(DecodeLimits::MAX_DEPTH);
-    let too_large = || {
-        Rejection::new(
-            RejectionCode::ArgumentsTooLarge,
-            format!(
-                "the arguments exceed the limit of {} bytes",
-                limits.max_bytes
-            ),
+    strict_json::parse(text, max_depth).map_err(|error| match error {
+        StrictJsonError::Malformed(detail) => Rejection::new(
+            RejectionCode::MalformedJson,
+            format!("the arguments are not valid JSON: {detail}"),
         )
-        .with_hint("send fewer or shorter values")
-    };
-    let too_deep = |path: &[Segment]| {
-        Rejection::new(
-            RejectionCode::ArgumentsTooDeep,
-            format!("the arguments nest deeper than {max_depth} levels"),
+        .with_hint("send one JSON object"),
+        StrictJsonError::DuplicateKey { key, path } => Rejection::new(
+            RejectionCode::DuplicateKey,
+            format!("the key `{key}` appears more than once in the same object"),
         )
-        .with_path(pointer(path))
-    };
-    match arguments {
-        Arguments::Text(text) => {
-            if text.len() > limits.max_bytes {
-                return Err(too_large());
-            }
-            strict_json::parse(&text, max_depth).map_err(|error| match error {
-                StrictJsonError::Malformed(detail) => Rejection::new(
-                    RejectionCode::MalformedJson,
-                    format!("the arguments are not valid JSON: {detail}"),
-                )
-                .with_hint("send one JSON object"),
-                StrictJsonError::DuplicateKey { key, path } => Rejection::new(
-                    RejectionCode::DuplicateKey,
-                    format!("the key `{key}` appears more than once in the same object"),
-                )
-                .with_path(pointer(&path))
-                .with_hint("send each key once, with the one value you mean"),
-                StrictJsonError::TooDeep { path } => too_deep(&path),
-            })
-        }
-        Arguments::Json(value) => {
-            if strict_json::longer_than(&value, limits.max_bytes) {
-                return Err(too_large());
-            }
-            if let Some(path) = strict_json::too_deep(&value, max_depth) {
-                return Err(too_deep(&path));
-            }
-            Ok(value)
-        }
+        .with_path(pointer(&path))
+        .with_hint("send each key once, with the one value you mean"),
+        StrictJsonError::TooDeep { path } => too_deep(&path, max_depth),
+    })
+}
+
+/// Applies the size and depth checks to an already parsed value.
+fn check_value(value: &Value, limits: &DecodeLimits) -> Result<(), Rejection> {
+    if strict_json::longer_than(value, limits.max_bytes) {
+        return Err(too_large(limits));
+    }
+    let max_depth = limits.max_depth.min(DecodeLimits::MAX_DEPTH);
+    match strict_json::too_deep(value, max_depth) {
+        Some(path) => Err(too_deep(&path, max_depth)),
+        None => Ok(()),
     }
 }
 
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
+fn json_kind(node: &Node<'_>) -> &'static str {
+    match node {
+        Node::Null => "null",
+        Node::Bool(_) => "a boolean",
+        Node::Number(_) => "a number",
+        Node::String(_) => "a string",
+        Node::Array(_) => "an array",
+        Node::Object(_) => "an object",
     }
 }
 
@@ -218,15 +228,15 @@ mod tests {
     }
 
     fn refused(arguments: impl Into<Arguments>) -> Rejection {
-        decode::<Transfer>(arguments.into(), &DecodeLimits::default()).unwrap_err()
+        decode::<Transfer>(&arguments.into(), &DecodeLimits::default()).unwrap_err()
     }
 
     #[test]
     fn text_and_value_decode_alike() {
         let text = r#"{"amount": 10, "currency": "USD"}"#;
-        assert!(decode::<Transfer>(text.into(), &DecodeLimits::default()).is_ok());
+        assert!(decode::<Transfer>(&text.into(), &DecodeLimits::default()).is_ok());
         let value = json!({"amount": 10.0, "currency": "CNY", "memo": null});
-        assert!(decode::<Transfer>(value.into(), &DecodeLimits::default()).is_ok());
+        assert!(decode::<Transfer>(&value.into(), &DecodeLimits::default()).is_ok());
     }
 
     #[test]
@@ -293,13 +303,13 @@ mod tests {
             max_depth: 2,
         };
         let long = format!(r#"{{"memo": "{}"}}"#, "x".repeat(64));
-        let too_large = decode::<Transfer>(long.as_str().into(), &limits).unwrap_err();
+        let too_large = decode::<Transfer>(&long.as_str().into(), &limits).unwrap_err();
         assert_eq!(too_large.code(), RejectionCode::ArgumentsTooLarge);
         let parsed: Value = serde_json::from_str(&long).unwrap();
-        let too_large = decode::<Transfer>(parsed.into(), &limits).unwrap_err();
+        let too_large = decode::<Transfer>(&parsed.into(), &limits).unwrap_err();
         assert_eq!(too_large.code(), RejectionCode::ArgumentsTooLarge);
         let deep = json!({"memo": {"a": {}}});
-        let too_deep = decode::<Transfer>(deep.into(), &limits).unwrap_err();
+        let too_deep = decode::<Transfer>(&deep.into(), &limits).unwrap_err();
         assert_eq!(too_deep.code(), RejectionCode::ArgumentsTooDeep);
         assert_eq!(too_deep.path(), Some("/memo/a"));
     }

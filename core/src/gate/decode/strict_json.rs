@@ -1,15 +1,58 @@
-//! JSON text into a value, refusing what lenient parsers let through: a key named twice in one
-//! object (`{"amount":1,"amount":99999999}`: which one did the model mean, and which one did the
-//! reviewer see?) at any depth, and nesting beyond the limit.
+//! JSON text into a [`Node`] tree, refusing what lenient parsers let through: a key named twice
+//! in one object (`{"amount":1,"amount":99999999}`: which one did the model mean, and which one
+//! did the reviewer see?) at any depth, and nesting beyond the limit.
+//!
+//! A node borrows its strings from the text wherever the text has no escapes, and keeps an
+//! object's entries in order in a vector: decoding then copies each string once, into the
+//! typed arguments, as a plain `serde_json::from_str` would.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
+use std::collections::HashSet;
 use std::fmt;
 use std::io;
 
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
-use serde_json::{Map, Value};
+use serde_json::{Number, Value};
 
 use super::deserializer::Segment;
+
+/// An object's entries, in document order, keys unique.
+pub(crate) type Entries<'a> = Vec<(Cow<'a, str>, Node<'a>)>;
+
+/// One parsed JSON value.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Node<'a> {
+    Null,
+    Bool(bool),
+    Number(Number),
+    String(Cow<'a, str>),
+    Array(Vec<Node<'a>>),
+    Object(Entries<'a>),
+}
+
+impl<'a> Node<'a> {
+    /// A node that borrows the strings of an already parsed value.
+    pub(crate) fn borrowed(value: &'a Value) -> Node<'a> {
+        match value {
+            Value::Null => Node::Null,
+            Value::Bool(value) => Node::Bool(*value),
+            Value::Number(number) => Node::Number(number.clone()),
+            Value::String(text) => Node::String(Cow::Borrowed(text)),
+            Value::Array(items) => Node::Array(items.iter().map(Node::borrowed).collect()),
+            Value::Object(entries) => Node::Object(
+                entries
+                    .iter()
+                    .map(|(key, item)| (Cow::Borrowed(key.as_str()), Node::borrowed(item)))
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// Objects with at least this many keys check for duplicates with a hash set rather than by
+/// comparing each key with the ones before it, so that no object costs quadratic time.
+const LINEAR_KEY_CHECK_LIMIT: usize = 16;
 
 /// Why strict parsing refused the text.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,7 +64,7 @@ pub(crate) enum StrictJsonError {
 
 /// Parses `text` into a value, refusing duplicate keys and nesting deeper than `max_depth`
 /// (the top-level object is depth 1).
-pub(crate) fn parse(text: &str, max_depth: usize) -> Result<Value, StrictJsonError> {
+pub(crate) fn parse(text: &str, max_depth: usize) -> Result<Node<'_>, StrictJsonError> {
     let found = RefCell::new(None);
     let seed = StrictValue {
         depth: 0,
@@ -103,50 +146,56 @@ impl StrictValue<'_> {
 }
 
 impl<'de> DeserializeSeed<'de> for StrictValue<'_> {
-    type Value = Value;
+    type Value = Node<'de>;
 
-    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Node<'de>, D::Error> {
         deserializer.deserialize_any(self)
     }
 }
 
 impl<'de> Visitor<'de> for StrictValue<'_> {
-    type Value = Value;
+    type Value = Node<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("any JSON value")
     }
 
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
+    fn visit_unit<E>(self) -> Result<Node<'de>, E> {
+        Ok(Node::Null)
     }
 
-    fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
-        Ok(Value::Bool(value))
+    fn visit_bool<E>(self, value: bool) -> Result<Node<'de>, E> {
+        Ok(Node::Bool(value))
     }
 
-    fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
-        Ok(Value::from(value))
+    fn visit_u64<E>(self, value: u64) -> Result<Node<'de>, E> {
+        Ok(Node::Number(value.into()))
     }
 
-    fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
-        Ok(Value::from(value))
+    fn visit_i64<E>(self, value: i64) -> Result<Node<'de>, E> {
+        Ok(Node::Number(value.into()))
     }
 
-    fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
-        // serde_json never yields a non-finite number, so `from` never maps to null here.
-        Ok(Value::from(value))
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Node<'de>, E> {
+        // serde_json never yields a non-finite number.
+        Number::from_f64(value)
+            .map(Node::Number)
+            .ok_or_else(|| E::custom("a number must be finite"))
     }
 
-    fn visit_str<E>(self, value: &str) -> Result<Value, E> {
-        Ok(Value::String(value.to_owned()))
+    fn visit_borrowed_str<E>(self, value: &'de str) -> Result<Node<'de>, E> {
+        Ok(Node::String(Cow::Borrowed(value)))
     }
 
-    fn visit_string<E>(self, value: String) -> Result<Value, E> {
-        Ok(Value::String(value))
+    fn visit_str<E>(self, value: &str) -> Result<Node<'de>, E> {
+        Ok(Node::String(Cow::Owned(value.to_owned())))
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+    fn visit_string<E>(self, value: String) -> Result<Node<'de>, E> {
+        Ok(Node::String(Cow::Owned(value)))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Node<'de>, A::Error> {
         let inner = self.enter()?;
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
         loop {
@@ -156,28 +205,75 @@ impl<'de> Visitor<'de> for StrictValue<'_> {
                 .map_err(inner.note(|| Segment::Index(index)))?
             {
                 Some(item) => items.push(item),
-                None => return Ok(Value::Array(items)),
+                None => return Ok(Node::Array(items)),
             }
         }
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node<'de>, A::Error> {
         let inner = self.enter()?;
-        let mut entries = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            let value = map
-                .next_value_seed(inner)
-                .map_err(inner.note(|| Segment::Key(key.clone())))?;
-            if entries.contains_key(&key) {
+        // Tool arguments are small objects: one allocation covers most of them.
+        let mut entries: Entries<'de> = Vec::with_capacity(8);
+        let mut seen: Option<HashSet<Cow<'de, str>>> = None;
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            let duplicate = match &mut seen {
+                Some(seen) => !seen.insert(key.clone()),
+                None => {
+                    let duplicate = entries.iter().any(|(earlier, _)| *earlier == key);
+                    if entries.len() + 1 >= LINEAR_KEY_CHECK_LIMIT {
+                        let keys = entries.iter().map(|(earlier, _)| earlier.clone());
+                        seen = Some(keys.chain([key.clone()]).collect());
+                    }
+                    duplicate
+                }
+            };
+            if duplicate {
                 *self.found.borrow_mut() = Some(Found {
-                    duplicate_key: Some(key.clone()),
-                    reversed_path: vec![Segment::Key(key)],
+                    reversed_path: vec![Segment::Key(key.to_string())],
+                    duplicate_key: Some(key.into_owned()),
                 });
                 return Err(de::Error::custom("duplicate key"));
             }
-            entries.insert(key, value);
+            let value = map
+                .next_value_seed(inner)
+                .map_err(inner.note(|| Segment::Key(key.to_string())))?;
+            entries.push((key, value));
         }
-        Ok(Value::Object(entries))
+        Ok(Node::Object(entries))
+    }
+}
+
+/// Reads an object key, borrowing it from the text when it has no escapes.
+struct KeySeed;
+
+impl<'de> DeserializeSeed<'de> for KeySeed {
+    type Value = Cow<'de, str>;
+
+    fn deserialize<D: de::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeySeed {
+    type Value = Cow<'de, str>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object key")
+    }
+
+    fn visit_borrowed_str<E>(self, key: &'de str) -> Result<Self::Value, E> {
+        Ok(Cow::Borrowed(key))
+    }
+
+    fn visit_str<E>(self, key: &str) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(key.to_owned()))
+    }
+
+    fn visit_string<E>(self, key: String) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(key))
     }
 }
 
@@ -244,10 +340,42 @@ mod tests {
 
     #[test]
     fn parses_ordinary_json() {
+        let expected = json!({"a": [1, -2, 3.5, "x\ny", null, true], "b": {}});
         assert_eq!(
-            parse(r#"{"a": [1, -2, 3.5, "x", null, true], "b": {}}"#, 8).unwrap(),
-            json!({"a": [1, -2, 3.5, "x", null, true], "b": {}})
+            parse(r#"{"a": [1, -2, 3.5, "x\ny", null, true], "b": {}}"#, 8).unwrap(),
+            Node::borrowed(&expected)
         );
+    }
+
+    #[test]
+    fn strings_without_escapes_are_borrowed() {
+        let Ok(Node::Object(entries)) = parse(r#"{"plain": "text", "esc\u0061ped": "a\tb"}"#, 8)
+        else {
+            panic!("an object");
+        };
+        assert!(matches!(
+            entries[0],
+            (Cow::Borrowed("plain"), Node::String(Cow::Borrowed("text")))
+        ));
+        assert!(matches!(&entries[1].0, Cow::Owned(key) if key == "escaped"));
+    }
+
+    #[test]
+    fn large_objects_still_find_duplicates() {
+        let mut text = String::from("{");
+        for index in 0..1000 {
+            text.push_str(&format!(r#""k{index}":{index},"#));
+        }
+        text.push_str(r#""k500":0}"#);
+        assert_eq!(
+            parse(&text, 8),
+            Err(StrictJsonError::DuplicateKey {
+                key: "k500".into(),
+                path: vec![key("k500")]
+            })
+        );
+        let unique = text.replace(r#""k500":0}"#, r#""k1000":0}"#);
+        assert!(parse(&unique, 8).is_ok());
     }
 
     #[test]
