@@ -240,6 +240,19 @@ async fn oversized_and_overdeep_arguments_are_refused() {
     )
     .await;
     assert_eq!(rejection.gate(), Gate::Decode);
+
+    // A value built deeper than any parser would allow is measured only down to the limit.
+    let mut very_deep = json!({});
+    for _ in 0..1_000 {
+        very_deep = json!({"a": very_deep});
+    }
+    refused(
+        "place_order",
+        very_deep,
+        RejectionCode::ArgumentsTooDeep,
+        Some(&"/a".repeat(32)),
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -9,8 +9,14 @@ pub(crate) fn closest<'a>(
     let mut scored: Vec<(usize, &str)> = candidates
         .into_iter()
         .filter_map(|candidate| {
+            let candidate_len = candidate.chars().count();
+            let allowed = (input_len.max(candidate_len) / 3).max(1);
+            // The lengths alone bound the distance from below: a name far longer or shorter
+            // (a megabyte of "tool name") is dismissed without the quadratic comparison.
+            if input_len.abs_diff(candidate_len) > allowed {
+                return None;
+            }
             let distance = edit_distance(input, candidate);
-            let allowed = (input_len.max(candidate.chars().count()) / 3).max(1);
             (distance <= allowed).then_some((distance, candidate))
         })
         .collect();
@@ -68,6 +74,12 @@ mod tests {
             closest("delete\u{200b}_record", names),
             vec!["delete_record"]
         );
+    }
+
+    #[test]
+    fn huge_inputs_are_dismissed_by_length() {
+        let huge = "a".repeat(1 << 20);
+        assert!(closest(&huge, ["delete_record"]).is_empty());
     }
 
     #[test]

@@ -121,16 +121,18 @@ fn parse_text<'a>(text: &'a str, limits: &DecodeLimits) -> Result<Node<'a>, Reje
     })
 }
 
-/// Applies the size and depth checks to an already parsed value.
+/// Applies the depth and size checks to an already parsed value. Depth comes first: the walk
+/// that measures it stops at the limit, while measuring the size recurses through the whole
+/// value, which a caller may have built deeper than any stack.
 fn check_value(value: &Value, limits: &DecodeLimits) -> Result<(), Rejection> {
+    let max_depth = limits.max_depth.min(DecodeLimits::MAX_DEPTH);
+    if let Some(path) = strict_json::too_deep(value, max_depth) {
+        return Err(too_deep(&path, max_depth));
+    }
     if strict_json::longer_than(value, limits.max_bytes) {
         return Err(too_large(limits));
     }
-    let max_depth = limits.max_depth.min(DecodeLimits::MAX_DEPTH);
-    match strict_json::too_deep(value, max_depth) {
-        Some(path) => Err(too_deep(&path, max_depth)),
-        None => Ok(()),
-    }
+    Ok(())
 }
 
 fn json_kind(node: &Node<'_>) -> &'static str {

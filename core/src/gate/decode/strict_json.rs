@@ -279,35 +279,29 @@ impl<'de> Visitor<'de> for KeySeed {
 
 /// The first path at which `value` nests deeper than `max_depth`, if it does.
 pub(crate) fn too_deep(value: &Value, max_depth: usize) -> Option<Vec<Segment>> {
-    fn walk(value: &Value, depth_left: usize, path: &mut Vec<Segment>) -> bool {
-        let children: Box<dyn Iterator<Item = (Segment, &Value)>> = match value {
-            Value::Array(items) => Box::new(
-                items
-                    .iter()
-                    .enumerate()
-                    .map(|(index, item)| (Segment::Index(index), item)),
-            ),
-            Value::Object(entries) => Box::new(
-                entries
-                    .iter()
-                    .map(|(key, item)| (Segment::Key(key.clone()), item)),
-            ),
-            _ => return false,
-        };
-        if depth_left == 0 {
-            return true;
-        }
-        for (segment, child) in children {
-            path.push(segment);
-            if walk(child, depth_left - 1, path) {
-                return true;
+    /// The path to the first container beyond the limit, innermost segment first.
+    fn walk(value: &Value, depth_left: usize) -> Option<Vec<Segment>> {
+        let within = |segment: Segment| {
+            move |mut path: Vec<Segment>| {
+                path.push(segment);
+                path
             }
-            path.pop();
+        };
+        match value {
+            Value::Array(_) | Value::Object(_) if depth_left == 0 => Some(Vec::new()),
+            Value::Array(items) => items.iter().enumerate().find_map(|(index, item)| {
+                walk(item, depth_left - 1).map(within(Segment::Index(index)))
+            }),
+            Value::Object(entries) => entries.iter().find_map(|(key, item)| {
+                walk(item, depth_left - 1).map(within(Segment::Key(key.clone())))
+            }),
+            _ => None,
         }
-        false
     }
-    let mut path = Vec::new();
-    walk(value, max_depth, &mut path).then_some(path)
+    walk(value, max_depth).map(|mut path| {
+        path.reverse();
+        path
+    })
 }
 
 /// Whether `value`, written as compact JSON, is longer than `max_bytes`. Stops writing as soon
