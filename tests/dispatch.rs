@@ -606,6 +606,32 @@ async fn panics_are_contained() {
         assert_eq!(rejection.code(), RejectionCode::ToolPanicked);
         assert!(!rejection.retryable());
     }
+    // A panic in the tool author's argument checks is contained too, with nothing of its
+    // message sent to the model.
+    let fragile = Registry::builder()
+        .tool(common::FindInvoice)
+        .build()
+        .unwrap();
+    let outcome = fragile
+        .dispatch(
+            &ctx,
+            &ToolCall::new("1", "find_invoice", json!({"code": "ab"})),
+        )
+        .await;
+    let rejection = outcome.rejection().expect("refused");
+    assert_eq!(rejection.code(), RejectionCode::ToolPanicked);
+    assert!(
+        !rejection.to_model_message().contains("byte index"),
+        "{rejection}"
+    );
+    let outcome = fragile
+        .dispatch(
+            &ctx,
+            &ToolCall::new("2", "find_invoice", json!({"code": "INV-7"})),
+        )
+        .await;
+    assert_eq!(outcome.output(), Some(&json!("INV-7")));
+
     // The registry keeps working after a panic.
     let outcome = registry
         .dispatch(&ctx, &ToolCall::new("2", "list_tables", "{}"))
@@ -623,6 +649,10 @@ async fn slow_tools_time_out() {
     )
     .await;
     assert!(rejection.message().contains("50 ms"), "{rejection}");
+    assert!(
+        !rejection.retryable(),
+        "the report may have taken effect, and the tool is not idempotent"
+    );
     let outcome = dispatch("slow_report", json!({"delay_ms": 1})).await;
     assert_eq!(outcome.output(), Some(&json!("report after 1 ms")));
 }

@@ -20,6 +20,9 @@
 //!   JSON Schema keyword expresses (the schema only mentions it in the description). Objects
 //!   whose `reference` contains "test" in any case are not compared with the schema; they are
 //!   only checked to be refused, and for that check alone where the schema finds nothing else.
+//! * whole numbers beyond 2^53 written with a fraction or an exponent (`1.9e18`): JSON Schema
+//!   calls them integers; the gates refuse them where an integer is expected, because the float
+//!   they were read as may hold another number than the one written. Such cases are skipped.
 //! * the decode gate's limits (1 MiB of text, 32 levels of nesting) and its refusal of duplicate
 //!   keys: no keyword for them either. The generated objects stay far below the limits, and a
 //!   `serde_json::Value` cannot hold a duplicate key.
@@ -1095,6 +1098,25 @@ fn custom_check_applies(tool: &str, args: &Value) -> bool {
             .is_some_and(|reference| reference.to_ascii_lowercase().contains("test"))
 }
 
+/// Cases the schema cannot judge either: a whole number beyond 2^53 written with a fraction or
+/// an exponent (`1.9e18`). JSON Schema calls it an integer; the gates refuse it where an integer
+/// is expected, because the float it was read as may not hold the number that was written. The
+/// same number written as an integer literal is compared as usual.
+fn holds_inexact_integer(value: &Value) -> bool {
+    match value {
+        Value::Number(number) => {
+            !number.is_i64()
+                && !number.is_u64()
+                && number.as_f64().is_some_and(|float| {
+                    float.fract() == 0.0 && float.abs() > 9_007_199_254_740_992.0
+                })
+        }
+        Value::Array(items) => items.iter().any(holds_inexact_integer),
+        Value::Object(entries) => entries.values().any(holds_inexact_integer),
+        _ => false,
+    }
+}
+
 fn accepted(outcome: &Outcome) -> bool {
     outcome
         .rejection()
@@ -1169,6 +1191,7 @@ async fn check_tool(tool: &str, random: usize) {
     cases.extend(literal_cases(tool));
 
     let (mut checked, mut custom, mut accepted_count) = (0usize, 0usize, 0usize);
+    let mut inexact = 0usize;
     let mut disagreements = Vec::new();
     let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
     for (index, (args, text)) in cases.iter().enumerate() {
@@ -1198,6 +1221,10 @@ async fn check_tool(tool: &str, random: usize) {
                 ));
             }
             custom += 1;
+            continue;
+        }
+        if holds_inexact_integer(args) {
+            inexact += 1;
             continue;
         }
         checked += 1;
@@ -1234,7 +1261,7 @@ async fn check_tool(tool: &str, random: usize) {
     }
     println!(
         "{tool}: {checked} cases checked ({accepted_count} accepted by the gates), {custom} under the custom check (only checked to be refused), \
-         {} disagreements; outcomes: {outcomes:?}",
+         {inexact} with an inexact integer (not compared), {} disagreements; outcomes: {outcomes:?}",
         disagreements.len()
     );
     if !disagreements.is_empty() {

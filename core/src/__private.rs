@@ -211,3 +211,21 @@ impl<T> NoNestedValidation for &Nested<'_, T> {
         Ok(())
     }
 }
+
+/// Files the errors of each renamed argument under its name on the wire: validator keys them
+/// by Rust field name (`r#type` as `type` too).
+pub fn rename_fields(
+    errors: ValidationErrors,
+    renames: &[(&'static str, &'static str)],
+) -> ValidationErrors {
+    let mut renamed = ValidationErrors::new();
+    for (field, kind) in errors.into_errors() {
+        let rust_name = field.trim_start_matches("r#");
+        let wire_name = renames
+            .iter()
+            .find(|(rust, _)| *rust == rust_name)
+            .map_or(field.clone(), |(_, wire)| std::borrow::Cow::Borrowed(*wire));
+        renamed.0.insert(wire_name, kind);
+    }
+    renamed
+}

@@ -170,9 +170,9 @@ impl fmt::Debug for CallContext {
     }
 }
 
-/// An id unique within the process and unlikely to repeat across processes: the start time in
-/// nanoseconds, the process id and a counter. Ids name tasks and traces; they grant nothing, so
-/// they need no cryptographic randomness.
+/// An id unique within the process and unlikely to repeat across processes: the current time in
+/// nanoseconds, the process id and a counter, in hex. Ids name tasks and traces; they grant
+/// nothing, so they need no cryptographic randomness.
 fn fresh_id(prefix: &str) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let count = COUNTER.fetch_add(1, Ordering::Relaxed);
@@ -180,7 +180,7 @@ fn fresh_id(prefix: &str) -> String {
         .duration_since(UNIX_EPOCH)
         .map(|elapsed| elapsed.as_nanos())
         .unwrap_or_default();
-    format!("{prefix}_{nanos:x}{:x}{count:x}", std::process::id())
+    format!("{prefix}_{nanos:x}-{:x}-{count:x}", std::process::id())
 }
 
 #[cfg(test)]

@@ -277,17 +277,22 @@ impl ToolContract {
 /// Why `name` is not a valid tool name, if it is not: 1 to 64 characters of ASCII letters,
 /// digits, `_` and `-` (the strictest provider's rule).
 pub fn name_problem(name: &str) -> Option<String> {
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
+    {
+        return Some(format!(
+            "the name `{name}` contains {c:?}: use only ASCII letters, digits, `_` and `-`"
+        ));
+    }
+    // Only ASCII is left, so bytes are characters.
     if name.is_empty() || name.len() > 64 {
         return Some(format!(
             "the name `{name}` must be 1 to 64 characters long, not {}",
-            name.chars().count()
+            name.len()
         ));
     }
-    name.chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
-        .map(|c| {
-            format!("the name `{name}` contains {c:?}: use only ASCII letters, digits, `_` and `-`")
-        })
+    None
 }
 
 /// Builds a [`ToolContract`]; see [`ToolContract::builder`].

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::gate::decode::decode;
-use crate::gate::execute::{Execution, execute};
+use crate::gate::execute::{Execution, contained, execute};
 use crate::gate::resolve::resolve;
 use crate::gate::validate::validate;
 use crate::{
@@ -92,7 +92,7 @@ impl Registry {
             Ok(tool) => tool,
             Err(rejection) => return Outcome::Rejected(rejection),
         };
-        match tool.run(ctx, &call.arguments, &self.inner.limits) {
+        match contained(|| tool.run(ctx, &call.arguments, &self.inner.limits)) {
             Execution::Finished(outcome) => outcome,
             Execution::Running(running) => running.await,
         }
@@ -100,9 +100,11 @@ impl Registry {
 
     /// The contract of the tool named `name`.
     pub fn contract(&self, name: &str) -> Option<&ToolContract> {
-        resolve(&self.inner.tools, name)
-            .ok()
-            .map(|tool| tool.contract())
+        let tools = &self.inner.tools;
+        let index = tools
+            .binary_search_by(|(candidate, _)| candidate.as_str().cmp(name))
+            .ok()?;
+        Some(tools[index].1.contract())
     }
 
     /// Every tool's contract, sorted by name.

@@ -97,6 +97,19 @@ impl fmt::Display for RejectionCode {
     }
 }
 
+/// The most violations one model message lists; the rest are counted. The model needs a few to
+/// fix its call, and a reply must not grow with whatever the model sent.
+const MODEL_MESSAGE_VIOLATIONS: usize = 20;
+
+/// `text`, cut to `max_chars` characters with an ellipsis if it is longer: what the model sent
+/// is echoed back, and it may be a megabyte long.
+pub(crate) fn shorten(text: &str, max_chars: usize) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(max_chars) {
+        None => text.into(),
+        Some((cut, _)) => format!("{}…", &text[..cut]).into(),
+    }
+}
+
 /// One violated constraint found by the validate gate.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Violation {
@@ -248,16 +261,25 @@ impl Rejection {
             retryable: bool,
             #[serde(skip_serializing_if = "<[Violation]>::is_empty")]
             violations: &'a [Violation],
+            #[serde(skip_serializing_if = "is_zero")]
+            violations_omitted: usize,
         }
+        fn is_zero(count: &usize) -> bool {
+            *count == 0
+        }
+        let shown = self.inner.violations.len().min(MODEL_MESSAGE_VIOLATIONS);
+        let path = self.inner.path.as_deref().map(|path| shorten(path, 200));
+        let hint = self.inner.hint.as_deref().map(|hint| shorten(hint, 500));
         let message = ModelMessage {
             error: self.inner.code,
             gate: self.gate(),
-            message: &self.inner.message,
-            path: self.inner.path.as_deref(),
-            hint: self.inner.hint.as_deref(),
+            message: &shorten(&self.inner.message, 500),
+            path: path.as_deref(),
+            hint: hint.as_deref(),
             reason: self.inner.reason.as_deref(),
             retryable: self.inner.retryable,
-            violations: &self.inner.violations,
+            violations: &self.inner.violations[..shown],
+            violations_omitted: self.inner.violations.len() - shown,
         };
         serde_json::to_string(&message)
             .expect("a message of strings, booleans and JSON values always serializes")
@@ -315,6 +337,32 @@ mod tests {
     fn panics_are_not_retryable() {
         assert!(!Rejection::new(RejectionCode::ToolPanicked, "boom").retryable());
         assert!(Rejection::new(RejectionCode::InvalidType, "bad").retryable());
+    }
+
+    #[test]
+    fn model_messages_stay_small() {
+        let long_name = "x".repeat(100_000);
+        let violation = Violation {
+            path: "/a".into(),
+            rule: "range".into(),
+            message: "must be at least 1".into(),
+            params: Map::new(),
+        };
+        let rejection = Rejection::new(RejectionCode::ConstraintViolation, long_name.clone())
+            .with_path(format!("/{long_name}"))
+            .with_violations(vec![violation; 1000]);
+        let message: Value = serde_json::from_str(&rejection.to_model_message()).unwrap();
+        assert_eq!(message["message"].as_str().unwrap().chars().count(), 501);
+        assert_eq!(message["path"].as_str().unwrap().chars().count(), 201);
+        assert_eq!(message["violations"].as_array().unwrap().len(), 20);
+        assert_eq!(message["violations_omitted"], 980);
+        assert_eq!(
+            rejection.violations().len(),
+            1000,
+            "the rejection itself keeps them all"
+        );
+        assert_eq!(shorten("héllo", 2), "hé…");
+        assert_eq!(shorten("héllo", 5), "héllo");
     }
 
     #[test]

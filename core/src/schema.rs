@@ -35,6 +35,9 @@ fn format_range(format: &str) -> Option<(Value, Value)> {
         "uint16" => (0.into(), u16::MAX.into()),
         "uint32" => (0.into(), u32::MAX.into()),
         "uint64" | "uint" => (0.into(), u64::MAX.into()),
+        // The decode gate reads integers of at most 64 bits, whatever the Rust type holds.
+        "int128" => (i64::MIN.into(), u64::MAX.into()),
+        "uint128" => (0.into(), u64::MAX.into()),
         "float" => (f64::from(f32::MIN).into(), f64::from(f32::MAX).into()),
         _ => return None,
     })
@@ -52,7 +55,16 @@ fn state_type_ranges(schema: &mut Value) {
                 tighten(object, "minimum", min, Ordering::Greater);
                 tighten(object, "maximum", max, Ordering::Less);
             }
-            object.values_mut().for_each(state_type_ranges);
+            // Keywords that hold data rather than schemas are left as they are.
+            object
+                .iter_mut()
+                .filter(|(keyword, _)| {
+                    !matches!(
+                        keyword.as_str(),
+                        "default" | "const" | "enum" | "examples" | "example"
+                    )
+                })
+                .for_each(|(_, value)| state_type_ranges(value));
         }
         Value::Array(items) => items.iter_mut().for_each(state_type_ranges),
         _ => {}

@@ -2,7 +2,7 @@
 //! one `#[args]` struct.
 
 use proc_macro2::TokenStream;
-use quote::{format_ident, quote};
+use quote::quote;
 
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
@@ -19,7 +19,7 @@ pub(crate) enum Param {
 }
 
 pub(crate) struct Argument {
-    /// The field of the generated arguments struct.
+    /// The field of the generated arguments struct: the parameter's name.
     pub(crate) field: Ident,
     /// The name the model sees.
     pub(crate) wire_name: String,
@@ -187,7 +187,11 @@ fn parse_one(typed: &mut syn::PatType) -> syn::Result<Param> {
             ));
         }
         match name.as_str() {
-            "doc" | "schemars" => field_attrs.push(attr),
+            "doc" => field_attrs.push(attr),
+            "schemars" => {
+                check_schemars(&attr)?;
+                field_attrs.push(attr);
+            }
             "serde" => {
                 rename = serde_rename(&attr)?.or(rename);
                 field_attrs.push(attr);
@@ -236,16 +240,8 @@ fn parse_one(typed: &mut syn::PatType) -> syn::Result<Param> {
     }
 
     let plain = ident.to_string().trim_start_matches("r#").to_owned();
-    // Naming the generated field after the wire name keeps validator's field-keyed errors in
-    // the model's vocabulary.
-    let field = match &rename {
-        Some(rename) if syn::parse_str::<Ident>(&rename.value()).is_ok() => {
-            format_ident!("{}", rename.value(), span = ident.span())
-        }
-        _ => ident.clone(),
-    };
     Ok(Param::Argument(Box::new(Argument {
-        field,
+        field: ident,
         wire_name: rename.map(|rename| rename.value()).unwrap_or(plain),
         ty: (*typed.ty).clone(),
         nested: rules.nested,
@@ -253,6 +249,36 @@ fn parse_one(typed: &mut syn::PatType) -> syn::Result<Param> {
         field_attrs,
         sensitive,
     })))
+}
+
+/// `#[schemars]` on a parameter may document it, never constrain it: a constraint written
+/// there would show in the schema but not be checked.
+fn check_schemars(attr: &Attribute) -> syn::Result<()> {
+    for meta in meta_list(attr) {
+        let key = meta
+            .path()
+            .get_ident()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        match key.as_str() {
+            "title" | "example" | "examples" | "deprecated" => {}
+            "description" => {
+                return Err(syn::Error::new_spanned(
+                    meta,
+                    "write the argument's description as a `///` doc comment on the parameter",
+                ));
+            }
+            _ => {
+                return Err(syn::Error::new_spanned(
+                    meta,
+                    format!(
+                        "`#[schemars({key})]` would change what the model is shown without changing what is checked: declare constraints with `#[validate(...)]`, which does both"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn meta_list(attr: &Attribute) -> Vec<Meta> {
@@ -279,6 +305,26 @@ fn serde_rename(attr: &Attribute) -> syn::Result<Option<LitStr>> {
                 }) = &name_value.value
                 {
                     rename = Some(text.clone());
+                }
+            }
+            // `rename(deserialize = "...")`: the name the model sends.
+            ("rename", Meta::List(list)) => {
+                let inner = list
+                    .parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated)
+                    .unwrap_or_default();
+                for meta in inner {
+                    if let Meta::NameValue(name_value) = meta {
+                        if let (
+                            true,
+                            Expr::Lit(ExprLit {
+                                lit: Lit::Str(text),
+                                ..
+                            }),
+                        ) = (name_value.path.is_ident("deserialize"), &name_value.value)
+                        {
+                            rename = Some(text.clone());
+                        }
+                    }
                 }
             }
             ("alias", _) => {

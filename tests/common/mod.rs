@@ -291,3 +291,21 @@ pub fn schedule_delivery(
     let _ = (address, window, backup_address);
     Ok(lines.len())
 }
+
+/// A custom check with a bug: it slices the first four bytes of whatever it gets.
+pub fn prefix_is_known(code: &str) -> Result<(), ValidationError> {
+    let prefix = &code[..4];
+    if prefix == "INV-" {
+        Ok(())
+    } else {
+        Err(ValidationError::new("unknown_prefix"))
+    }
+}
+
+/// Look an invoice up by code (its custom check panics on codes shorter than four bytes).
+#[tool(read_only)]
+pub fn find_invoice(
+    #[validate(custom(function = "prefix_is_known"))] code: String,
+) -> Result<String, ToolError> {
+    Ok(code)
+}

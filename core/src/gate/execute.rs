@@ -1,7 +1,6 @@
-//! The execute gate: runs the tool's body, contains its panics, enforces its timeout, and turns
-//! its output into JSON.
+//! The execute gate: runs the tool's body, enforces its timeout, turns its output into JSON, and
+//! contains every panic of the code a call runs.
 
-use std::any::Any;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
@@ -14,8 +13,8 @@ use serde::Serialize;
 use crate::tool::{BoxFuture, Invocation};
 use crate::{CallContext, Outcome, Rejection, RejectionCode, Tool, ToolError};
 
-/// A tool run that either finished while it was started (a sync tool, or a panic) or is still
-/// running (an async tool).
+/// A tool run that either finished while it was started (a sync tool, or a refusal) or is
+/// still running (an async tool).
 pub(crate) enum Execution<'a> {
     Finished(Outcome),
     Running(BoxFuture<'a, Outcome>),
@@ -27,28 +26,41 @@ pub(crate) fn execute<'a, T: Tool>(
     ctx: &'a CallContext,
     args: T::Args,
 ) -> Execution<'a> {
-    let invocation = match catch_unwind(AssertUnwindSafe(|| tool.call(ctx, args))) {
-        Ok(invocation) => invocation,
-        Err(payload) => return Execution::Finished(panicked(payload)),
-    };
-    match invocation {
+    match tool.call(ctx, args) {
         Invocation::Ready(result) => Execution::Finished(completed(result)),
         Invocation::Pending(future) => {
-            let timeout = tool.contract().timeout();
+            let contract = tool.contract();
+            let (timeout, idempotent) = (contract.timeout(), contract.idempotent());
             Execution::Running(Box::pin(async move {
-                match (Contained { future }).with_deadline(timeout).await {
-                    Finish::Done(Ok(result)) => completed(result),
-                    Finish::Done(Err(payload)) => panicked(payload),
+                match with_deadline(future, timeout).await {
+                    Finish::Done(result) => completed(result),
                     Finish::TimedOut(limit) => Outcome::Rejected(
                         Rejection::new(
                             RejectionCode::ToolTimeout,
                             format!("the tool did not finish within {} ms", limit.as_millis()),
                         )
-                        .with_hint("the call may succeed later; its effect, if any, is unknown"),
+                        .with_hint(
+                            "the call may still have taken effect; check before repeating it",
+                        )
+                        // Repeating a call whose effect is unknown is safe only if it is idempotent.
+                        .with_retryable(idempotent),
                     ),
                 }
             }))
         }
+    }
+}
+
+/// Runs `start` (a call's decode, validate and execute, where the tool author's code runs: the
+/// tool, custom deserializers and validators, the output's serialization) and the future it may
+/// leave running, turning any panic into a `tool_panicked` refusal.
+pub(crate) fn contained<'a>(start: impl FnOnce() -> Execution<'a>) -> Execution<'a> {
+    match catch_unwind(AssertUnwindSafe(start)) {
+        Ok(Execution::Finished(outcome)) => Execution::Finished(outcome),
+        Ok(Execution::Running(future)) => Execution::Running(Box::pin(async move {
+            (Contained { future }).await.unwrap_or_else(|()| panicked())
+        })),
+        Err(_) => Execution::Finished(panicked()),
     }
 }
 
@@ -73,15 +85,13 @@ fn completed<O: Serialize>(result: Result<O, ToolError>) -> Outcome {
     }
 }
 
-fn panicked(payload: Box<dyn Any + Send>) -> Outcome {
-    let detail = payload
-        .downcast_ref::<&str>()
-        .map(|text| (*text).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "no message".to_owned());
+/// The refusal for a panic. The panic's own message stays out of it: it may hold anything (a
+/// connection string in an `unwrap` on an error); the process's panic hook has already reported
+/// it to the operator.
+fn panicked() -> Outcome {
     Outcome::Rejected(Rejection::new(
         RejectionCode::ToolPanicked,
-        format!("the tool failed unexpectedly ({detail})"),
+        "the tool failed unexpectedly; the failure was reported to its operator",
     ))
 }
 
@@ -91,23 +101,14 @@ struct Contained<'a, T> {
 }
 
 impl<T> Future for Contained<'_, T> {
-    type Output = Result<T, Box<dyn Any + Send>>;
+    type Output = Result<T, ()>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let future = self.future.as_mut();
         match catch_unwind(AssertUnwindSafe(|| future.poll(cx))) {
             Ok(Poll::Pending) => Poll::Pending,
             Ok(Poll::Ready(value)) => Poll::Ready(Ok(value)),
-            Err(payload) => Poll::Ready(Err(payload)),
-        }
-    }
-}
-
-impl<'a, T> Contained<'a, T> {
-    fn with_deadline(self, limit: Option<Duration>) -> Deadline<'a, T> {
-        Deadline {
-            inner: self,
-            timer: limit.map(|limit| (Delay::new(limit), limit)),
+            Err(_) => Poll::Ready(Err(())),
         }
     }
 }
@@ -117,19 +118,26 @@ enum Finish<T> {
     TimedOut(Duration),
 }
 
-/// Races a future against an optional timer, on whatever executor polls it: the timer runs on
+/// Races `future` against an optional timer, on whatever executor polls it: the timer runs on
 /// its own thread, so no particular async runtime is needed.
+fn with_deadline<T>(future: BoxFuture<'_, T>, limit: Option<Duration>) -> Deadline<'_, T> {
+    Deadline {
+        future,
+        timer: limit.map(|limit| (Delay::new(limit), limit)),
+    }
+}
+
 struct Deadline<'a, T> {
-    inner: Contained<'a, T>,
+    future: BoxFuture<'a, T>,
     timer: Option<(Delay, Duration)>,
 }
 
 impl<T> Future for Deadline<'_, T> {
-    type Output = Finish<Result<T, Box<dyn Any + Send>>>;
+    type Output = Finish<T>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
-        if let Poll::Ready(done) = Pin::new(&mut this.inner).poll(cx) {
+        if let Poll::Ready(done) = this.future.as_mut().poll(cx) {
             return Poll::Ready(Finish::Done(done));
         }
         if let Some((timer, limit)) = &mut this.timer {

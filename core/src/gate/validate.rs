@@ -63,8 +63,9 @@ fn collect(
     out: &mut Vec<Violation>,
 ) {
     for (field, kind) in errors.errors() {
-        // validator wraps the errors of a list in a field of this name.
-        let (name, child) = if field == "_tmp_validator" {
+        // validator wraps the errors of a list in `_tmp_validator`, and puts struct-level
+        // checks under `__all__`: both belong to the value at `path` itself.
+        let (name, child) = if field == "_tmp_validator" || field == "__all__" {
             (None, node)
         } else {
             let (name, child) = property(node, root, field);

@@ -116,7 +116,7 @@ fn main() {
     assert!(!debug.contains("123456"), "{debug}");
     assert!(debug.contains("[redacted]"), "{debug}");
     assert!(debug.contains("invoice 42"), "{debug}");
-    assert_eq!(args.memoText, "");
+    assert_eq!(args.memo, "");
     assert_eq!(args.retries, 0);
     assert_eq!(args.r#type, "sepa");
 

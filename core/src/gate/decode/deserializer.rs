@@ -232,14 +232,16 @@ impl<'de> NodeDeserializer<'de> {
     }
 }
 
-/// Integers in the JSON Schema sense: `5` and `5.0` alike. An integral number beyond 64 bits is
-/// refused as out of range; a fractional one is handed on as a float for the visitor to refuse.
+/// Integers in the JSON Schema sense: `5` and `5.0` alike. A number written with a fraction or
+/// an exponent is accepted as an integer only where it is exactly one: integral, and within
+/// 2^53, beyond which a float no longer holds every integer (`12345678901234567890.0` would
+/// silently become another record id). A fractional one is handed on as a float for the
+/// visitor to refuse.
 fn visit_integer<'de, V: Visitor<'de>>(
     number: &Number,
     visitor: V,
 ) -> Result<V::Value, DecodeError> {
-    const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
-    const TWO_POW_64: f64 = 18_446_744_073_709_551_616.0;
+    const EXACT_LIMIT: f64 = 9_007_199_254_740_992.0;
     if let Some(value) = number.as_u64() {
         return visitor.visit_u64(value);
     }
@@ -250,13 +252,14 @@ fn visit_integer<'de, V: Visitor<'de>>(
     if value.fract() != 0.0 || !value.is_finite() {
         return visitor.visit_f64(value);
     }
-    if (0.0..TWO_POW_64).contains(&value) {
-        // In range and integral, so the conversion is exact.
+    if value.abs() > EXACT_LIMIT {
+        return Err(de::Error::invalid_value(Unexpected::Float(value), &visitor));
+    }
+    // Integral and within 2^53: the conversion is exact.
+    if value >= 0.0 {
         visitor.visit_u64(value as u64)
-    } else if (-TWO_POW_63..0.0).contains(&value) {
-        visitor.visit_i64(value as i64)
     } else {
-        Err(de::Error::invalid_value(Unexpected::Float(value), &visitor))
+        visitor.visit_i64(value as i64)
     }
 }
 
@@ -535,11 +538,15 @@ struct KeyDeserializer<'de> {
 impl<'de> KeyDeserializer<'de> {
     fn parse<V: Visitor<'de>, N>(self, visitor: V) -> Result<V::Value, DecodeError>
     where
-        N: std::str::FromStr + IntoDeserializer<'de, DecodeError>,
+        N: std::str::FromStr + ToString + IntoDeserializer<'de, DecodeError>,
     {
+        // Only the canonical spelling: "07" and "+7" would otherwise name the same entry as
+        // "7", a duplicate key the strict parser cannot see.
         match self.key.parse::<N>() {
-            Ok(number) => de::Deserializer::deserialize_any(number.into_deserializer(), visitor),
-            Err(_) => Err(de::Error::invalid_type(
+            Ok(number) if number.to_string() == self.key => {
+                de::Deserializer::deserialize_any(number.into_deserializer(), visitor)
+            }
+            _ => Err(de::Error::invalid_type(
                 Unexpected::Str(&self.key),
                 &visitor,
             )),
@@ -568,7 +575,8 @@ impl<'de> de::Deserializer<'de> for KeyDeserializer<'de> {
     parse_key_as! {
         deserialize_i8 => i8, deserialize_i16 => i16, deserialize_i32 => i32,
         deserialize_i64 => i64, deserialize_u8 => u8, deserialize_u16 => u16,
-        deserialize_u32 => u32, deserialize_u64 => u64
+        deserialize_u32 => u32, deserialize_u64 => u64, deserialize_i128 => i128,
+        deserialize_u128 => u128
     }
 
     fn deserialize_newtype_struct<V: Visitor<'de>>(
@@ -592,7 +600,7 @@ impl<'de> de::Deserializer<'de> for KeyDeserializer<'de> {
     }
 
     forward_to_deserialize_any! {
-        bool i128 u128 f32 f64 char str string bytes byte_buf option unit unit_struct
+        bool f32 f64 char str string bytes byte_buf option unit unit_struct
         seq tuple tuple_struct map struct identifier ignored_any
     }
 }
@@ -746,6 +754,21 @@ mod tests {
     }
 
     #[test]
+    fn integral_floats_are_integers_only_where_exact() {
+        let decode_u64 =
+            |value: Value| u64::deserialize(NodeDeserializer::new(Node::borrowed(&value)));
+        assert_eq!(decode_u64(json!(5.0)).unwrap(), 5);
+        assert_eq!(decode_u64(json!(9_007_199_254_740_992.0)).unwrap(), 1 << 53);
+        let beyond = decode_u64(json!(12_345_678_901_234_567_890.0)).unwrap_err();
+        assert!(
+            matches!(beyond.problem, Problem::InvalidValue { .. }),
+            "{beyond:?}"
+        );
+        let below_i64 = json!(-9.3e18);
+        assert!(i64::deserialize(NodeDeserializer::new(Node::borrowed(&below_i64))).is_err());
+    }
+
+    #[test]
     fn fractions_and_strings_are_not_integers() {
         let (problem, _) = problem_at(json!({"id": 5.5, "items": []}));
         assert!(
@@ -810,6 +833,12 @@ mod tests {
         let value = json!({"1": true, "20": false});
         let map = Flags::deserialize(NodeDeserializer::new(Node::borrowed(&value))).unwrap();
         assert_eq!(map.len(), 2);
+        for key in ["07", "+7", "-0"] {
+            let value = json!({ key: true });
+            let error =
+                Flags::deserialize(NodeDeserializer::new(Node::borrowed(&value))).unwrap_err();
+            assert_eq!(pointer(error.path()), format!("/{key}"));
+        }
         let value = json!({"x": true});
         let error = Flags::deserialize(NodeDeserializer::new(Node::borrowed(&value))).unwrap_err();
         assert_eq!(pointer(error.path()), "/x");

@@ -1,10 +1,10 @@
 //! The decode gate: the model's raw arguments into the tool's typed arguments, strictly.
 //!
-//! Refuses, in order: text over the size limit (`arguments_too_large`), text that is not JSON
-//! (`malformed_json`), a key named twice in one object (`duplicate_key`), nesting over the depth
-//! limit (`arguments_too_deep`), anything but an object at the top (`not_an_object`), and then
-//! whatever the typed arguments cannot hold: `unknown_argument`, `missing_argument`,
-//! `invalid_type`, `invalid_value`.
+//! Refuses text over the size limit (`arguments_too_large`) before reading it; then, whichever
+//! the reading meets first, text that is not JSON (`malformed_json`), a key named twice in one
+//! object (`duplicate_key`) and nesting over the depth limit (`arguments_too_deep`); then
+//! anything but an object at the top (`not_an_object`); and last whatever the typed arguments
+//! cannot hold: `unknown_argument`, `missing_argument`, `invalid_type`, `invalid_value`.
 
 mod deserializer;
 mod strict_json;
@@ -13,6 +13,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::call::Arguments;
+use crate::rejection::shorten;
 use crate::suggest;
 use crate::{Rejection, RejectionCode};
 
@@ -39,8 +40,9 @@ pub struct DecodeLimits {
 }
 
 impl DecodeLimits {
-    /// The deepest limit that can be configured: the JSON parser's own recursion limit.
-    pub const MAX_DEPTH: usize = 128;
+    /// The deepest limit that can be configured, safely within the JSON parser's own
+    /// recursion limit.
+    pub const MAX_DEPTH: usize = 100;
 }
 
 impl Default for DecodeLimits {
@@ -104,7 +106,7 @@ fn parse_text<'a>(text: &'a str, limits: &DecodeLimits) -> Result<Node<'a>, Reje
     if text.len() > limits.max_bytes {
         return Err(too_large(limits));
     }
-    let max_depth = limits.max_depth.min(DecodeLimits::MAX_DEPTH);
+    let max_depth = limits.max_depth;
     strict_json::parse(text, max_depth).map_err(|error| match error {
         StrictJsonError::Malformed(detail) => Rejection::new(
             RejectionCode::MalformedJson,
@@ -125,7 +127,7 @@ fn parse_text<'a>(text: &'a str, limits: &DecodeLimits) -> Result<Node<'a>, Reje
 /// that measures it stops at the limit, while measuring the size recurses through the whole
 /// value, which a caller may have built deeper than any stack.
 fn check_value(value: &Value, limits: &DecodeLimits) -> Result<(), Rejection> {
-    let max_depth = limits.max_depth.min(DecodeLimits::MAX_DEPTH);
+    let max_depth = limits.max_depth;
     if let Some(path) = strict_json::too_deep(value, max_depth) {
         return Err(too_deep(&path, max_depth));
     }
@@ -160,7 +162,7 @@ fn refusal(error: DecodeError) -> Rejection {
                 .unwrap_or_else(|| format!("the accepted names are {}", backticked(expected)));
             Rejection::new(
                 RejectionCode::UnknownArgument,
-                format!("`{field}` is not an accepted argument"),
+                format!("`{}` is not an accepted argument", shorten(&field, 64)),
             )
             .with_path(path)
             .with_hint(hint)
@@ -191,7 +193,10 @@ fn refusal(error: DecodeError) -> Rejection {
         .with_path(path),
         Problem::UnknownVariant { variant, expected } => Rejection::new(
             RejectionCode::InvalidValue,
-            format!("`{variant}` is not one of the allowed values"),
+            format!(
+                "`{}` is not one of the allowed values",
+                shorten(&variant, 64)
+            ),
         )
         .with_path(path)
         .with_hint(format!("the allowed values are {}", backticked(expected))),

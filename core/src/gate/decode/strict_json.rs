@@ -212,8 +212,9 @@ impl<'de> Visitor<'de> for StrictValue<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node<'de>, A::Error> {
         let inner = self.enter()?;
-        // Tool arguments are small objects: one allocation covers most of them.
-        let mut entries: Entries<'de> = Vec::with_capacity(8);
+        // No capacity up front: `{}` repeated to the size limit must not cost a few hundred
+        // bytes each.
+        let mut entries: Entries<'de> = Vec::new();
         let mut seen: Option<HashSet<Cow<'de, str>>> = None;
         while let Some(key) = map.next_key_seed(KeySeed)? {
             let duplicate = match &mut seen {
