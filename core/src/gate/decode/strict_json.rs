@@ -112,6 +112,19 @@ impl Found {
     }
 }
 
+/// Room reserved for an object's entries when its first key arrives: most tool arguments fit,
+/// so reading them costs one allocation.
+const ENTRIES_RESERVED: usize = 8;
+
+/// Gives back a container's unused room, so that a megabyte of tiny objects cannot hold a
+/// hundred: what is kept is at most twice what is used.
+fn trimmed<T>(mut members: Vec<T>) -> Vec<T> {
+    if members.capacity() > 2 * members.len() {
+        members.shrink_to_fit();
+    }
+    members
+}
+
 #[derive(Clone, Copy)]
 struct StrictValue<'a> {
     depth: usize,
@@ -197,23 +210,21 @@ impl<'de> Visitor<'de> for StrictValue<'_> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Node<'de>, A::Error> {
         let inner = self.enter()?;
-        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+        let mut items = Vec::new();
         loop {
             let index = items.len();
-            match seq
+            let next = seq
                 .next_element_seed(inner)
-                .map_err(inner.note(|| Segment::Index(index)))?
-            {
+                .map_err(inner.note(|| Segment::Index(index)))?;
+            match next {
                 Some(item) => items.push(item),
-                None => return Ok(Node::Array(items)),
+                None => return Ok(Node::Array(trimmed(items))),
             }
         }
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node<'de>, A::Error> {
         let inner = self.enter()?;
-        // No capacity up front: `{}` repeated to the size limit must not cost a few hundred
-        // bytes each.
         let mut entries: Entries<'de> = Vec::new();
         let mut seen: Option<HashSet<Cow<'de, str>>> = None;
         while let Some(key) = map.next_key_seed(KeySeed)? {
@@ -238,9 +249,12 @@ impl<'de> Visitor<'de> for StrictValue<'_> {
             let value = map
                 .next_value_seed(inner)
                 .map_err(inner.note(|| Segment::Key(key.to_string())))?;
+            if entries.is_empty() {
+                entries.reserve(ENTRIES_RESERVED);
+            }
             entries.push((key, value));
         }
-        Ok(Node::Object(entries))
+        Ok(Node::Object(trimmed(entries)))
     }
 }
 
@@ -387,6 +401,24 @@ mod tests {
             Err(StrictJsonError::DuplicateKey {
                 key: "qty".into(),
                 path: vec![key("order"), key("lines"), Segment::Index(1), key("qty")]
+            })
+        );
+    }
+
+    #[test]
+    fn paths_through_nested_arrays_count_each_array_alone() {
+        assert_eq!(
+            parse(r#"{"a":[[1,{"k":1,"k":2}]]}"#, 8),
+            Err(StrictJsonError::DuplicateKey {
+                key: "k".into(),
+                path: vec![key("a"), Segment::Index(0), Segment::Index(1), key("k")]
+            })
+        );
+        assert_eq!(
+            parse(r#"{"a":[{"x":[1,2]},{"k":1,"k":2}]}"#, 8),
+            Err(StrictJsonError::DuplicateKey {
+                key: "k".into(),
+                path: vec![key("a"), Segment::Index(1), key("k")]
             })
         );
     }
