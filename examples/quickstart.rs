@@ -76,7 +76,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     let ctx = CallContext::new("alice").with_roles(["admin"]);
 
-    println!("The model is shown {} tools:", registry.contracts().count());
+    let tools = registry.export_json_schema(&ctx);
+    println!(
+        "An admin's model is shown {} tools:",
+        tools.as_array().map_or(0, Vec::len)
+    );
     for contract in registry.contracts() {
         println!(
             "  {} (risk {}): {}",
@@ -85,6 +89,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             contract.description()
         );
     }
+    let viewer = CallContext::new("victor").with_roles(["viewer"]);
+    let shown: Vec<String> = registry
+        .export_json_schema(&viewer)
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|tool| tool["name"].as_str().map(str::to_owned))
+        .collect();
+    println!("A viewer's model is shown only: {}", shown.join(", "));
     println!();
 
     let calls = [
@@ -122,6 +135,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         println!();
+    }
+
+    println!("10. the viewer's model asks for the delete anyway:");
+    let call = ToolCall::new(
+        "call_10",
+        "delete_database_record",
+        json!({"table_name": "users", "record_id": 7, "environment": "test"}).to_string(),
+    );
+    let outcome = registry.dispatch(&viewer, &call).await;
+    if let Some(rejection) = outcome.rejection() {
+        println!("   refused   -> {rejection}");
     }
     Ok(())
 }

@@ -127,7 +127,7 @@ fn output_schemas_where_the_output_has_one() {
 
 #[test]
 fn export_lists_every_tool_sorted() {
-    let export = registry().export_json_schema();
+    let export = registry().export_json_schema(&admin());
     let names: Vec<&str> = export
         .as_array()
         .unwrap()
@@ -147,6 +147,16 @@ fn export_lists_every_tool_sorted() {
             "slow_report",
             "transfer-funds"
         ]
+    );
+    let admin_only = CallContext::new("alice").with_roles(["admin"]);
+    let shown = registry().export_json_schema(&admin_only);
+    assert!(
+        shown
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|tool| tool["name"] != "transfer-funds"),
+        "transfer-funds needs billing_admin"
     );
     let delete = &export[3];
     assert_eq!(

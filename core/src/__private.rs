@@ -132,8 +132,8 @@ impl<T> OutputHasNoSchema for &OutputSchema<T> {
 pub use validator::ValidationErrors;
 
 pub use crate::{
-    Approval, BoxFuture, CallContext, IntoToolResult, Invocation, Risk, Tool, ToolContract,
-    ToolError, schema_for,
+    Approval, ArgumentScope, BoxFuture, CallContext, IntoToolResult, Invocation, Risk, Tool,
+    ToolContract, ToolError, schema_for,
 };
 pub use std::result::Result;
 

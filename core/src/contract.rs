@@ -97,6 +97,9 @@ pub struct ToolContract {
     description: String,
     risk: Risk,
     roles: Vec<String>,
+    environments: Vec<String>,
+    tenant_argument: Option<String>,
+    environment_argument: Option<String>,
     approval: Approval,
     rollback: Option<String>,
     irreversible: Option<String>,
@@ -132,6 +135,9 @@ impl ToolContract {
                 description: description.into(),
                 risk: Risk::Low,
                 roles: Vec::new(),
+                environments: Vec::new(),
+                tenant_argument: None,
+                environment_argument: None,
                 approval: Approval::Default,
                 rollback: None,
                 irreversible: None,
@@ -164,6 +170,28 @@ impl ToolContract {
     /// The roles that may call the tool (any one of them grants); empty means every caller.
     pub fn roles(&self) -> &[String] {
         &self.roles
+    }
+
+    /// The environments the tool may run in; empty means every environment.
+    pub fn environments(&self) -> &[String] {
+        &self.environments
+    }
+
+    /// The argument (its name as the model sees it) that must equal the caller's tenant.
+    pub fn tenant_argument(&self) -> Option<&str> {
+        self.tenant_argument.as_deref()
+    }
+
+    /// The argument (its name as the model sees it) that must equal the environment the call
+    /// runs in.
+    pub fn environment_argument(&self) -> Option<&str> {
+        self.environment_argument.as_deref()
+    }
+
+    /// Whether a caller with `ctx`'s roles may use the tool: the tool names no role, or the
+    /// caller holds one of them. A tool the caller may not use is not exported to it.
+    pub fn grants(&self, ctx: &crate::CallContext) -> bool {
+        self.roles.is_empty() || self.roles.iter().any(|role| ctx.has_role(role))
     }
 
     /// When a call needs a human's approval.
@@ -262,6 +290,13 @@ impl ToolContract {
         if self.roles.iter().any(|role| role.trim().is_empty()) {
             return fail("a role name is empty".into());
         }
+        if self
+            .environments
+            .iter()
+            .any(|environment| environment.trim().is_empty())
+        {
+            return fail("an environment name is empty".into());
+        }
         if self.input_schema.get("type").and_then(Value::as_str) != Some("object") {
             return fail("the argument schema must describe an object".into());
         }
@@ -316,6 +351,28 @@ impl ContractBuilder {
         S: Into<String>,
     {
         self.contract.roles = roles.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets the environments the tool may run in.
+    pub fn environments<I, S>(mut self, environments: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.contract.environments = environments.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Names the argument that must equal the caller's tenant.
+    pub fn tenant_argument(mut self, argument: impl Into<String>) -> Self {
+        self.contract.tenant_argument = Some(argument.into());
+        self
+    }
+
+    /// Names the argument that must equal the environment the call runs in.
+    pub fn environment_argument(mut self, argument: impl Into<String>) -> Self {
+        self.contract.environment_argument = Some(argument.into());
         self
     }
 

@@ -21,7 +21,7 @@ mod tool;
 pub use call::{Arguments, ToolCall};
 pub use context::CallContext;
 pub use contract::{Approval, ContractBuilder, ContractError, Risk, ToolContract, name_problem};
-pub use gate::{DecodeLimits, Gate};
+pub use gate::{ArgumentScope, DecodeLimits, Gate};
 pub use outcome::Outcome;
 pub use registry::{BuildError, Registry, RegistryBuilder};
 pub use rejection::{Rejection, RejectionCode, Violation};

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::gate::authorize::{authorize_arguments, authorize_caller};
 use crate::gate::decode::decode;
 use crate::gate::execute::{Execution, contained, execute};
 use crate::gate::resolve::resolve;
@@ -42,10 +43,11 @@ impl<T: Tool> ErasedTool for T {
             Ok(args) => args,
             Err(rejection) => return Execution::Finished(Outcome::Rejected(rejection)),
         };
-        if let Err(rejection) = validate(
-            self.validate_args(&args),
-            Tool::contract(self).input_schema(),
-        ) {
+        let contract = Tool::contract(self);
+        if let Err(rejection) = validate(self.validate_args(&args), contract.input_schema()) {
+            return Execution::Finished(Outcome::Rejected(rejection));
+        }
+        if let Err(rejection) = authorize_arguments(contract, ctx, self.scope(&args)) {
             return Execution::Finished(Outcome::Rejected(rejection));
         }
         execute(self, ctx, args)
@@ -88,10 +90,15 @@ impl Registry {
     /// [`Outcome`], completed or refused with a stable code. The call is borrowed: keep it to
     /// answer the provider with its id.
     pub async fn dispatch(&self, ctx: &CallContext, call: &ToolCall) -> Outcome {
-        let tool = match resolve(&self.inner.tools, &call.name) {
+        let tool = match resolve(&self.inner.tools, &call.name, |tool| {
+            tool.contract().grants(ctx)
+        }) {
             Ok(tool) => tool,
             Err(rejection) => return Outcome::Rejected(rejection),
         };
+        if let Err(rejection) = authorize_caller(tool.contract(), ctx) {
+            return Outcome::Rejected(rejection);
+        }
         match contained(|| tool.run(ctx, &call.arguments, &self.inner.limits)) {
             Execution::Finished(outcome) => outcome,
             Execution::Running(running) => running.await,
@@ -118,10 +125,13 @@ impl Registry {
     }
 
     /// The tool list as plain JSON Schema, sorted by name: one `{name, description,
-    /// input_schema}` object per tool. Provider-specific formats build on the same contracts.
-    pub fn export_json_schema(&self) -> Value {
+    /// input_schema}` object per tool that `ctx`'s roles may use (least privilege: a tool the
+    /// caller may not use is not shown to the model). Provider-specific formats build on the
+    /// same contracts.
+    pub fn export_json_schema(&self, ctx: &CallContext) -> Value {
         Value::Array(
             self.contracts()
+                .filter(|contract| contract.grants(ctx))
                 .map(|contract| {
                     json!({
                         "name": contract.name(),

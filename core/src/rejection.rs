@@ -35,6 +35,13 @@ pub enum RejectionCode {
     InvalidValue,
     /// One or more declared constraints are violated; see [`Rejection::violations`].
     ConstraintViolation,
+    /// The caller holds none of the roles the tool requires.
+    RoleDenied,
+    /// The call runs in an environment the tool does not allow, or names another environment
+    /// than the one it runs in.
+    EnvironmentMismatch,
+    /// The call names another tenant than the caller's.
+    TenantMismatch,
     /// The tool ran and returned an error.
     ToolFailed,
     /// The tool did not finish within its `timeout_ms`.
@@ -58,6 +65,9 @@ impl RejectionCode {
             RejectionCode::InvalidType => "invalid_type",
             RejectionCode::InvalidValue => "invalid_value",
             RejectionCode::ConstraintViolation => "constraint_violation",
+            RejectionCode::RoleDenied => "role_denied",
+            RejectionCode::EnvironmentMismatch => "environment_mismatch",
+            RejectionCode::TenantMismatch => "tenant_mismatch",
             RejectionCode::ToolFailed => "tool_failed",
             RejectionCode::ToolTimeout => "tool_timeout",
             RejectionCode::ToolPanicked => "tool_panicked",
@@ -78,6 +88,9 @@ impl RejectionCode {
             | RejectionCode::InvalidType
             | RejectionCode::InvalidValue => Gate::Decode,
             RejectionCode::ConstraintViolation => Gate::Validate,
+            RejectionCode::RoleDenied
+            | RejectionCode::EnvironmentMismatch
+            | RejectionCode::TenantMismatch => Gate::Authorize,
             RejectionCode::ToolFailed
             | RejectionCode::ToolTimeout
             | RejectionCode::ToolPanicked => Gate::Execute,
@@ -85,9 +98,12 @@ impl RejectionCode {
     }
 
     /// Whether the model can fix the call and try again. Refusals of the input are retryable;
-    /// a panic is not (the same input would panic again).
+    /// a panic is not (the same input would panic again), nor is a refusal of who is calling.
     fn retryable_by_default(self) -> bool {
-        !matches!(self, RejectionCode::ToolPanicked)
+        !matches!(
+            self,
+            RejectionCode::ToolPanicked | RejectionCode::RoleDenied
+        )
     }
 }
 

@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use validator::{Validate, ValidationErrors};
 
-use crate::{Approval, CallContext, ToolContract};
+use crate::{Approval, ArgumentScope, CallContext, ToolContract};
 
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -44,6 +44,14 @@ pub trait Tool: Send + Sync + 'static {
     /// every constraint the schema shows is enforced.
     fn validate_args(&self, args: &Self::Args) -> Result<(), ValidationErrors> {
         args.validate()
+    }
+
+    /// The values of the arguments that name a tenant and an environment, for the authorize
+    /// gate. `#[tool]` returns those of the parameters marked `#[tenant]` and
+    /// `#[environment]`; the contract says which arguments they are.
+    fn scope(&self, args: &Self::Args) -> ArgumentScope {
+        let _ = args;
+        ArgumentScope::default()
     }
 
     /// Whether this call needs a human's approval. The default follows the contract;

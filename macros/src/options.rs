@@ -12,6 +12,7 @@ const KEYS: &[&str] = &[
     "risk",
     "role",
     "roles",
+    "environments",
     "rollback",
     "irreversible",
     "approval",
@@ -43,6 +44,7 @@ pub(crate) struct ToolOptions {
     pub(crate) description: Option<LitStr>,
     pub(crate) risk: Option<(Risk, Span)>,
     pub(crate) roles: Vec<LitStr>,
+    pub(crate) environments: Vec<LitStr>,
     pub(crate) rollback: Option<Path>,
     pub(crate) irreversible: Option<LitStr>,
     pub(crate) approval: Option<Approval>,
@@ -132,35 +134,28 @@ impl ToolOptions {
                 };
                 self.risk = Some((risk, value.span()));
             }
-            "role" => self.roles = vec![role(string(meta, "role = \"admin\"")?)?],
-            "roles" => {
-                let value = value_of(meta, "roles = [\"admin\", \"operator\"]")?;
-                let Expr::Array(array) = value else {
-                    return Err(syn::Error::new(
-                        value.span(),
-                        "`roles` takes a list of strings: roles = [\"admin\", \"operator\"]",
-                    ));
-                };
-                if array.elems.is_empty() {
-                    return Err(syn::Error::new(
-                        array.span(),
-                        "`roles` is empty: list at least one role, or leave `roles` out to let every caller use the tool",
-                    ));
+            "role" => {
+                let role = string(meta, "role = \"admin\"")?;
+                if role.value().trim().is_empty() {
+                    return Err(syn::Error::new(role.span(), "a role name cannot be empty"));
                 }
-                self.roles = array
-                    .elems
-                    .iter()
-                    .map(|element| match element {
-                        Expr::Lit(ExprLit {
-                            lit: Lit::Str(role_name),
-                            ..
-                        }) => role(role_name.clone()),
-                        other => Err(syn::Error::new(
-                            other.span(),
-                            "a role is a string literal: roles = [\"admin\", \"operator\"]",
-                        )),
-                    })
-                    .collect::<syn::Result<_>>()?;
+                self.roles = vec![role];
+            }
+            "roles" => {
+                self.roles = string_list(
+                    meta,
+                    "roles",
+                    "roles = [\"admin\", \"operator\"]",
+                    "leave `roles` out to let every caller use the tool",
+                )?
+            }
+            "environments" => {
+                self.environments = string_list(
+                    meta,
+                    "environments",
+                    "environments = [\"staging\", \"production\"]",
+                    "leave `environments` out to let the tool run in every environment",
+                )?
             }
             "rollback" => {
                 self.rollback = Some(path(meta, "rollback", "rollback = restore_record")?)
@@ -270,14 +265,40 @@ fn string(meta: &Meta, example: &str) -> syn::Result<LitStr> {
     }
 }
 
-fn role(role_name: LitStr) -> syn::Result<LitStr> {
-    if role_name.value().trim().is_empty() {
+/// A non-empty list of non-empty string literals, such as `roles = ["admin", "operator"]`.
+fn string_list(
+    meta: &Meta,
+    key: &str,
+    example: &str,
+    when_empty: &str,
+) -> syn::Result<Vec<LitStr>> {
+    let value = value_of(meta, example)?;
+    let Expr::Array(array) = value else {
         return Err(syn::Error::new(
-            role_name.span(),
-            "a role name cannot be empty",
+            value.span(),
+            format!("`{key}` takes a list of strings: {example}"),
+        ));
+    };
+    if array.elems.is_empty() {
+        return Err(syn::Error::new(
+            array.span(),
+            format!("`{key}` is empty: list at least one, or {when_empty}"),
         ));
     }
-    Ok(role_name)
+    array
+        .elems
+        .iter()
+        .map(|element| match element {
+            Expr::Lit(ExprLit {
+                lit: Lit::Str(text),
+                ..
+            }) if !text.value().trim().is_empty() => Ok(text.clone()),
+            other => Err(syn::Error::new(
+                other.span(),
+                format!("each entry of `{key}` is a non-empty string literal: {example}"),
+            )),
+        })
+        .collect()
 }
 
 fn path(meta: &Meta, key: &str, example: &str) -> syn::Result<Path> {

@@ -8,6 +8,22 @@ use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::{Attribute, Expr, ExprLit, FnArg, Ident, Lit, LitStr, Meta, Pat, Signature, Token, Type};
 
+/// What a scoping argument must match.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ScopeMark {
+    Tenant,
+    Environment,
+}
+
+impl ScopeMark {
+    fn attribute(self) -> &'static str {
+        match self {
+            ScopeMark::Tenant => "tenant",
+            ScopeMark::Environment => "environment",
+        }
+    }
+}
+
 /// One parameter of the tool function, in declaration order.
 pub(crate) enum Param {
     /// `&CallContext`, injected by the dispatcher.
@@ -30,6 +46,8 @@ pub(crate) struct Argument {
     /// leaves out.
     pub(crate) schema_attrs: Vec<TokenStream>,
     pub(crate) sensitive: bool,
+    /// Marked `#[tenant]` or `#[environment]`: must name the caller's tenant or environment.
+    pub(crate) scope: Option<ScopeMark>,
     /// `#[validate(nested)]` is written: validator already checks the type's own constraints.
     pub(crate) nested: bool,
 }
@@ -61,6 +79,7 @@ pub(crate) fn parse(sig: &mut Signature) -> syn::Result<Vec<Param>> {
     let mut context_seen = false;
     let mut args_seen = false;
     let mut wire_names: Vec<&str> = Vec::new();
+    let mut scopes_seen: Vec<ScopeMark> = Vec::new();
     for (param, tokens) in &params {
         match param {
             Param::Context if context_seen => fail(syn::Error::new_spanned(
@@ -84,6 +103,15 @@ pub(crate) fn parse(sig: &mut Signature) -> syn::Result<Vec<Param>> {
                     ));
                 }
                 wire_names.push(&argument.wire_name);
+                if let Some(mark) = argument.scope {
+                    if scopes_seen.contains(&mark) {
+                        fail(syn::Error::new_spanned(
+                            tokens,
+                            format!("only one argument can be marked `#[{}]`", mark.attribute()),
+                        ));
+                    }
+                    scopes_seen.push(mark);
+                }
             }
         }
     }
@@ -105,8 +133,16 @@ pub(crate) fn parse(sig: &mut Signature) -> syn::Result<Vec<Param>> {
 }
 
 /// The attributes of ours that a parameter may carry; anything else stays on the function.
-const PARAMETER_ATTRIBUTES: &[&str] =
-    &["doc", "schemars", "serde", "validate", "sensitive", "args"];
+const PARAMETER_ATTRIBUTES: &[&str] = &[
+    "doc",
+    "schemars",
+    "serde",
+    "validate",
+    "sensitive",
+    "args",
+    "tenant",
+    "environment",
+];
 
 /// Removes our attributes from every parameter of `sig`, so that a function the macro refused
 /// can still be emitted without adding errors about attributes rustc does not know.
@@ -169,6 +205,7 @@ fn parse_one(typed: &mut syn::PatType) -> syn::Result<Param> {
     let mut field_attrs = Vec::new();
     let mut kept = Vec::new();
     let mut sensitive = false;
+    let mut scope = None;
     let mut args_marker = None;
     let mut rename = None;
     let mut rules = ValidateRules::default();
@@ -215,6 +252,25 @@ fn parse_one(typed: &mut syn::PatType) -> syn::Result<Param> {
                 }
                 args_marker = Some(attr);
             }
+            "tenant" | "environment" => {
+                if !matches!(attr.meta, Meta::Path(_)) {
+                    return Err(syn::Error::new_spanned(
+                        &attr,
+                        format!("`#[{name}]` takes no value"),
+                    ));
+                }
+                if scope.is_some() {
+                    return Err(syn::Error::new_spanned(
+                        &attr,
+                        "an argument names either the tenant or the environment, not both",
+                    ));
+                }
+                scope = Some(if name == "tenant" {
+                    ScopeMark::Tenant
+                } else {
+                    ScopeMark::Environment
+                });
+            }
             _ => kept.push(attr),
         }
     }
@@ -236,6 +292,15 @@ fn parse_one(typed: &mut syn::PatType) -> syn::Result<Param> {
                 "`#[sensitive]` marks one argument; on an `#[args]` struct, redact the fields in its own `Debug`",
             ));
         }
+        if let Some(mark) = scope {
+            return Err(syn::Error::new_spanned(
+                marker,
+                format!(
+                    "`#[{}]` marks one of the tool's own parameters, not an `#[args]` struct: take that argument as a parameter of its own",
+                    mark.attribute()
+                ),
+            ));
+        }
         return Ok(Param::Args(typed.ty.clone()));
     }
 
@@ -248,6 +313,7 @@ fn parse_one(typed: &mut syn::PatType) -> syn::Result<Param> {
         schema_attrs: rules.into_attrs(&field_attrs),
         field_attrs,
         sensitive,
+        scope,
     })))
 }
 

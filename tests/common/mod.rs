@@ -265,9 +265,10 @@ pub fn registry() -> Registry {
         .expect("the test tools form a valid registry")
 }
 
+/// A caller who may use every tool above.
 pub fn admin() -> CallContext {
     CallContext::new("alice")
-        .with_roles(["admin"])
+        .with_roles(["admin", "billing_admin"])
         .with_environment("development")
 }
 

@@ -8,11 +8,13 @@ use serde::Serialize;
 
 use crate::RejectionCode;
 
+pub(crate) mod authorize;
 pub(crate) mod decode;
 pub(crate) mod execute;
 pub(crate) mod resolve;
 pub(crate) mod validate;
 
+pub use authorize::ArgumentScope;
 pub use decode::DecodeLimits;
 
 /// One named step of the pipeline.
@@ -26,13 +28,21 @@ pub enum Gate {
     Decode,
     /// The declared constraints hold.
     Validate,
+    /// This caller may make this call: roles, environment, tenant.
+    Authorize,
     /// The tool runs, with its timeout, its panics contained.
     Execute,
 }
 
 impl Gate {
     /// Every gate, in the order a call passes them.
-    pub const PIPELINE: [Gate; 4] = [Gate::Resolve, Gate::Decode, Gate::Validate, Gate::Execute];
+    pub const PIPELINE: [Gate; 5] = [
+        Gate::Resolve,
+        Gate::Decode,
+        Gate::Validate,
+        Gate::Authorize,
+        Gate::Execute,
+    ];
 
     /// The gate's name, e.g. `"decode"`.
     pub fn as_str(self) -> &'static str {
@@ -40,6 +50,7 @@ impl Gate {
             Gate::Resolve => "resolve",
             Gate::Decode => "decode",
             Gate::Validate => "validate",
+            Gate::Authorize => "authorize",
             Gate::Execute => "execute",
         }
     }
@@ -61,6 +72,7 @@ impl Gate {
                 InvalidValue,
             ],
             Gate::Validate => &[ConstraintViolation],
+            Gate::Authorize => &[RoleDenied, EnvironmentMismatch, TenantMismatch],
             Gate::Execute => &[ToolFailed, ToolTimeout, ToolPanicked],
         }
     }

@@ -5,11 +5,21 @@ use crate::{Rejection, RejectionCode};
 
 /// Looks `name` up exactly in `tools` (sorted by name): no case folding, no Unicode
 /// normalization, so a look-alike or a name with an invisible character never reaches a real
-/// tool.
-pub(crate) fn resolve<'a, T>(tools: &'a [(String, T)], name: &str) -> Result<&'a T, Rejection> {
+/// tool. The hint for an unknown name draws only on the tools `visible` keeps, so that it never
+/// reveals a tool the caller may not use.
+pub(crate) fn resolve<'a, T>(
+    tools: &'a [(String, T)],
+    name: &str,
+    visible: impl Fn(&T) -> bool,
+) -> Result<&'a T, Rejection> {
     let found = tools.binary_search_by(|(candidate, _)| candidate.as_str().cmp(name));
     found.map(|index| &tools[index].1).map_err(|_| {
-        let names = || tools.iter().map(|(candidate, _)| candidate.as_str());
+        let names = || {
+            tools
+                .iter()
+                .filter(|(_, tool)| visible(tool))
+                .map(|(candidate, _)| candidate.as_str())
+        };
         // Debug formatting shows invisible and control characters as escapes.
         let shown: String = name.chars().take(64).collect();
         let hint = suggest::did_you_mean(name, names()).unwrap_or_else(|| {
@@ -31,14 +41,14 @@ mod tests {
     #[test]
     fn exact_names_only() {
         let tools = [("delete_record".to_string(), 1)];
-        assert_eq!(resolve(&tools, "delete_record"), Ok(&1));
+        assert_eq!(resolve(&tools, "delete_record", |_| true), Ok(&1));
         for name in [
             "Delete_Record",
             "delete_record ",
             "dеlete_record",
             "delete\u{200b}_record",
         ] {
-            let rejection = resolve(&tools, name).unwrap_err();
+            let rejection = resolve(&tools, name, |_| true).unwrap_err();
             assert_eq!(rejection.code(), RejectionCode::UnknownTool);
             assert_eq!(
                 rejection.hint(),
@@ -51,7 +61,15 @@ mod tests {
     #[test]
     fn strangers_get_the_list() {
         let tools = [("a".to_string(), 2), ("b".to_string(), 1)];
-        let rejection = resolve(&tools, "transfer_funds").unwrap_err();
+        let rejection = resolve(&tools, "transfer_funds", |_| true).unwrap_err();
         assert_eq!(rejection.hint(), Some("the available tools are a, b"));
+        let rejection = resolve(&tools, "transfer_funds", |tool| *tool == 2).unwrap_err();
+        assert_eq!(rejection.hint(), Some("the available tools are a"));
+        let rejection = resolve(&tools, "bb", |tool| *tool == 2).unwrap_err();
+        assert_eq!(
+            rejection.hint(),
+            Some("the available tools are a"),
+            "no hint toward `b`"
+        );
     }
 }

@@ -1,0 +1,216 @@
+//! The authorize gate: this caller may make this call.
+//!
+//! It runs in two steps. Before the arguments are read: the caller must hold one of the tool's
+//! roles (`role_denied`) and run in one of its environments (`environment_mismatch`), so a
+//! caller who may not use a tool learns nothing of its arguments. After they are validated:
+//! the argument marked `#[tenant]` must name the caller's tenant (`tenant_mismatch`), and the one
+//! marked `#[environment]` the environment the call runs in (`environment_mismatch`).
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::{CallContext, Rejection, RejectionCode, ToolContract};
+
+/// The values of a call's scoping arguments, as JSON: what `#[tenant]` and `#[environment]`
+/// mark. `#[tool]` fills it in; a hand-written tool returns it from
+/// [`Tool::scope`](crate::Tool::scope).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ArgumentScope {
+    /// The value of the argument that names a tenant.
+    pub tenant: Option<Value>,
+    /// The value of the argument that names an environment.
+    pub environment: Option<Value>,
+}
+
+impl ArgumentScope {
+    /// The JSON form of a scoping argument: a string for strings, newtypes of strings and
+    /// unit enum variants; anything else (or a value that cannot be serialized) matches no
+    /// tenant and no environment.
+    pub fn value_of<T: Serialize>(argument: &T) -> Value {
+        serde_json::to_value(argument).unwrap_or(Value::Null)
+    }
+}
+
+/// The checks on who is calling, before the arguments are read.
+pub(crate) fn authorize_caller(
+    contract: &ToolContract,
+    ctx: &CallContext,
+) -> Result<(), Rejection> {
+    if !contract.grants(ctx) {
+        return Err(Rejection::new(
+            RejectionCode::RoleDenied,
+            "the caller holds none of the roles this tool requires",
+        ));
+    }
+    let allowed = contract.environments();
+    if !allowed.is_empty() {
+        let runs_in = ctx.environment();
+        if !runs_in.is_some_and(|environment| allowed.iter().any(|allowed| allowed == environment))
+        {
+            let message = match runs_in {
+                Some(environment) => {
+                    format!("this tool may not run in the `{environment}` environment")
+                }
+                None => "this tool runs only in named environments, and the call runs in none"
+                    .to_owned(),
+            };
+            return Err(
+                Rejection::new(RejectionCode::EnvironmentMismatch, message).with_retryable(false)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The checks on what the arguments name, once they are valid.
+pub(crate) fn authorize_arguments(
+    contract: &ToolContract,
+    ctx: &CallContext,
+    scope: ArgumentScope,
+) -> Result<(), Rejection> {
+    if let Some(argument) = contract.tenant_argument() {
+        let named = scope.tenant.as_ref().and_then(Value::as_str);
+        match (ctx.tenant(), named) {
+            (Some(tenant), Some(named)) if tenant == named => {}
+            (None, _) => {
+                return Err(Rejection::new(
+                    RejectionCode::TenantMismatch,
+                    "this tool is scoped to a tenant, and the caller belongs to none",
+                )
+                .with_path(format!("/{argument}"))
+                .with_retryable(false));
+            }
+            _ => {
+                return Err(Rejection::new(
+                    RejectionCode::TenantMismatch,
+                    "the call names another tenant than the caller's",
+                )
+                .with_path(format!("/{argument}"))
+                .with_hint("act only on the caller's own tenant"));
+            }
+        }
+    }
+    if let Some(argument) = contract.environment_argument() {
+        let named = scope.environment.as_ref().and_then(Value::as_str);
+        if named.is_none() || named != ctx.environment() {
+            let runs_in = ctx.environment().unwrap_or("no environment");
+            return Err(Rejection::new(
+                RejectionCode::EnvironmentMismatch,
+                format!("the call names another environment than the one it runs in (`{runs_in}`)"),
+            )
+            .with_path(format!("/{argument}"))
+            .with_hint(format!(
+                "name the environment the call runs in: `{runs_in}`"
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn contract() -> crate::ContractBuilder {
+        ToolContract::builder(
+            "t",
+            "A tool.",
+            json!({"type": "object", "additionalProperties": false}),
+        )
+    }
+
+    fn code(result: Result<(), Rejection>) -> Option<RejectionCode> {
+        result.err().map(|rejection| rejection.code())
+    }
+
+    #[test]
+    fn roles_grant_any_of_them() {
+        let tool = contract().roles(["admin", "ops"]).build();
+        let ops = CallContext::new("a").with_roles(["viewer", "ops"]);
+        let viewer = CallContext::new("b").with_roles(["viewer"]);
+        assert_eq!(code(authorize_caller(&tool, &ops)), None);
+        assert_eq!(
+            code(authorize_caller(&tool, &viewer)),
+            Some(RejectionCode::RoleDenied)
+        );
+        let open = contract().build();
+        assert_eq!(code(authorize_caller(&open, &viewer)), None);
+    }
+
+    #[test]
+    fn environments_are_allowed_by_name() {
+        let tool = contract().environments(["staging", "production"]).build();
+        let staging = CallContext::new("a").with_environment("staging");
+        let dev = CallContext::new("a").with_environment("development");
+        let nowhere = CallContext::new("a");
+        assert_eq!(code(authorize_caller(&tool, &staging)), None);
+        assert_eq!(
+            code(authorize_caller(&tool, &dev)),
+            Some(RejectionCode::EnvironmentMismatch)
+        );
+        assert_eq!(
+            code(authorize_caller(&tool, &nowhere)),
+            Some(RejectionCode::EnvironmentMismatch)
+        );
+    }
+
+    #[test]
+    fn tenants_must_match_and_exist() {
+        let tool = contract().tenant_argument("tenant_id").build();
+        let scope = |tenant: Value| ArgumentScope {
+            tenant: Some(tenant),
+            environment: None,
+        };
+        let member = CallContext::new("a").with_tenant("t_001");
+        assert_eq!(
+            code(authorize_arguments(&tool, &member, scope(json!("t_001")))),
+            None
+        );
+        let other = authorize_arguments(&tool, &member, scope(json!("t_999"))).unwrap_err();
+        assert_eq!(
+            (other.code(), other.path()),
+            (RejectionCode::TenantMismatch, Some("/tenant_id"))
+        );
+        assert_eq!(
+            code(authorize_arguments(&tool, &member, scope(json!(1)))),
+            Some(RejectionCode::TenantMismatch)
+        );
+        let homeless = CallContext::new("a");
+        assert_eq!(
+            code(authorize_arguments(&tool, &homeless, scope(json!("t_001")))),
+            Some(RejectionCode::TenantMismatch)
+        );
+    }
+
+    #[test]
+    fn environment_arguments_must_name_where_the_call_runs() {
+        let tool = contract().environment_argument("environment").build();
+        let scope = |environment: Value| ArgumentScope {
+            tenant: None,
+            environment: Some(environment),
+        };
+        let production = CallContext::new("a").with_environment("production");
+        assert_eq!(
+            code(authorize_arguments(
+                &tool,
+                &production,
+                scope(json!("production"))
+            )),
+            None
+        );
+        let rejection =
+            authorize_arguments(&tool, &production, scope(json!("development"))).unwrap_err();
+        assert_eq!(rejection.code(), RejectionCode::EnvironmentMismatch);
+        assert_eq!(rejection.path(), Some("/environment"));
+        let nowhere = CallContext::new("a");
+        assert_eq!(
+            code(authorize_arguments(
+                &tool,
+                &nowhere,
+                scope(json!("production"))
+            )),
+            Some(RejectionCode::EnvironmentMismatch)
+        );
+    }
+}
