@@ -160,13 +160,7 @@ fn arguments(
         return (quote_spanned!(user_type.span()=> #args_ident), items);
     }
 
-    let arguments: Vec<&Argument> = params
-        .iter()
-        .filter_map(|param| match param {
-            Param::Argument(argument) => Some(&**argument),
-            _ => None,
-        })
-        .collect();
+    let arguments: Vec<&Argument> = arguments_of(params).collect();
     let fields = arguments.iter().map(|argument| {
         let Argument {
             field,
@@ -238,13 +232,7 @@ fn arguments(
 /// `#[validate(nested)]` was forgotten, and that names each violation by the argument's name
 /// on the wire (validator knows only the Rust name).
 fn argument_validation(params: &[Param], private: &TokenStream) -> TokenStream {
-    let arguments: Vec<&Argument> = params
-        .iter()
-        .filter_map(|param| match param {
-            Param::Argument(argument) => Some(&**argument),
-            _ => None,
-        })
-        .collect();
+    let arguments: Vec<&Argument> = arguments_of(params).collect();
     let checks = arguments
         .iter()
         .filter(|argument| !argument.nested)
@@ -425,12 +413,9 @@ fn contract(
         let timeout = unsuffixed(timeout);
         steps.push(quote!(.timeout(#private::Duration::from_millis(#timeout))));
     }
-    let sensitive: Vec<&str> = params
-        .iter()
-        .filter_map(|param| match param {
-            Param::Argument(argument) if argument.sensitive => Some(argument.wire_name.as_str()),
-            _ => None,
-        })
+    let sensitive: Vec<&str> = arguments_of(params)
+        .filter(|argument| argument.sensitive)
+        .map(|argument| argument.wire_name.as_str())
         .collect();
     if !sensitive.is_empty() {
         steps.push(quote!(.sensitive([#(#sensitive),*])));

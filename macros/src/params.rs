@@ -210,11 +210,7 @@ fn parse_one(typed: &mut syn::PatType) -> syn::Result<Param> {
     let mut rename = None;
     let mut rules = ValidateRules::default();
     for attr in typed.attrs.drain(..) {
-        let name = attr
-            .path()
-            .get_ident()
-            .map(ToString::to_string)
-            .unwrap_or_default();
+        let name = meta_key(&attr.meta);
         if context && PARAMETER_ATTRIBUTES.contains(&name.as_str()) && name != "doc" {
             return Err(syn::Error::new_spanned(
                 &attr,
@@ -321,11 +317,7 @@ fn parse_one(typed: &mut syn::PatType) -> syn::Result<Param> {
 /// there would show in the schema but not be checked.
 fn check_schemars(attr: &Attribute) -> syn::Result<()> {
     for meta in meta_list(attr) {
-        let key = meta
-            .path()
-            .get_ident()
-            .map(ToString::to_string)
-            .unwrap_or_default();
+        let key = meta_key(&meta);
         match key.as_str() {
             "title" | "example" | "examples" | "deprecated" => {}
             "description" => {
@@ -347,6 +339,14 @@ fn check_schemars(attr: &Attribute) -> syn::Result<()> {
     Ok(())
 }
 
+/// The key of `key = value`, `key(...)` or `key`.
+fn meta_key(meta: &Meta) -> String {
+    meta.path()
+        .get_ident()
+        .map(ToString::to_string)
+        .unwrap_or_default()
+}
+
 fn meta_list(attr: &Attribute) -> Vec<Meta> {
     attr.parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated)
         .map(|metas| metas.into_iter().collect())
@@ -358,11 +358,7 @@ fn meta_list(attr: &Attribute) -> Vec<Meta> {
 fn serde_rename(attr: &Attribute) -> syn::Result<Option<LitStr>> {
     let mut rename = None;
     for meta in meta_list(attr) {
-        let key = meta
-            .path()
-            .get_ident()
-            .map(ToString::to_string)
-            .unwrap_or_default();
+        let key = meta_key(&meta);
         match (key.as_str(), &meta) {
             ("rename", Meta::NameValue(name_value)) => {
                 if let Expr::Lit(ExprLit {
@@ -426,11 +422,7 @@ struct ValidateRules {
 impl ValidateRules {
     fn read(&mut self, attr: &Attribute) {
         for meta in meta_list(attr) {
-            let key = meta
-                .path()
-                .get_ident()
-                .map(ToString::to_string)
-                .unwrap_or_default();
+            let key = meta_key(&meta);
             let inner = match &meta {
                 Meta::List(list) => list
                     .parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated)
