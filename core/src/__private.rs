@@ -64,6 +64,36 @@ where
     }
 }
 
+/// The functions `policy = path` may name: `async fn(&CallContext, &Args) ->
+/// Result<Decision, PolicyError>`.
+#[diagnostic::on_unimplemented(
+    message = "a tool's policy must be an `async fn(&CallContext, &{A}) -> Result<Decision, PolicyError>`",
+    label = "this function has another signature",
+    note = "the policy receives the context and the tool's typed arguments, and allows or denies with `Decision::Allow` or `Decision::deny(rule, message)`"
+)]
+pub trait ToolPolicy<'a, A> {
+    /// Starts the evaluation.
+    fn start(
+        &self,
+        ctx: &'a crate::CallContext,
+        args: &'a A,
+    ) -> crate::BoxFuture<'a, Result<crate::Decision, crate::PolicyError>>;
+}
+
+impl<'a, A: 'a, F, Fut> ToolPolicy<'a, A> for F
+where
+    F: Fn(&'a crate::CallContext, &'a A) -> Fut,
+    Fut: Future<Output = Result<crate::Decision, crate::PolicyError>> + Send + 'a,
+{
+    fn start(
+        &self,
+        ctx: &'a crate::CallContext,
+        args: &'a A,
+    ) -> crate::BoxFuture<'a, Result<crate::Decision, crate::PolicyError>> {
+        Box::pin(self(ctx, args))
+    }
+}
+
 /// The functions `approval = path` may name: `fn(&CallContext, &Args) -> bool`.
 #[diagnostic::on_unimplemented(
     message = "an approval predicate must be a `fn(&CallContext, &{A}) -> bool`",
@@ -132,8 +162,8 @@ impl<T> OutputHasNoSchema for &OutputSchema<T> {
 pub use validator::ValidationErrors;
 
 pub use crate::{
-    Approval, ArgumentScope, BoxFuture, CallContext, IntoToolResult, Invocation, Risk, Tool,
-    ToolContract, ToolError, schema_for,
+    Approval, ArgumentScope, BoxFuture, CallContext, Decision, IntoToolResult, Invocation,
+    PolicyError, Risk, Tool, ToolContract, ToolError, schema_for,
 };
 pub use std::result::Result;
 
@@ -144,11 +174,14 @@ pub use std::result::Result;
     note = "derive them: `#[derive(serde::Deserialize, schemars::JsonSchema, validator::Validate)]` with `#[serde(deny_unknown_fields)]`"
 )]
 pub trait ToolArguments:
-    DeserializeOwned + JsonSchema + validator::Validate + Send + 'static
+    DeserializeOwned + JsonSchema + validator::Validate + Send + Sync + 'static
 {
 }
 
-impl<T: DeserializeOwned + JsonSchema + validator::Validate + Send + 'static> ToolArguments for T {}
+impl<T: DeserializeOwned + JsonSchema + validator::Validate + Send + Sync + 'static> ToolArguments
+    for T
+{
+}
 
 /// Compile-time check that `T` may be the `#[args]` of a tool.
 pub const fn assert_tool_arguments<T: ToolArguments>() {}

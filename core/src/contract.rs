@@ -100,6 +100,7 @@ pub struct ToolContract {
     environments: Vec<String>,
     tenant_argument: Option<String>,
     environment_argument: Option<String>,
+    policy: Option<String>,
     approval: Approval,
     rollback: Option<String>,
     irreversible: Option<String>,
@@ -138,6 +139,7 @@ impl ToolContract {
                 environments: Vec::new(),
                 tenant_argument: None,
                 environment_argument: None,
+                policy: None,
                 approval: Approval::Default,
                 rollback: None,
                 irreversible: None,
@@ -186,6 +188,11 @@ impl ToolContract {
     /// runs in.
     pub fn environment_argument(&self) -> Option<&str> {
         self.environment_argument.as_deref()
+    }
+
+    /// The name of the tool's own policy, if it declares one.
+    pub fn policy(&self) -> Option<&str> {
+        self.policy.as_deref()
     }
 
     /// Whether a caller with `ctx`'s roles may use the tool: the tool names no role, or the
@@ -373,6 +380,12 @@ impl ContractBuilder {
     /// Names the argument that must equal the environment the call runs in.
     pub fn environment_argument(mut self, argument: impl Into<String>) -> Self {
         self.contract.environment_argument = Some(argument.into());
+        self
+    }
+
+    /// Names the tool's own policy (see [`Tool::policy`](crate::Tool::policy)).
+    pub fn policy(mut self, policy: impl Into<String>) -> Self {
+        self.contract.policy = Some(policy.into());
         self
     }
 

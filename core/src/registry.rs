@@ -6,25 +6,27 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::gate::authorize::{authorize_arguments, authorize_caller};
+use crate::gate::authorize::{Rules, authorize_arguments, authorize_caller, judge};
 use crate::gate::decode::decode;
 use crate::gate::execute::{Execution, contained, execute};
 use crate::gate::resolve::resolve;
 use crate::gate::validate::validate;
 use crate::{
-    Arguments, CallContext, ContractError, DecodeLimits, Outcome, Tool, ToolCall, ToolContract,
+    Arguments, CallContext, ContractError, DecodeLimits, Outcome, Policy, Tool, ToolCall,
+    ToolContract,
 };
 
 /// A tool with its types erased, so tools of different argument types can live in one map.
 trait ErasedTool: Send + Sync {
     fn contract(&self) -> &ToolContract;
 
-    /// Decode, validate and execute.
+    /// Decode, validate, authorize (the steps that read the arguments) and execute.
     fn run<'a>(
         &'a self,
         ctx: &'a CallContext,
-        arguments: &Arguments,
+        arguments: &'a Arguments,
         limits: &DecodeLimits,
+        rules: &'a Rules,
     ) -> Execution<'a>;
 }
 
@@ -36,8 +38,9 @@ impl<T: Tool> ErasedTool for T {
     fn run<'a>(
         &'a self,
         ctx: &'a CallContext,
-        arguments: &Arguments,
+        arguments: &'a Arguments,
         limits: &DecodeLimits,
+        rules: &'a Rules,
     ) -> Execution<'a> {
         let args = match decode::<T::Args>(arguments, limits) {
             Ok(args) => args,
@@ -50,7 +53,18 @@ impl<T: Tool> ErasedTool for T {
         if let Err(rejection) = authorize_arguments(contract, ctx, self.scope(&args)) {
             return Execution::Finished(Outcome::Rejected(rejection));
         }
-        execute(self, ctx, args)
+        if !rules.apply_to(contract) {
+            return execute(self, ctx, args);
+        }
+        Execution::Running(Box::pin(async move {
+            if let Err(rejection) = judge(self, ctx, &args, arguments, rules).await {
+                return Outcome::Rejected(rejection);
+            }
+            match execute(self, ctx, args) {
+                Execution::Finished(outcome) => outcome,
+                Execution::Running(running) => running.await,
+            }
+        }))
     }
 }
 
@@ -73,6 +87,7 @@ struct Inner {
     /// Sorted by name: looked up by binary search, exported in a stable order.
     tools: Vec<(String, Box<dyn ErasedTool>)>,
     limits: DecodeLimits,
+    rules: Rules,
 }
 
 impl Registry {
@@ -81,6 +96,10 @@ impl Registry {
         RegistryBuilder {
             tools: Vec::new(),
             limits: DecodeLimits::default(),
+            rules: Rules {
+                policies: Vec::new(),
+                intent_checks: Vec::new(),
+            },
         }
     }
 
@@ -99,7 +118,8 @@ impl Registry {
         if let Err(rejection) = authorize_caller(tool.contract(), ctx) {
             return Outcome::Rejected(rejection);
         }
-        match contained(|| tool.run(ctx, &call.arguments, &self.inner.limits)) {
+        let inner = &*self.inner;
+        match contained(|| tool.run(ctx, &call.arguments, &inner.limits, &inner.rules)) {
             Execution::Finished(outcome) => outcome,
             Execution::Running(running) => running.await,
         }
@@ -164,12 +184,29 @@ impl fmt::Debug for Registry {
 pub struct RegistryBuilder {
     tools: Vec<Box<dyn ErasedTool>>,
     limits: DecodeLimits,
+    rules: Rules,
 }
 
 impl RegistryBuilder {
     /// Adds a tool, e.g. the `DeleteRecord` type that `#[tool] fn delete_record` generates.
     pub fn tool<T: Tool>(mut self, tool: T) -> Self {
         self.tools.push(Box::new(tool));
+        self
+    }
+
+    /// Adds a policy that every call must pass, after the tool's own policy; policies are
+    /// consulted in the order they are added, and the first denial refuses the call with
+    /// `policy_denied`.
+    pub fn policy(mut self, policy: impl Policy) -> Self {
+        self.rules.policies.push(Box::new(policy));
+        self
+    }
+
+    /// Adds an intent check: a policy about the user's original request
+    /// ([`CallContext::request`]), consulted after the policies. Its denials refuse the call
+    /// with `intent_mismatch`. [`ReadOnlyRequests`](crate::ReadOnlyRequests) is one.
+    pub fn intent_check(mut self, check: impl Policy) -> Self {
+        self.rules.intent_checks.push(Box::new(check));
         self
     }
 
@@ -209,6 +246,7 @@ impl RegistryBuilder {
             inner: Arc::new(Inner {
                 tools,
                 limits: self.limits,
+                rules: self.rules,
             }),
         })
     }

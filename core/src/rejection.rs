@@ -42,6 +42,10 @@ pub enum RejectionCode {
     EnvironmentMismatch,
     /// The call names another tenant than the caller's.
     TenantMismatch,
+    /// A policy refused the call; the rule's id is the rejection's reason.
+    PolicyDenied,
+    /// The call does not fit what the user asked for; the rule's id is the rejection's reason.
+    IntentMismatch,
     /// The tool ran and returned an error.
     ToolFailed,
     /// The tool did not finish within its `timeout_ms`.
@@ -68,6 +72,8 @@ impl RejectionCode {
             RejectionCode::RoleDenied => "role_denied",
             RejectionCode::EnvironmentMismatch => "environment_mismatch",
             RejectionCode::TenantMismatch => "tenant_mismatch",
+            RejectionCode::PolicyDenied => "policy_denied",
+            RejectionCode::IntentMismatch => "intent_mismatch",
             RejectionCode::ToolFailed => "tool_failed",
             RejectionCode::ToolTimeout => "tool_timeout",
             RejectionCode::ToolPanicked => "tool_panicked",
@@ -90,7 +96,9 @@ impl RejectionCode {
             RejectionCode::ConstraintViolation => Gate::Validate,
             RejectionCode::RoleDenied
             | RejectionCode::EnvironmentMismatch
-            | RejectionCode::TenantMismatch => Gate::Authorize,
+            | RejectionCode::TenantMismatch
+            | RejectionCode::PolicyDenied
+            | RejectionCode::IntentMismatch => Gate::Authorize,
             RejectionCode::ToolFailed
             | RejectionCode::ToolTimeout
             | RejectionCode::ToolPanicked => Gate::Execute,

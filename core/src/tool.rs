@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use validator::{Validate, ValidationErrors};
 
-use crate::{Approval, ArgumentScope, CallContext, ToolContract};
+use crate::{Approval, ArgumentScope, CallContext, Decision, PolicyError, ToolContract};
 
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -28,7 +28,7 @@ pub enum Invocation<'a, T> {
 /// cannot express.
 pub trait Tool: Send + Sync + 'static {
     /// The typed arguments: strict serde, JSON Schema, and validator constraints.
-    type Args: DeserializeOwned + JsonSchema + Validate + Send + 'static;
+    type Args: DeserializeOwned + JsonSchema + Validate + Send + Sync + 'static;
     /// What a successful call returns.
     type Output: Serialize + Send + 'static;
 
@@ -52,6 +52,18 @@ pub trait Tool: Send + Sync + 'static {
     fn scope(&self, args: &Self::Args) -> ArgumentScope {
         let _ = args;
         ArgumentScope::default()
+    }
+
+    /// The tool's own policy over its typed arguments, if the contract names one
+    /// (`#[tool(policy = path)]`): consulted by the authorize gate before the registry-wide
+    /// policies. A denial refuses the call with `policy_denied`.
+    fn policy<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        args: &'a Self::Args,
+    ) -> Option<BoxFuture<'a, Result<Decision, PolicyError>>> {
+        let _ = (ctx, args);
+        None
     }
 
     /// Whether this call needs a human's approval. The default follows the contract;

@@ -79,6 +79,18 @@ pub(crate) fn expand(options: ToolOptions, mut function: ItemFn) -> syn::Result<
         },
         _ => TokenStream::new(),
     };
+    let policy_method = match &options.policy {
+        Some(policy) => quote_spanned! {policy.span()=>
+            fn policy<'a>(
+                &'a self,
+                ctx: &'a #private::CallContext,
+                args: &'a Self::Args,
+            ) -> #private::Option<#private::BoxFuture<'a, #private::Result<#private::Decision, #private::PolicyError>>> {
+                #private::Some(#private::ToolPolicy::<'a, Self::Args>::start(&#policy, ctx, args))
+            }
+        },
+        None => TokenStream::new(),
+    };
     let compensate_method = match &options.rollback {
         Some(rollback) => quote_spanned! {rollback.span()=>
             fn compensate<'a>(
@@ -127,6 +139,7 @@ pub(crate) fn expand(options: ToolOptions, mut function: ItemFn) -> syn::Result<
 
             #validate_method
             #scope_method
+            #policy_method
             #approval_method
             #compensate_method
         }
@@ -380,6 +393,10 @@ fn contract(
             Some(ScopeMark::Environment) => steps.push(quote!(.environment_argument(#wire_name))),
             None => {}
         }
+    }
+    if let Some(policy) = &options.policy {
+        let name = path_text(policy);
+        steps.push(quote!(.policy(#name)));
     }
     match &options.approval {
         Some(Approval::Never) => steps.push(quote!(.approval(#private::Approval::Never))),

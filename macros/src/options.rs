@@ -13,6 +13,7 @@ const KEYS: &[&str] = &[
     "role",
     "roles",
     "environments",
+    "policy",
     "rollback",
     "irreversible",
     "approval",
@@ -45,6 +46,7 @@ pub(crate) struct ToolOptions {
     pub(crate) risk: Option<(Risk, Span)>,
     pub(crate) roles: Vec<LitStr>,
     pub(crate) environments: Vec<LitStr>,
+    pub(crate) policy: Option<Path>,
     pub(crate) rollback: Option<Path>,
     pub(crate) irreversible: Option<LitStr>,
     pub(crate) approval: Option<Approval>,
@@ -160,6 +162,7 @@ impl ToolOptions {
             "rollback" => {
                 self.rollback = Some(path(meta, "rollback", "rollback = restore_record")?)
             }
+            "policy" => self.policy = Some(path(meta, "policy", "policy = check_deletion")?),
             "irreversible" => {
                 let reason = string(meta, "irreversible = \"the e-mail has been sent\"")?;
                 if reason.value().trim().is_empty() {

@@ -4,12 +4,91 @@
 //! roles (`role_denied`) and run in one of its environments (`environment_mismatch`), so a
 //! caller who may not use a tool learns nothing of its arguments. After they are validated:
 //! the argument marked `#[tenant]` must name the caller's tenant (`tenant_mismatch`), and the one
-//! marked `#[environment]` the environment the call runs in (`environment_mismatch`).
+//! marked `#[environment]` the environment the call runs in (`environment_mismatch`); then the
+//! tool's own policy and the registry's policies (`policy_denied`) and intent checks
+//! (`intent_mismatch`) decide, in that order.
+
+use std::borrow::Cow;
 
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::{CallContext, Rejection, RejectionCode, ToolContract};
+use super::execute::Contained;
+use crate::tool::BoxFuture;
+use crate::{
+    Arguments, CallContext, Decision, Policy, PolicyError, PolicyRequest, Rejection, RejectionCode,
+    Tool, ToolContract,
+};
+
+/// The registry-wide rules the authorize gate consults.
+pub(crate) struct Rules {
+    pub(crate) policies: Vec<Box<dyn Policy>>,
+    pub(crate) intent_checks: Vec<Box<dyn Policy>>,
+}
+
+impl Rules {
+    /// Whether a call of a tool with `contract` must wait for a policy's decision.
+    pub(crate) fn apply_to(&self, contract: &ToolContract) -> bool {
+        contract.policy().is_some() || !self.policies.is_empty() || !self.intent_checks.is_empty()
+    }
+}
+
+/// Consults the tool's own policy, then the registry's policies, then its intent checks; the
+/// first denial refuses the call.
+pub(crate) async fn judge<T: Tool>(
+    tool: &T,
+    ctx: &CallContext,
+    args: &T::Args,
+    arguments: &Arguments,
+    rules: &Rules,
+) -> Result<(), Rejection> {
+    if let Some(decision) = tool.policy(ctx, args) {
+        verdict(decision, RejectionCode::PolicyDenied).await?;
+    }
+    if rules.policies.is_empty() && rules.intent_checks.is_empty() {
+        return Ok(());
+    }
+    let value = match arguments {
+        // Text that passed the decode gate is valid JSON.
+        Arguments::Text(text) => Cow::Owned(serde_json::from_str(text).unwrap_or(Value::Null)),
+        Arguments::Json(value) => Cow::Borrowed(value),
+    };
+    let request = PolicyRequest {
+        ctx,
+        contract: tool.contract(),
+        arguments: &value,
+    };
+    for policy in &rules.policies {
+        verdict(policy.evaluate(request), RejectionCode::PolicyDenied).await?;
+    }
+    for check in &rules.intent_checks {
+        verdict(check.evaluate(request), RejectionCode::IntentMismatch).await?;
+    }
+    Ok(())
+}
+
+/// Awaits one policy's decision; a denial, an error and a panic all refuse the call.
+async fn verdict(
+    decision: BoxFuture<'_, Result<Decision, PolicyError>>,
+    code: RejectionCode,
+) -> Result<(), Rejection> {
+    let undecided = |reason: &str| {
+        Rejection::new(
+            code,
+            "a policy could not decide on this call, so it is refused",
+        )
+        .with_reason(reason)
+        .with_retryable(false)
+    };
+    match (Contained { future: decision }).await {
+        Ok(Ok(Decision::Allow)) => Ok(()),
+        Ok(Ok(Decision::Deny { rule, message })) => Err(Rejection::new(code, message)
+            .with_reason(rule)
+            .with_retryable(false)),
+        Ok(Err(_)) => Err(undecided("policy_error")),
+        Err(()) => Err(undecided("policy_panicked")),
+    }
+}
 
 /// The values of a call's scoping arguments, as JSON: what `#[tenant]` and `#[environment]`
 /// mark. `#[tool]` fills it in; a hand-written tool returns it from

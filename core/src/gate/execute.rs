@@ -96,8 +96,8 @@ fn panicked() -> Outcome {
 }
 
 /// A future whose panics come back as `Err` instead of unwinding through the caller.
-struct Contained<'a, T> {
-    future: BoxFuture<'a, T>,
+pub(crate) struct Contained<'a, T> {
+    pub(crate) future: BoxFuture<'a, T>,
 }
 
 impl<T> Future for Contained<'_, T> {

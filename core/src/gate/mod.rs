@@ -28,7 +28,7 @@ pub enum Gate {
     Decode,
     /// The declared constraints hold.
     Validate,
-    /// This caller may make this call: roles, environment, tenant.
+    /// This caller may make this call: roles, environment, tenant, policies, intent.
     Authorize,
     /// The tool runs, with its timeout, its panics contained.
     Execute,
@@ -72,7 +72,13 @@ impl Gate {
                 InvalidValue,
             ],
             Gate::Validate => &[ConstraintViolation],
-            Gate::Authorize => &[RoleDenied, EnvironmentMismatch, TenantMismatch],
+            Gate::Authorize => &[
+                RoleDenied,
+                EnvironmentMismatch,
+                TenantMismatch,
+                PolicyDenied,
+                IntentMismatch,
+            ],
             Gate::Execute => &[ToolFailed, ToolTimeout, ToolPanicked],
         }
     }
