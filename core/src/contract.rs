@@ -107,6 +107,7 @@ pub struct ToolContract {
     idempotent: bool,
     read_only: bool,
     cost: u64,
+    max_calls_per_task: Option<u64>,
     #[serde(serialize_with = "serialize_millis")]
     timeout: Option<Duration>,
     sensitive: Vec<String>,
@@ -146,6 +147,7 @@ impl ToolContract {
                 idempotent: false,
                 read_only: false,
                 cost: 0,
+                max_calls_per_task: None,
                 timeout: None,
                 sensitive: Vec::new(),
                 input_schema,
@@ -234,6 +236,11 @@ impl ToolContract {
     /// The cost of one call, in the unit the application's budgets use.
     pub fn cost(&self) -> u64 {
         self.cost
+    }
+
+    /// The most calls of this tool one task may make.
+    pub fn max_calls_per_task(&self) -> Option<u64> {
+        self.max_calls_per_task
     }
 
     /// How long one call may run.
@@ -422,6 +429,12 @@ impl ContractBuilder {
     /// Sets the cost of one call.
     pub fn cost(mut self, cost: u64) -> Self {
         self.contract.cost = cost;
+        self
+    }
+
+    /// Sets the most calls of this tool one task may make.
+    pub fn max_calls_per_task(mut self, calls: u64) -> Self {
+        self.contract.max_calls_per_task = Some(calls);
         self
     }
 

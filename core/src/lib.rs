@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod budget;
 mod call;
 mod context;
 mod contract;
@@ -19,6 +20,9 @@ mod schema;
 mod suggest;
 mod tool;
 
+pub use budget::{
+    BudgetLimits, BudgetStore, Charge, CircuitBreaker, InMemoryBudgetStore, RateLimit,
+};
 pub use call::{Arguments, ToolCall};
 pub use context::CallContext;
 pub use contract::{Approval, ContractBuilder, ContractError, Risk, ToolContract, name_problem};

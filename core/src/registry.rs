@@ -7,13 +7,14 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::gate::authorize::{Rules, authorize_arguments, authorize_caller, judge};
+use crate::gate::budget::Budget;
 use crate::gate::decode::decode;
 use crate::gate::execute::{Execution, contained, execute};
 use crate::gate::resolve::resolve;
 use crate::gate::validate::validate;
 use crate::{
-    Arguments, CallContext, ContractError, DecodeLimits, Outcome, Policy, Tool, ToolCall,
-    ToolContract,
+    Arguments, BudgetLimits, BudgetStore, CallContext, ContractError, DecodeLimits,
+    InMemoryBudgetStore, Outcome, Policy, Tool, ToolCall, ToolContract,
 };
 
 /// A tool with its types erased, so tools of different argument types can live in one map.
@@ -25,8 +26,7 @@ trait ErasedTool: Send + Sync {
         &'a self,
         ctx: &'a CallContext,
         arguments: &'a Arguments,
-        limits: &DecodeLimits,
-        rules: &'a Rules,
+        settings: &'a Settings,
     ) -> Execution<'a>;
 }
 
@@ -39,9 +39,13 @@ impl<T: Tool> ErasedTool for T {
         &'a self,
         ctx: &'a CallContext,
         arguments: &'a Arguments,
-        limits: &DecodeLimits,
-        rules: &'a Rules,
+        settings: &'a Settings,
     ) -> Execution<'a> {
+        let Settings {
+            limits,
+            rules,
+            budget,
+        } = settings;
         let args = match decode::<T::Args>(arguments, limits) {
             Ok(args) => args,
             Err(rejection) => return Execution::Finished(Outcome::Rejected(rejection)),
@@ -53,18 +57,33 @@ impl<T: Tool> ErasedTool for T {
         if let Err(rejection) = authorize_arguments(contract, ctx, self.scope(&args)) {
             return Execution::Finished(Outcome::Rejected(rejection));
         }
-        if !rules.apply_to(contract) {
+        let counted = budget.applies_to(contract);
+        if !rules.apply_to(contract) && !counted {
             return execute(self, ctx, args);
         }
         Execution::Running(Box::pin(async move {
             if let Err(rejection) = judge(self, ctx, &args, arguments, rules).await {
                 return Outcome::Rejected(rejection);
             }
-            match execute(self, ctx, args) {
-                Execution::Finished(outcome) => outcome,
-                Execution::Running(running) => running.await,
+            if !counted {
+                return finish(execute(self, ctx, args)).await;
             }
+            if let Err(rejection) = budget.reserve(ctx, contract, arguments).await {
+                return Outcome::Rejected(rejection);
+            }
+            // Contained here, not only around the whole call, so that a panic still counts
+            // as a failure for the circuit breaker.
+            let outcome = finish(contained(|| execute(self, ctx, args))).await;
+            budget.settle(contract, &outcome).await;
+            outcome
         }))
+    }
+}
+
+async fn finish(execution: Execution<'_>) -> Outcome {
+    match execution {
+        Execution::Finished(outcome) => outcome,
+        Execution::Running(running) => running.await,
     }
 }
 
@@ -86,8 +105,14 @@ pub struct Registry {
 struct Inner {
     /// Sorted by name: looked up by binary search, exported in a stable order.
     tools: Vec<(String, Box<dyn ErasedTool>)>,
+    settings: Settings,
+}
+
+/// What the gates after resolve need from the registry.
+struct Settings {
     limits: DecodeLimits,
     rules: Rules,
+    budget: Budget,
 }
 
 impl Registry {
@@ -95,10 +120,16 @@ impl Registry {
     pub fn builder() -> RegistryBuilder {
         RegistryBuilder {
             tools: Vec::new(),
-            limits: DecodeLimits::default(),
-            rules: Rules {
-                policies: Vec::new(),
-                intent_checks: Vec::new(),
+            settings: Settings {
+                limits: DecodeLimits::default(),
+                rules: Rules {
+                    policies: Vec::new(),
+                    intent_checks: Vec::new(),
+                },
+                budget: Budget {
+                    limits: BudgetLimits::default(),
+                    store: Box::new(InMemoryBudgetStore::default()),
+                },
             },
         }
     }
@@ -118,11 +149,10 @@ impl Registry {
         if let Err(rejection) = authorize_caller(tool.contract(), ctx) {
             return Outcome::Rejected(rejection);
         }
-        let inner = &*self.inner;
-        match contained(|| tool.run(ctx, &call.arguments, &inner.limits, &inner.rules)) {
-            Execution::Finished(outcome) => outcome,
-            Execution::Running(running) => running.await,
-        }
+        finish(contained(|| {
+            tool.run(ctx, &call.arguments, &self.inner.settings)
+        }))
+        .await
     }
 
     /// The contract of the tool named `name`.
@@ -141,7 +171,7 @@ impl Registry {
 
     /// The limits the decode gate applies.
     pub fn limits(&self) -> DecodeLimits {
-        self.inner.limits
+        self.inner.settings.limits
     }
 
     /// The tool list as plain JSON Schema, sorted by name: one `{name, description,
@@ -174,7 +204,8 @@ impl fmt::Debug for Registry {
             .collect();
         f.debug_struct("Registry")
             .field("tools", &names)
-            .field("limits", &self.inner.limits)
+            .field("limits", &self.inner.settings.limits)
+            .field("budget", &self.inner.settings.budget.limits)
             .finish()
     }
 }
@@ -183,8 +214,7 @@ impl fmt::Debug for Registry {
 #[must_use]
 pub struct RegistryBuilder {
     tools: Vec<Box<dyn ErasedTool>>,
-    limits: DecodeLimits,
-    rules: Rules,
+    settings: Settings,
 }
 
 impl RegistryBuilder {
@@ -198,7 +228,7 @@ impl RegistryBuilder {
     /// consulted in the order they are added, and the first denial refuses the call with
     /// `policy_denied`.
     pub fn policy(mut self, policy: impl Policy) -> Self {
-        self.rules.policies.push(Box::new(policy));
+        self.settings.rules.policies.push(Box::new(policy));
         self
     }
 
@@ -206,29 +236,42 @@ impl RegistryBuilder {
     /// ([`CallContext::request`]), consulted after the policies. Its denials refuse the call
     /// with `intent_mismatch`. [`ReadOnlyRequests`](crate::ReadOnlyRequests) is one.
     pub fn intent_check(mut self, check: impl Policy) -> Self {
-        self.rules.intent_checks.push(Box::new(check));
+        self.settings.rules.intent_checks.push(Box::new(check));
+        self
+    }
+
+    /// Sets the budget limits (all off by default; a contract's `max_calls_per_task` counts
+    /// even so).
+    pub fn budget(mut self, limits: BudgetLimits) -> Self {
+        self.settings.budget.limits = limits;
+        self
+    }
+
+    /// Replaces the store that counts budgets (default: an [`InMemoryBudgetStore`]).
+    pub fn budget_store(mut self, store: impl BudgetStore) -> Self {
+        self.settings.budget.store = Box::new(store);
         self
     }
 
     /// Sets the largest argument text accepted (default 1 MiB).
     pub fn max_argument_bytes(mut self, max_bytes: usize) -> Self {
-        self.limits.max_bytes = max_bytes;
+        self.settings.limits.max_bytes = max_bytes;
         self
     }
 
     /// Sets the deepest nesting accepted (default 32, at most [`DecodeLimits::MAX_DEPTH`]).
     pub fn max_argument_depth(mut self, max_depth: usize) -> Self {
-        self.limits.max_depth = max_depth;
+        self.settings.limits.max_depth = max_depth;
         self
     }
 
     /// Checks every contract and that no two tools share a name.
     pub fn build(self) -> Result<Registry, BuildError> {
-        if self.limits.max_depth == 0 || self.limits.max_depth > DecodeLimits::MAX_DEPTH {
+        let max_depth = self.settings.limits.max_depth;
+        if max_depth == 0 || max_depth > DecodeLimits::MAX_DEPTH {
             return Err(BuildError::InvalidLimits(format!(
-                "max_argument_depth must be 1 to {}, not {}",
+                "max_argument_depth must be 1 to {}, not {max_depth}",
                 DecodeLimits::MAX_DEPTH,
-                self.limits.max_depth
             )));
         }
         let mut tools = Vec::with_capacity(self.tools.len());
@@ -245,8 +288,7 @@ impl RegistryBuilder {
         Ok(Registry {
             inner: Arc::new(Inner {
                 tools,
-                limits: self.limits,
-                rules: self.rules,
+                settings: self.settings,
             }),
         })
     }

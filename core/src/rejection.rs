@@ -46,6 +46,16 @@ pub enum RejectionCode {
     PolicyDenied,
     /// The call does not fit what the user asked for; the rule's id is the rejection's reason.
     IntentMismatch,
+    /// The task has made all the calls it may make (in all, or of this tool).
+    BudgetCallsExceeded,
+    /// The call would spend more than the task's budget.
+    BudgetCostExceeded,
+    /// The same call was made too many times in a row.
+    StalledLoop,
+    /// The actor calls too fast.
+    RateLimited,
+    /// The tool failed too often and is paused.
+    CircuitOpen,
     /// The tool ran and returned an error.
     ToolFailed,
     /// The tool did not finish within its `timeout_ms`.
@@ -74,6 +84,11 @@ impl RejectionCode {
             RejectionCode::TenantMismatch => "tenant_mismatch",
             RejectionCode::PolicyDenied => "policy_denied",
             RejectionCode::IntentMismatch => "intent_mismatch",
+            RejectionCode::BudgetCallsExceeded => "budget_calls_exceeded",
+            RejectionCode::BudgetCostExceeded => "budget_cost_exceeded",
+            RejectionCode::StalledLoop => "stalled_loop",
+            RejectionCode::RateLimited => "rate_limited",
+            RejectionCode::CircuitOpen => "circuit_open",
             RejectionCode::ToolFailed => "tool_failed",
             RejectionCode::ToolTimeout => "tool_timeout",
             RejectionCode::ToolPanicked => "tool_panicked",
@@ -99,6 +114,11 @@ impl RejectionCode {
             | RejectionCode::TenantMismatch
             | RejectionCode::PolicyDenied
             | RejectionCode::IntentMismatch => Gate::Authorize,
+            RejectionCode::BudgetCallsExceeded
+            | RejectionCode::BudgetCostExceeded
+            | RejectionCode::StalledLoop
+            | RejectionCode::RateLimited
+            | RejectionCode::CircuitOpen => Gate::Budget,
             RejectionCode::ToolFailed
             | RejectionCode::ToolTimeout
             | RejectionCode::ToolPanicked => Gate::Execute,

@@ -426,6 +426,10 @@ fn contract(
         let cost = unsuffixed(cost);
         steps.push(quote!(.cost(#cost)));
     }
+    if let Some(calls) = &options.max_calls_per_task {
+        let calls = unsuffixed(calls);
+        steps.push(quote!(.max_calls_per_task(#calls)));
+    }
     if let Some(timeout) = &options.timeout_ms {
         let timeout = unsuffixed(timeout);
         steps.push(quote!(.timeout(#private::Duration::from_millis(#timeout))));

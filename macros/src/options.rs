@@ -20,6 +20,7 @@ const KEYS: &[&str] = &[
     "idempotent",
     "read_only",
     "cost",
+    "max_calls_per_task",
     "timeout_ms",
     "crate",
 ];
@@ -53,6 +54,7 @@ pub(crate) struct ToolOptions {
     pub(crate) idempotent: bool,
     pub(crate) read_only: Option<Span>,
     pub(crate) cost: Option<LitInt>,
+    pub(crate) max_calls_per_task: Option<LitInt>,
     pub(crate) timeout_ms: Option<LitInt>,
     pub(crate) krate: Option<Path>,
 }
@@ -209,6 +211,14 @@ impl ToolOptions {
                 self.read_only = Some(meta.span());
             }
             "cost" => self.cost = Some(integer(meta, "cost", "cost = 5", false)?),
+            "max_calls_per_task" => {
+                self.max_calls_per_task = Some(integer(
+                    meta,
+                    "max_calls_per_task",
+                    "max_calls_per_task = 1",
+                    true,
+                )?)
+            }
             "timeout_ms" => {
                 self.timeout_ms = Some(integer(meta, "timeout_ms", "timeout_ms = 5000", true)?)
             }

@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::RejectionCode;
 
 pub(crate) mod authorize;
+pub(crate) mod budget;
 pub(crate) mod decode;
 pub(crate) mod execute;
 pub(crate) mod resolve;
@@ -30,17 +31,20 @@ pub enum Gate {
     Validate,
     /// This caller may make this call: roles, environment, tenant, policies, intent.
     Authorize,
+    /// The task, the actor and the tool are within their limits.
+    Budget,
     /// The tool runs, with its timeout, its panics contained.
     Execute,
 }
 
 impl Gate {
     /// Every gate, in the order a call passes them.
-    pub const PIPELINE: [Gate; 5] = [
+    pub const PIPELINE: [Gate; 6] = [
         Gate::Resolve,
         Gate::Decode,
         Gate::Validate,
         Gate::Authorize,
+        Gate::Budget,
         Gate::Execute,
     ];
 
@@ -51,6 +55,7 @@ impl Gate {
             Gate::Decode => "decode",
             Gate::Validate => "validate",
             Gate::Authorize => "authorize",
+            Gate::Budget => "budget",
             Gate::Execute => "execute",
         }
     }
@@ -78,6 +83,13 @@ impl Gate {
                 TenantMismatch,
                 PolicyDenied,
                 IntentMismatch,
+            ],
+            Gate::Budget => &[
+                BudgetCallsExceeded,
+                BudgetCostExceeded,
+                StalledLoop,
+                RateLimited,
+                CircuitOpen,
             ],
             Gate::Execute => &[ToolFailed, ToolTimeout, ToolPanicked],
         }

@@ -1,0 +1,502 @@
+//! Budgets and loop breakers: how much one task may do, how fast one actor may call, and when a
+//! failing tool is left alone for a while.
+//!
+//! The budget gate runs after authorize and before execute. It asks a [`BudgetStore`] to
+//! reserve the call: the store checks every limit and records the call in one atomic step, so
+//! that concurrent calls can never overspend, and a refused call records nothing. After the
+//! tool ran, the store is told whether it failed, for the circuit breaker.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::ready;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::tool::BoxFuture;
+use crate::{Rejection, RejectionCode};
+
+/// The limits the budget gate enforces; every one is off unless set.
+///
+/// ```
+/// use std::time::Duration;
+/// use portcullis_core::{BudgetLimits, CircuitBreaker, RateLimit};
+///
+/// let limits = BudgetLimits {
+///     max_calls_per_task: Some(50),
+///     max_cost_per_task: Some(1_000),
+///     stalled_loop_after: Some(3),
+///     rate_limit: Some(RateLimit { calls: 60, per: Duration::from_secs(60) }),
+///     circuit_breaker: Some(CircuitBreaker { failures: 5, cool_down: Duration::from_secs(30) }),
+/// };
+/// # drop(limits);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BudgetLimits {
+    /// The most calls one task may make, all tools together.
+    pub max_calls_per_task: Option<u64>,
+    /// The most cost (the sum of the contracts' `cost`) one task may spend.
+    pub max_cost_per_task: Option<u64>,
+    /// A call that would be the N-th call in a row of the same tool with the same arguments in
+    /// one task is refused as a stalled loop.
+    pub stalled_loop_after: Option<u32>,
+    /// How fast one actor may call, all tasks and tools together.
+    pub rate_limit: Option<RateLimit>,
+    /// When a tool that keeps failing is left alone.
+    pub circuit_breaker: Option<CircuitBreaker>,
+}
+
+/// At most `calls` calls in any window of `per`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    /// Calls allowed in one window.
+    pub calls: u32,
+    /// The window.
+    pub per: Duration,
+}
+
+/// After `failures` failed calls of a tool in a row, its calls are refused for `cool_down`;
+/// then one call is let through, and a failure opens the circuit again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CircuitBreaker {
+    /// Failures in a row that open the circuit.
+    pub failures: u32,
+    /// How long the circuit stays open.
+    pub cool_down: Duration,
+}
+
+/// One call the budget gate asks a store to reserve.
+#[derive(Debug, Clone, Copy)]
+pub struct Charge<'a> {
+    /// The task the call belongs to.
+    pub task: &'a str,
+    /// Who calls.
+    pub actor: &'a str,
+    /// The tool.
+    pub tool: &'a str,
+    /// The tool's cost.
+    pub cost: u64,
+    /// The tool's own limit of calls per task, if its contract has one.
+    pub tool_max_calls_per_task: Option<u64>,
+    /// The call's arguments in canonical form (keys sorted, compact), when the stalled-loop
+    /// breaker is on.
+    pub canonical_arguments: Option<&'a str>,
+}
+
+/// Keeps what the budget gate counts. Implementations must check and record a reservation
+/// atomically: two concurrent calls must never both take the last unit of a budget.
+pub trait BudgetStore: Send + Sync + 'static {
+    /// Checks `charge` against `limits` and, if every limit holds, records it. A refusal
+    /// records nothing.
+    fn reserve<'a>(
+        &'a self,
+        charge: Charge<'a>,
+        limits: &'a BudgetLimits,
+    ) -> BoxFuture<'a, Result<(), Rejection>>;
+
+    /// Records how a reserved call of `tool` ended, for the circuit breaker.
+    fn settle<'a>(
+        &'a self,
+        tool: &'a str,
+        failed: bool,
+        limits: &'a BudgetLimits,
+    ) -> BoxFuture<'a, ()>;
+}
+
+/// A [`BudgetStore`] in memory, for one process. Tasks are counted until
+/// [`InMemoryBudgetStore::forget_task`] is called for them.
+#[derive(Clone)]
+pub struct InMemoryBudgetStore {
+    state: Arc<Mutex<State>>,
+    clock: Arc<dyn Fn() -> Instant + Send + Sync>,
+}
+
+#[derive(Default)]
+struct State {
+    tasks: HashMap<String, TaskUsage>,
+    actors: HashMap<String, VecDeque<Instant>>,
+    circuits: HashMap<String, Circuit>,
+}
+
+#[derive(Default)]
+struct TaskUsage {
+    calls: u64,
+    cost: u64,
+    per_tool: HashMap<String, u64>,
+    /// The last call's tool and canonical arguments, and how many times in a row it was made.
+    last: Option<(String, String, u32)>,
+}
+
+#[derive(Default)]
+struct Circuit {
+    failures_in_a_row: u32,
+    open_until: Option<Instant>,
+}
+
+impl Default for InMemoryBudgetStore {
+    fn default() -> Self {
+        InMemoryBudgetStore::with_clock(Instant::now)
+    }
+}
+
+impl InMemoryBudgetStore {
+    /// A store that reads the time from `clock` (tests use a clock they move by hand).
+    pub fn with_clock(clock: impl Fn() -> Instant + Send + Sync + 'static) -> Self {
+        InMemoryBudgetStore {
+            state: Arc::new(Mutex::new(State::default())),
+            clock: Arc::new(clock),
+        }
+    }
+
+    /// Drops what was counted for `task`, once it has ended.
+    pub fn forget_task(&self, task: &str) {
+        self.lock().tasks.remove(task);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // The state stays consistent between statements, so a panic elsewhere while the lock
+        // was held leaves nothing half-written.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn check_and_record(&self, charge: Charge<'_>, limits: &BudgetLimits) -> Result<(), Rejection> {
+        let now = (self.clock)();
+        let mut state = self.lock();
+        let State {
+            tasks,
+            actors,
+            circuits,
+        } = &mut *state;
+
+        if let Some(circuit) = circuits.get(charge.tool) {
+            if circuit.open_until.is_some_and(|until| now < until) {
+                return Err(Rejection::new(
+                    RejectionCode::CircuitOpen,
+                    format!(
+                        "`{}` failed too often and is paused for a while",
+                        charge.tool
+                    ),
+                )
+                .with_hint("try again later, or do without this tool"));
+            }
+        }
+
+        let window = actors.entry(charge.actor.to_owned()).or_default();
+        if let Some(rate) = limits.rate_limit {
+            while window
+                .front()
+                .is_some_and(|at| now.duration_since(*at) >= rate.per)
+            {
+                window.pop_front();
+            }
+            if window.len() >= rate.calls as usize {
+                return Err(Rejection::new(
+                    RejectionCode::RateLimited,
+                    format!(
+                        "at most {} calls every {} ms",
+                        rate.calls,
+                        rate.per.as_millis()
+                    ),
+                )
+                .with_hint("wait before calling again"));
+            }
+        }
+
+        let task = tasks.entry(charge.task.to_owned()).or_default();
+        let tool_calls = task.per_tool.get(charge.tool).copied().unwrap_or(0);
+        if limits
+            .max_calls_per_task
+            .is_some_and(|max| task.calls >= max)
+        {
+            return Err(calls_exceeded(
+                "this task has made all the calls it may make",
+            ));
+        }
+        if charge
+            .tool_max_calls_per_task
+            .is_some_and(|max| tool_calls >= max)
+        {
+            return Err(calls_exceeded(&format!(
+                "this task has made all the calls of `{}` it may make",
+                charge.tool
+            )));
+        }
+        let cost = task.cost.saturating_add(charge.cost);
+        if let Some(max) = limits.max_cost_per_task {
+            if cost > max {
+                return Err(Rejection::new(
+                    RejectionCode::BudgetCostExceeded,
+                    format!("this call would spend {cost} of the task's budget of {max}"),
+                )
+                .with_retryable(false));
+            }
+        }
+        let repeats = match (&task.last, charge.canonical_arguments) {
+            (Some((tool, arguments, times)), Some(canonical))
+                if tool == charge.tool && arguments == canonical =>
+            {
+                times + 1
+            }
+            _ => 1,
+        };
+        if limits
+            .stalled_loop_after
+            .is_some_and(|after| repeats >= after)
+        {
+            return Err(Rejection::new(
+                RejectionCode::StalledLoop,
+                format!(
+                    "`{}` was called {} times in a row with the same arguments",
+                    charge.tool,
+                    repeats - 1
+                ),
+            )
+            .with_hint("the same call gives the same result: change the arguments or stop")
+            .with_retryable(false));
+        }
+
+        task.calls += 1;
+        task.cost = cost;
+        *task.per_tool.entry(charge.tool.to_owned()).or_insert(0) += 1;
+        task.last = charge
+            .canonical_arguments
+            .map(|canonical| (charge.tool.to_owned(), canonical.to_owned(), repeats));
+        if limits.rate_limit.is_some() {
+            window.push_back(now);
+        }
+        Ok(())
+    }
+
+    fn record_end(&self, tool: &str, failed: bool, limits: &BudgetLimits) {
+        let Some(breaker) = limits.circuit_breaker else {
+            return;
+        };
+        let now = (self.clock)();
+        let mut state = self.lock();
+        let circuit = state.circuits.entry(tool.to_owned()).or_default();
+        if failed {
+            circuit.failures_in_a_row = circuit.failures_in_a_row.saturating_add(1);
+            if circuit.failures_in_a_row >= breaker.failures {
+                circuit.open_until = now.checked_add(breaker.cool_down);
+            }
+        } else {
+            *circuit = Circuit::default();
+        }
+    }
+}
+
+fn calls_exceeded(message: &str) -> Rejection {
+    Rejection::new(RejectionCode::BudgetCallsExceeded, message).with_retryable(false)
+}
+
+impl BudgetStore for InMemoryBudgetStore {
+    fn reserve<'a>(
+        &'a self,
+        charge: Charge<'a>,
+        limits: &'a BudgetLimits,
+    ) -> BoxFuture<'a, Result<(), Rejection>> {
+        Box::pin(ready(self.check_and_record(charge, limits)))
+    }
+
+    fn settle<'a>(
+        &'a self,
+        tool: &'a str,
+        failed: bool,
+        limits: &'a BudgetLimits,
+    ) -> BoxFuture<'a, ()> {
+        self.record_end(tool, failed, limits);
+        Box::pin(ready(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// A clock that moves only when told to.
+    fn manual_clock() -> (InMemoryBudgetStore, Arc<AtomicU64>) {
+        let start = Instant::now();
+        let elapsed_ms = Arc::new(AtomicU64::new(0));
+        let hand = Arc::clone(&elapsed_ms);
+        let store = InMemoryBudgetStore::with_clock(move || {
+            start + Duration::from_millis(hand.load(Ordering::SeqCst))
+        });
+        (store, elapsed_ms)
+    }
+
+    fn charge<'a>(task: &'a str, tool: &'a str, arguments: Option<&'a str>) -> Charge<'a> {
+        Charge {
+            task,
+            actor: "alice",
+            tool,
+            cost: 10,
+            tool_max_calls_per_task: None,
+            canonical_arguments: arguments,
+        }
+    }
+
+    fn code(result: Result<(), Rejection>) -> Option<RejectionCode> {
+        result.err().map(|rejection| rejection.code())
+    }
+
+    #[test]
+    fn calls_and_cost_per_task() {
+        let store = InMemoryBudgetStore::default();
+        let limits = BudgetLimits {
+            max_calls_per_task: Some(3),
+            max_cost_per_task: Some(25),
+            ..BudgetLimits::default()
+        };
+        assert_eq!(
+            code(store.check_and_record(charge("t1", "a", None), &limits)),
+            None
+        );
+        assert_eq!(
+            code(store.check_and_record(charge("t1", "a", None), &limits)),
+            None
+        );
+        assert_eq!(
+            code(store.check_and_record(charge("t1", "a", None), &limits)),
+            Some(RejectionCode::BudgetCostExceeded)
+        );
+        // The refused call consumed nothing: a cheaper one still fits.
+        let cheap = Charge {
+            cost: 5,
+            ..charge("t1", "a", None)
+        };
+        assert_eq!(code(store.check_and_record(cheap, &limits)), None);
+        assert_eq!(
+            code(store.check_and_record(
+                Charge {
+                    cost: 0,
+                    ..charge("t1", "a", None)
+                },
+                &limits
+            )),
+            Some(RejectionCode::BudgetCallsExceeded)
+        );
+        // Another task has its own budget.
+        assert_eq!(
+            code(store.check_and_record(charge("t2", "a", None), &limits)),
+            None
+        );
+        store.forget_task("t1");
+        assert_eq!(
+            code(store.check_and_record(charge("t1", "a", None), &limits)),
+            None
+        );
+    }
+
+    #[test]
+    fn per_tool_limits() {
+        let store = InMemoryBudgetStore::default();
+        let limits = BudgetLimits::default();
+        let once = Charge {
+            tool_max_calls_per_task: Some(1),
+            ..charge("t", "invoice", None)
+        };
+        assert_eq!(code(store.check_and_record(once, &limits)), None);
+        assert_eq!(
+            code(store.check_and_record(once, &limits)),
+            Some(RejectionCode::BudgetCallsExceeded)
+        );
+        assert_eq!(
+            code(store.check_and_record(charge("t", "other", None), &limits)),
+            None
+        );
+    }
+
+    #[test]
+    fn the_same_call_in_a_row_is_a_stalled_loop() {
+        let store = InMemoryBudgetStore::default();
+        let limits = BudgetLimits {
+            stalled_loop_after: Some(3),
+            ..BudgetLimits::default()
+        };
+        let same = charge("t", "search", Some(r#"{"q":"x"}"#));
+        assert_eq!(code(store.check_and_record(same, &limits)), None);
+        assert_eq!(code(store.check_and_record(same, &limits)), None);
+        assert_eq!(
+            code(store.check_and_record(same, &limits)),
+            Some(RejectionCode::StalledLoop)
+        );
+        // Other arguments break the run.
+        assert_eq!(
+            code(store.check_and_record(charge("t", "search", Some(r#"{"q":"y"}"#)), &limits)),
+            None
+        );
+        assert_eq!(code(store.check_and_record(same, &limits)), None);
+    }
+
+    #[test]
+    fn rate_limits_slide() {
+        let (store, clock) = manual_clock();
+        let limits = BudgetLimits {
+            rate_limit: Some(RateLimit {
+                calls: 2,
+                per: Duration::from_millis(1000),
+            }),
+            ..BudgetLimits::default()
+        };
+        assert_eq!(
+            code(store.check_and_record(charge("t", "a", None), &limits)),
+            None
+        );
+        clock.store(500, Ordering::SeqCst);
+        assert_eq!(
+            code(store.check_and_record(charge("t", "a", None), &limits)),
+            None
+        );
+        assert_eq!(
+            code(store.check_and_record(charge("u", "b", None), &limits)),
+            Some(RejectionCode::RateLimited)
+        );
+        clock.store(1000, Ordering::SeqCst);
+        assert_eq!(
+            code(store.check_and_record(charge("t", "a", None), &limits)),
+            None
+        );
+    }
+
+    #[test]
+    fn failing_tools_are_paused() {
+        let (store, clock) = manual_clock();
+        let limits = BudgetLimits {
+            circuit_breaker: Some(CircuitBreaker {
+                failures: 2,
+                cool_down: Duration::from_millis(100),
+            }),
+            ..BudgetLimits::default()
+        };
+        store.record_end("flaky", true, &limits);
+        assert_eq!(
+            code(store.check_and_record(charge("t", "flaky", None), &limits)),
+            None
+        );
+        store.record_end("flaky", true, &limits);
+        assert_eq!(
+            code(store.check_and_record(charge("t", "flaky", None), &limits)),
+            Some(RejectionCode::CircuitOpen)
+        );
+        assert_eq!(
+            code(store.check_and_record(charge("t", "steady", None), &limits)),
+            None
+        );
+        clock.store(100, Ordering::SeqCst);
+        assert_eq!(
+            code(store.check_and_record(charge("t", "flaky", None), &limits)),
+            None,
+            "half open"
+        );
+        store.record_end("flaky", true, &limits);
+        assert_eq!(
+            code(store.check_and_record(charge("t", "flaky", None), &limits)),
+            Some(RejectionCode::CircuitOpen)
+        );
+        clock.store(200, Ordering::SeqCst);
+        store.record_end("flaky", false, &limits);
+        assert_eq!(
+            code(store.check_and_record(charge("t", "flaky", None), &limits)),
+            None
+        );
+    }
+}
