@@ -3,9 +3,11 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Instant;
 
 use serde_json::{Value, json};
 
+use crate::audit::{AuditLog, AuditSink, Decided};
 use crate::gate::authorize::{Rules, authorize_arguments, authorize_caller, judge};
 use crate::gate::budget::Budget;
 use crate::gate::decode::decode;
@@ -45,6 +47,7 @@ impl<T: Tool> ErasedTool for T {
             limits,
             rules,
             budget,
+            ..
         } = settings;
         let args = match decode::<T::Args>(arguments, limits) {
             Ok(args) => args,
@@ -113,6 +116,7 @@ struct Settings {
     limits: DecodeLimits,
     rules: Rules,
     budget: Budget,
+    audit: Option<AuditLog>,
 }
 
 impl Registry {
@@ -130,6 +134,7 @@ impl Registry {
                     limits: BudgetLimits::default(),
                     store: Box::new(InMemoryBudgetStore::default()),
                 },
+                audit: None,
             },
         }
     }
@@ -140,19 +145,38 @@ impl Registry {
     /// [`Outcome`], completed or refused with a stable code. The call is borrowed: keep it to
     /// answer the provider with its id.
     pub async fn dispatch(&self, ctx: &CallContext, call: &ToolCall) -> Outcome {
+        let Some(log) = &self.inner.settings.audit else {
+            return self.decide(ctx, call).await.0;
+        };
+        let started = Instant::now();
+        let (outcome, contract) = self.decide(ctx, call).await;
+        log.append(Decided {
+            ctx,
+            call,
+            contract,
+            outcome: &outcome,
+            duration: started.elapsed(),
+        });
+        outcome
+    }
+
+    /// Every gate, in order; the outcome and the contract of the tool, if it was found.
+    async fn decide(&self, ctx: &CallContext, call: &ToolCall) -> (Outcome, Option<&ToolContract>) {
         let tool = match resolve(&self.inner.tools, &call.name, |tool| {
             tool.contract().grants(ctx)
         }) {
             Ok(tool) => tool,
-            Err(rejection) => return Outcome::Rejected(rejection),
+            Err(rejection) => return (Outcome::Rejected(rejection), None),
         };
-        if let Err(rejection) = authorize_caller(tool.contract(), ctx) {
-            return Outcome::Rejected(rejection);
+        let contract = tool.contract();
+        if let Err(rejection) = authorize_caller(contract, ctx) {
+            return (Outcome::Rejected(rejection), Some(contract));
         }
-        finish(contained(|| {
+        let outcome = finish(contained(|| {
             tool.run(ctx, &call.arguments, &self.inner.settings)
         }))
-        .await
+        .await;
+        (outcome, Some(contract))
     }
 
     /// The contract of the tool named `name`.
@@ -250,6 +274,14 @@ impl RegistryBuilder {
     /// Replaces the store that counts budgets (default: an [`InMemoryBudgetStore`]).
     pub fn budget_store(mut self, store: impl BudgetStore) -> Self {
         self.settings.budget.store = Box::new(store);
+        self
+    }
+
+    /// Records every decision, refusals included, as a hash-chained
+    /// [`AuditRecord`](crate::audit::AuditRecord) in `sink`. The sink is written while the
+    /// dispatch waits, so that the record exists before the outcome is returned.
+    pub fn audit(mut self, sink: impl AuditSink) -> Self {
+        self.settings.audit = Some(AuditLog::new(sink));
         self
     }
 
