@@ -127,12 +127,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 &ToolCall::new(format!("call_{index}"), tool, arguments),
             )
             .await;
-        match outcome.into_result() {
-            Ok(output) => println!("   completed -> {output}"),
-            Err(rejection) => {
+        match outcome {
+            Outcome::Completed(output) => println!("   completed -> {output}"),
+            Outcome::Rejected(rejection) => {
                 println!("   refused   -> {rejection}");
                 println!("   the model reads: {}", rejection.to_model_message());
             }
+            Outcome::Pending(ticket) => println!("   waiting   -> {}", ticket.description),
+            _ => println!("   {outcome:?}"),
         }
         println!();
     }

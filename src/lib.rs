@@ -11,7 +11,7 @@
 //! use serde_json::json;
 //!
 //! /// Refund part of a payment.
-//! #[tool(risk = "critical", role = "billing_admin", irreversible = "refunds settle at once")]
+//! #[tool(risk = "high", role = "billing_admin", irreversible = "refunds settle at once")]
 //! fn refund(
 //!     ctx: &CallContext,
 //!     /// The payment to refund.
@@ -37,7 +37,8 @@
 //! assert_eq!(outcome.code(), Some(RejectionCode::DuplicateKey));
 //!
 //! let too_much = ToolCall::new("call_3", "refund", json!({"payment_id": "pay_7", "amount_cents": 90_000}));
-//! let rejection = registry.dispatch(&ctx, &too_much).await.into_result().unwrap_err();
+//! let outcome = registry.dispatch(&ctx, &too_much).await;
+//! let rejection = outcome.rejection().unwrap();
 //! assert_eq!(rejection.code(), RejectionCode::ConstraintViolation);
 //! assert_eq!(rejection.path(), Some("/amount_cents"));
 //! # });

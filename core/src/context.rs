@@ -173,7 +173,7 @@ impl fmt::Debug for CallContext {
 /// An id unique within the process and unlikely to repeat across processes: the current time in
 /// nanoseconds, the process id and a counter, in hex. Ids name tasks and traces; they grant
 /// nothing, so they need no cryptographic randomness.
-fn fresh_id(prefix: &str) -> String {
+pub(crate) fn fresh_id(prefix: &str) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let count = COUNTER.fetch_add(1, Ordering::Relaxed);
     let nanos = SystemTime::now()

@@ -296,6 +296,11 @@ impl ToolContract {
         if self.read_only && self.rollback.is_some() {
             return fail("a read-only tool has nothing to roll back".into());
         }
+        if self.risk == Risk::Critical && self.approval == Approval::Never {
+            return fail(
+                "a critical tool always needs approval: remove `approval = \"never\"`".into(),
+            );
+        }
         if self.read_only && self.irreversible.is_some() {
             return fail(
                 "a read-only tool changes nothing, so nothing about it is irreversible".into(),

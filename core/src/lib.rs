@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod approval;
 pub mod audit;
 mod budget;
 mod call;
@@ -21,6 +22,10 @@ mod schema;
 mod suggest;
 mod tool;
 
+pub use approval::{
+    ApprovalDecision, ApprovalStore, Approver, AutoApprove, AutoReject, InMemoryApprovalStore,
+    PendingCall, Ticket,
+};
 pub use budget::{
     BudgetLimits, BudgetStore, Charge, CircuitBreaker, InMemoryBudgetStore, RateLimit,
 };

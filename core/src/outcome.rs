@@ -2,10 +2,10 @@
 
 use serde_json::Value;
 
-use crate::{Rejection, RejectionCode};
+use crate::{Rejection, RejectionCode, Ticket};
 
-/// The result of dispatching one call: the tool ran and returned its output, or a gate refused
-/// the call.
+/// The result of dispatching one call: the tool ran and returned its output, a gate refused
+/// the call, or the call waits for a human's approval.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Outcome {
@@ -14,6 +14,8 @@ pub enum Outcome {
     /// A gate refused the call; the tool's body did not run (or, for the execute gate's codes,
     /// it failed).
     Rejected(Rejection),
+    /// The call waits for a human's decision; see [`Registry::resume`](crate::Registry::resume).
+    Pending(Box<Ticket>),
 }
 
 impl Outcome {
@@ -26,7 +28,7 @@ impl Outcome {
     pub fn output(&self) -> Option<&Value> {
         match self {
             Outcome::Completed(output) => Some(output),
-            Outcome::Rejected(_) => None,
+            Outcome::Rejected(_) | Outcome::Pending(_) => None,
         }
     }
 
@@ -34,7 +36,7 @@ impl Outcome {
     pub fn rejection(&self) -> Option<&Rejection> {
         match self {
             Outcome::Rejected(rejection) => Some(rejection),
-            Outcome::Completed(_) => None,
+            Outcome::Completed(_) | Outcome::Pending(_) => None,
         }
     }
 
@@ -43,11 +45,11 @@ impl Outcome {
         self.rejection().map(Rejection::code)
     }
 
-    /// The output, or the refusal as an error.
-    pub fn into_result(self) -> Result<Value, Rejection> {
+    /// The ticket of a call waiting for approval.
+    pub fn ticket(&self) -> Option<&Ticket> {
         match self {
-            Outcome::Completed(output) => Ok(output),
-            Outcome::Rejected(rejection) => Err(rejection),
+            Outcome::Pending(ticket) => Some(ticket),
+            Outcome::Completed(_) | Outcome::Rejected(_) => None,
         }
     }
 }

@@ -3,20 +3,24 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::approval::now_ms;
 use crate::audit::{AuditLog, AuditSink, Decided};
+use crate::gate::approve::Approvals;
 use crate::gate::authorize::{Rules, authorize_arguments, authorize_caller, judge};
 use crate::gate::budget::Budget;
 use crate::gate::decode::decode;
 use crate::gate::execute::{Execution, contained, execute};
 use crate::gate::resolve::resolve;
 use crate::gate::validate::validate;
+use crate::rejection::shorten;
 use crate::{
-    Arguments, BudgetLimits, BudgetStore, CallContext, ContractError, DecodeLimits,
-    InMemoryBudgetStore, Outcome, Policy, Tool, ToolCall, ToolContract,
+    ApprovalDecision, ApprovalStore, Approver, Arguments, BudgetLimits, BudgetStore, CallContext,
+    ContractError, DecodeLimits, InMemoryApprovalStore, InMemoryBudgetStore, Outcome, PendingCall,
+    Policy, Rejection, RejectionCode, Ticket, Tool, ToolCall, ToolContract,
 };
 
 /// A tool with its types erased, so tools of different argument types can live in one map.
@@ -27,8 +31,9 @@ trait ErasedTool: Send + Sync {
     fn run<'a>(
         &'a self,
         ctx: &'a CallContext,
-        arguments: &'a Arguments,
+        call: &'a ToolCall,
         settings: &'a Settings,
+        approved: bool,
     ) -> Execution<'a>;
 }
 
@@ -40,15 +45,18 @@ impl<T: Tool> ErasedTool for T {
     fn run<'a>(
         &'a self,
         ctx: &'a CallContext,
-        arguments: &'a Arguments,
+        call: &'a ToolCall,
         settings: &'a Settings,
+        approved: bool,
     ) -> Execution<'a> {
         let Settings {
             limits,
             rules,
             budget,
+            approvals,
             ..
         } = settings;
+        let arguments = &call.arguments;
         let args = match decode::<T::Args>(arguments, limits) {
             Ok(args) => args,
             Err(rejection) => return Execution::Finished(Outcome::Rejected(rejection)),
@@ -61,12 +69,18 @@ impl<T: Tool> ErasedTool for T {
             return Execution::Finished(Outcome::Rejected(rejection));
         }
         let counted = budget.applies_to(contract);
-        if !rules.apply_to(contract) && !counted {
+        let needs_approval =
+            !approved && approvals.required(contract, self.approval_required(ctx, &args));
+        if !rules.apply_to(contract) && !counted && !needs_approval {
             return execute(self, ctx, args);
         }
         Execution::Running(Box::pin(async move {
             if let Err(rejection) = judge(self, ctx, &args, arguments, rules).await {
                 return Outcome::Rejected(rejection);
+            }
+            // Budgets count a call when it runs: a call waiting for a human counts nothing yet.
+            if needs_approval {
+                return Outcome::Pending(Box::new(approvals.ticket(ctx, contract, call)));
             }
             if !counted {
                 return finish(execute(self, ctx, args)).await;
@@ -116,6 +130,7 @@ struct Settings {
     limits: DecodeLimits,
     rules: Rules,
     budget: Budget,
+    approvals: Approvals,
     audit: Option<AuditLog>,
 }
 
@@ -134,6 +149,12 @@ impl Registry {
                     limits: BudgetLimits::default(),
                     store: Box::new(InMemoryBudgetStore::default()),
                 },
+                approvals: Approvals {
+                    store: Box::new(InMemoryApprovalStore::default()),
+                    approver: None,
+                    lifetime: Duration::from_secs(3600),
+                    high_risk_by_default: false,
+                },
                 audit: None,
             },
         }
@@ -145,23 +166,152 @@ impl Registry {
     /// [`Outcome`], completed or refused with a stable code. The call is borrowed: keep it to
     /// answer the provider with its id.
     pub async fn dispatch(&self, ctx: &CallContext, call: &ToolCall) -> Outcome {
-        let Some(log) = &self.inner.settings.audit else {
-            return self.decide(ctx, call).await.0;
-        };
         let started = Instant::now();
-        let (outcome, contract) = self.decide(ctx, call).await;
-        log.append(Decided {
+        let (outcome, contract) = self.decide(ctx, call, false).await;
+        self.record(Decided {
             ctx,
             call,
             contract,
             outcome: &outcome,
             duration: started.elapsed(),
+            approval: None,
+            original_arguments: None,
+        });
+        let Outcome::Pending(ticket) = &outcome else {
+            return outcome;
+        };
+        let approvals = &self.inner.settings.approvals;
+        approvals
+            .store
+            .insert(PendingCall {
+                ticket: (**ticket).clone(),
+                ctx: ctx.clone(),
+                arguments: call.arguments.clone(),
+            })
+            .await;
+        match &approvals.approver {
+            Some(approver) => {
+                let decision = approver.decide(ticket).await;
+                self.resume(&ticket.id, decision).await
+            }
+            None => outcome,
+        }
+    }
+
+    /// Decides a pending call: runs it as it was (approve) or with the reviewer's arguments
+    /// (edit), which pass decode, validate, authorize and budget again, or refuses it with the
+    /// reviewer's message (reject). The call is the one stored with the ticket; a ticket is
+    /// decided once, and not after it expired.
+    pub async fn resume(&self, ticket_id: &str, decision: ApprovalDecision) -> Outcome {
+        let started = Instant::now();
+        let Some(pending) = self.inner.settings.approvals.store.take(ticket_id).await else {
+            return Outcome::Rejected(
+                Rejection::new(
+                    RejectionCode::TicketNotPending,
+                    "no call waits under this ticket: it is unknown or was decided already",
+                )
+                .with_retryable(false),
+            );
+        };
+        let PendingCall {
+            ticket,
+            ctx,
+            arguments,
+        } = pending;
+        let original = ToolCall {
+            id: ticket.call_id.clone(),
+            name: ticket.tool.clone(),
+            arguments,
+        };
+        let reviewer = decision.reviewer().to_owned();
+        let (call, outcome, contract, approval) = if ticket.is_expired(now_ms()) {
+            let rejection = Rejection::new(
+                RejectionCode::ApprovalExpired,
+                "nobody approved the call in time",
+            )
+            .with_retryable(false);
+            let contract = self.contract(&ticket.tool);
+            (
+                &original,
+                Outcome::Rejected(rejection),
+                contract,
+                "expired".to_owned(),
+            )
+        } else {
+            match decision {
+                ApprovalDecision::Reject { message, .. } => {
+                    let rejection = Rejection::new(
+                        RejectionCode::ApprovalRejected,
+                        format!("a reviewer rejected the call: {}", shorten(&message, 500)),
+                    )
+                    .with_retryable(false);
+                    let contract = self.contract(&ticket.tool);
+                    (
+                        &original,
+                        Outcome::Rejected(rejection),
+                        contract,
+                        format!("rejected by {reviewer}"),
+                    )
+                }
+                ApprovalDecision::Approve { .. } => {
+                    let (outcome, contract) = self.decide(&ctx, &original, true).await;
+                    (
+                        &original,
+                        outcome,
+                        contract,
+                        format!("approved by {reviewer}"),
+                    )
+                }
+                ApprovalDecision::Edit { arguments, .. } => {
+                    let edited = ToolCall {
+                        arguments: Arguments::Json(arguments),
+                        ..original.clone()
+                    };
+                    let (outcome, contract) = self.decide(&ctx, &edited, true).await;
+                    self.record(Decided {
+                        ctx: &ctx,
+                        call: &edited,
+                        contract,
+                        outcome: &outcome,
+                        duration: started.elapsed(),
+                        approval: Some(format!("edited by {reviewer}")),
+                        original_arguments: Some(&original.arguments),
+                    });
+                    return outcome;
+                }
+            }
+        };
+        self.record(Decided {
+            ctx: &ctx,
+            call,
+            contract,
+            outcome: &outcome,
+            duration: started.elapsed(),
+            approval: Some(approval),
+            original_arguments: None,
         });
         outcome
     }
 
+    /// The calls waiting for a human, oldest first.
+    pub async fn pending_tickets(&self) -> Vec<Ticket> {
+        self.inner.settings.approvals.store.pending().await
+    }
+
+    fn record(&self, decided: Decided<'_>) {
+        if let Some(log) = &self.inner.settings.audit {
+            log.append(decided);
+        }
+    }
+
     /// Every gate, in order; the outcome and the contract of the tool, if it was found.
-    async fn decide(&self, ctx: &CallContext, call: &ToolCall) -> (Outcome, Option<&ToolContract>) {
+    /// `approved` skips the approve gate, for a call a reviewer approved.
+    async fn decide(
+        &self,
+        ctx: &CallContext,
+        call: &ToolCall,
+        approved: bool,
+    ) -> (Outcome, Option<&ToolContract>) {
         let tool = match resolve(&self.inner.tools, &call.name, |tool| {
             tool.contract().grants(ctx)
         }) {
@@ -173,7 +323,7 @@ impl Registry {
             return (Outcome::Rejected(rejection), Some(contract));
         }
         let outcome = finish(contained(|| {
-            tool.run(ctx, &call.arguments, &self.inner.settings)
+            tool.run(ctx, call, &self.inner.settings, approved)
         }))
         .await;
         (outcome, Some(contract))
@@ -274,6 +424,32 @@ impl RegistryBuilder {
     /// Replaces the store that counts budgets (default: an [`InMemoryBudgetStore`]).
     pub fn budget_store(mut self, store: impl BudgetStore) -> Self {
         self.settings.budget.store = Box::new(store);
+        self
+    }
+
+    /// Makes every call of a high-risk tool whose contract says nothing of approval wait for
+    /// one (critical tools always do).
+    pub fn approval_for_high_risk(mut self, required: bool) -> Self {
+        self.settings.approvals.high_risk_by_default = required;
+        self
+    }
+
+    /// Asks `approver` in line, while the dispatch waits, instead of returning
+    /// [`Outcome::Pending`].
+    pub fn approver(mut self, approver: impl Approver) -> Self {
+        self.settings.approvals.approver = Some(Box::new(approver));
+        self
+    }
+
+    /// Replaces the store of pending calls (default: an [`InMemoryApprovalStore`]).
+    pub fn approval_store(mut self, store: impl ApprovalStore) -> Self {
+        self.settings.approvals.store = Box::new(store);
+        self
+    }
+
+    /// Sets how long a ticket may wait for a decision (default one hour).
+    pub fn approval_lifetime(mut self, lifetime: Duration) -> Self {
+        self.settings.approvals.lifetime = lifetime;
         self
     }
 

@@ -56,6 +56,12 @@ pub enum RejectionCode {
     RateLimited,
     /// The tool failed too often and is paused.
     CircuitOpen,
+    /// A reviewer rejected the call.
+    ApprovalRejected,
+    /// Nobody decided on the call before its ticket expired.
+    ApprovalExpired,
+    /// The ticket is unknown or was decided already.
+    TicketNotPending,
     /// The tool ran and returned an error.
     ToolFailed,
     /// The tool did not finish within its `timeout_ms`.
@@ -89,6 +95,9 @@ impl RejectionCode {
             RejectionCode::StalledLoop => "stalled_loop",
             RejectionCode::RateLimited => "rate_limited",
             RejectionCode::CircuitOpen => "circuit_open",
+            RejectionCode::ApprovalRejected => "approval_rejected",
+            RejectionCode::ApprovalExpired => "approval_expired",
+            RejectionCode::TicketNotPending => "ticket_not_pending",
             RejectionCode::ToolFailed => "tool_failed",
             RejectionCode::ToolTimeout => "tool_timeout",
             RejectionCode::ToolPanicked => "tool_panicked",
@@ -119,6 +128,9 @@ impl RejectionCode {
             | RejectionCode::StalledLoop
             | RejectionCode::RateLimited
             | RejectionCode::CircuitOpen => Gate::Budget,
+            RejectionCode::ApprovalRejected
+            | RejectionCode::ApprovalExpired
+            | RejectionCode::TicketNotPending => Gate::Approve,
             RejectionCode::ToolFailed
             | RejectionCode::ToolTimeout
             | RejectionCode::ToolPanicked => Gate::Execute,

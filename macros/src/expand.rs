@@ -529,6 +529,14 @@ fn check_contract(options: &ToolOptions, function: &ItemFn) -> syn::Result<()> {
             ));
         }
     }
+    if let (Some((Risk::Critical, _)), Some(Approval::Never)) = (options.risk, &options.approval) {
+        return Err(syn::Error::new(
+            options
+                .approval_span
+                .unwrap_or_else(|| function.sig.ident.span()),
+            "a critical tool always needs a human's approval: remove `approval = \"never\"`, or lower the risk",
+        ));
+    }
     if let (Some(_), Some(reason)) = (&options.rollback, &options.irreversible) {
         return Err(syn::Error::new(
             reason.span(),

@@ -51,6 +51,7 @@ pub(crate) struct ToolOptions {
     pub(crate) rollback: Option<Path>,
     pub(crate) irreversible: Option<LitStr>,
     pub(crate) approval: Option<Approval>,
+    pub(crate) approval_span: Option<Span>,
     pub(crate) idempotent: bool,
     pub(crate) read_only: Option<Span>,
     pub(crate) cost: Option<LitInt>,
@@ -177,6 +178,7 @@ impl ToolOptions {
             }
             "approval" => {
                 let value = value_of(meta, "approval = \"required\"")?;
+                self.approval_span = Some(value.span());
                 self.approval = Some(match value {
                     Expr::Lit(ExprLit {
                         lit: Lit::Str(text),

@@ -261,6 +261,8 @@ pub fn registry() -> Registry {
         .tool(BuggyAsyncTool)
         .tool(ChargeCard)
         .tool(ScheduleDelivery)
+        // Approval has its own tests; here a reviewer approves every call at once.
+        .approver(portcullis::AutoApprove)
         .build()
         .expect("the test tools form a valid registry")
 }

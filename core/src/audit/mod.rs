@@ -59,8 +59,14 @@ pub struct AuditRecord {
     pub code: Option<String>,
     /// The refusal's finer reason: the policy rule, the tool's own error code.
     pub reason: Option<String>,
-    /// The refusal's message, or the start of the output as JSON.
+    /// The refusal's message, the start of the output as JSON, or the ticket a pending call
+    /// waits under.
     pub summary: String,
+    /// For a call a reviewer decided: `approved by ...`, `edited by ...`, `rejected by ...`,
+    /// or `expired`.
+    pub approval: Option<String>,
+    /// For a call a reviewer edited: the arguments before the edit (redacted alike).
+    pub original_arguments: Option<Value>,
     /// Calls the budget counted for this decision (0 or 1).
     pub budget_calls: u64,
     /// Cost the budget counted for this decision.
@@ -110,6 +116,10 @@ pub(crate) struct Decided<'a> {
     pub(crate) contract: Option<&'a ToolContract>,
     pub(crate) outcome: &'a Outcome,
     pub(crate) duration: Duration,
+    /// The reviewer's decision, for a call resumed from approval.
+    pub(crate) approval: Option<String>,
+    /// The arguments before a reviewer edited them.
+    pub(crate) original_arguments: Option<&'a Arguments>,
 }
 
 impl AuditLog {
@@ -144,6 +154,8 @@ fn record_of(decided: &Decided<'_>) -> AuditRecord {
         contract,
         outcome,
         duration,
+        approval,
+        original_arguments,
     } = decided;
     let rejection = outcome.rejection();
     // The budget gate counts a call right before it runs: a call that reached execute was
@@ -152,7 +164,9 @@ fn record_of(decided: &Decided<'_>) -> AuditRecord {
     let summary = match outcome {
         Outcome::Completed(output) => shorten(&output.to_string(), 1000).into_owned(),
         Outcome::Rejected(rejection) => shorten(rejection.message(), 1000).into_owned(),
+        Outcome::Pending(ticket) => format!("waiting for approval under {}", ticket.id),
     };
+    let pending = matches!(outcome, Outcome::Pending(_));
     AuditRecord {
         sequence: 0,
         time_ms: SystemTime::now()
@@ -165,10 +179,10 @@ fn record_of(decided: &Decided<'_>) -> AuditRecord {
         tool: shorten(&call.name, 200).into_owned(),
         call_id: shorten(&call.id, 200).into_owned(),
         arguments: recorded_arguments(&call.arguments, *contract),
-        decision: if rejection.is_some() {
-            "rejected"
-        } else {
-            "completed"
+        decision: match outcome {
+            Outcome::Completed(_) => "completed",
+            Outcome::Rejected(_) => "rejected",
+            Outcome::Pending(_) => "pending",
         }
         .to_owned(),
         gate: rejection.map(|rejection| rejection.gate().to_string()),
@@ -177,9 +191,12 @@ fn record_of(decided: &Decided<'_>) -> AuditRecord {
             .and_then(|rejection| rejection.reason())
             .map(str::to_owned),
         summary,
-        budget_calls: u64::from(counted && contract.is_some()),
+        approval: approval.clone(),
+        original_arguments: original_arguments
+            .map(|arguments| recorded_arguments(arguments, *contract)),
+        budget_calls: u64::from(counted && !pending && contract.is_some()),
         budget_cost: match contract {
-            Some(contract) if counted => contract.cost(),
+            Some(contract) if counted && !pending => contract.cost(),
             _ => 0,
         },
         duration_us: u64::try_from(duration.as_micros()).unwrap_or(u64::MAX),
@@ -189,7 +206,7 @@ fn record_of(decided: &Decided<'_>) -> AuditRecord {
 }
 
 /// The arguments as recorded: JSON with the contract's sensitive arguments redacted.
-fn recorded_arguments(arguments: &Arguments, contract: Option<&ToolContract>) -> Value {
+pub(crate) fn recorded_arguments(arguments: &Arguments, contract: Option<&ToolContract>) -> Value {
     let size = match arguments {
         Arguments::Text(text) => text.len(),
         Arguments::Json(value) => value.to_string().len(),
@@ -315,6 +332,8 @@ mod tests {
                 contract: Some(&contract),
                 outcome: &outcome,
                 duration: Duration::from_micros(5),
+                approval: None,
+                original_arguments: None,
             });
         }
         sink.records()

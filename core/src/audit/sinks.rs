@@ -131,6 +131,8 @@ mod tests {
                 contract: None,
                 outcome: &Outcome::Completed(json!(index)),
                 duration: Duration::ZERO,
+                approval: None,
+                original_arguments: None,
             });
         }
         let records = read_json_lines(&path).unwrap();

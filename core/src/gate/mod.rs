@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::RejectionCode;
 
+pub(crate) mod approve;
 pub(crate) mod authorize;
 pub(crate) mod budget;
 pub(crate) mod decode;
@@ -33,18 +34,21 @@ pub enum Gate {
     Authorize,
     /// The task, the actor and the tool are within their limits.
     Budget,
+    /// A human approved the call, where the contract or the registry asks for it.
+    Approve,
     /// The tool runs, with its timeout, its panics contained.
     Execute,
 }
 
 impl Gate {
     /// Every gate, in the order a call passes them.
-    pub const PIPELINE: [Gate; 6] = [
+    pub const PIPELINE: [Gate; 7] = [
         Gate::Resolve,
         Gate::Decode,
         Gate::Validate,
         Gate::Authorize,
         Gate::Budget,
+        Gate::Approve,
         Gate::Execute,
     ];
 
@@ -56,6 +60,7 @@ impl Gate {
             Gate::Validate => "validate",
             Gate::Authorize => "authorize",
             Gate::Budget => "budget",
+            Gate::Approve => "approve",
             Gate::Execute => "execute",
         }
     }
@@ -91,6 +96,7 @@ impl Gate {
                 RateLimited,
                 CircuitOpen,
             ],
+            Gate::Approve => &[ApprovalRejected, ApprovalExpired, TicketNotPending],
             Gate::Execute => &[ToolFailed, ToolTimeout, ToolPanicked],
         }
     }

@@ -139,7 +139,12 @@ fn main() {
     assert!(serde_json::from_value::<TransferFundsArgs>(with("memo", json!("hi"))).is_err());
 
     let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
-    let registry = Registry::builder().tool(TransferFunds).build().unwrap();
+    // A critical tool waits for a human; this test's human approves at once.
+    let registry = Registry::builder()
+        .tool(TransferFunds)
+        .approver(portcullis::AutoApprove)
+        .build()
+        .unwrap();
     let outcome = runtime.block_on(registry.dispatch(
         &CallContext::new("alice"),
         &ToolCall::new("call-1", "transfer_funds", with("memoText", json!("rent"))),

@@ -1,0 +1,63 @@
+//! The approve gate: whether a call needs a human, and the ticket that asks one.
+
+use std::time::Duration;
+
+use crate::approval::{ApprovalStore, Approver, Ticket, expiry_ms, now_ms};
+use crate::audit::recorded_arguments;
+use crate::{Approval, CallContext, Risk, ToolCall, ToolContract};
+
+/// The registry's approval settings.
+pub(crate) struct Approvals {
+    pub(crate) store: Box<dyn ApprovalStore>,
+    pub(crate) approver: Option<Box<dyn Approver>>,
+    pub(crate) lifetime: Duration,
+    pub(crate) high_risk_by_default: bool,
+}
+
+impl Approvals {
+    /// Whether a call of a tool with `contract` needs approval, `predicate` being the tool's
+    /// own answer for this call (its `approval = path`, or the contract's `required`).
+    /// Critical tools always do; the contract decides for the others, and where it says
+    /// nothing, the registry's default for high risk.
+    pub(crate) fn required(&self, contract: &ToolContract, predicate: bool) -> bool {
+        contract.risk() == Risk::Critical
+            || match contract.approval() {
+                Approval::Never => false,
+                Approval::Required | Approval::Conditional(_) => predicate,
+                Approval::Default => contract.risk() == Risk::High && self.high_risk_by_default,
+            }
+    }
+
+    /// The ticket for `call`, for the reviewer: arguments with sensitive ones redacted.
+    pub(crate) fn ticket(
+        &self,
+        ctx: &CallContext,
+        contract: &ToolContract,
+        call: &ToolCall,
+    ) -> Ticket {
+        let arguments = recorded_arguments(&call.arguments, Some(contract));
+        let irreversible = contract
+            .irreversible()
+            .map(|reason| format!(", cannot be undone: {reason}"))
+            .unwrap_or_default();
+        let created_ms = now_ms();
+        Ticket {
+            id: format!("ticket_{}", crate::context::fresh_id("t")),
+            tool: contract.name().to_owned(),
+            call_id: call.id.clone(),
+            description: format!(
+                "{} asks to run `{}` ({} risk{irreversible}) with {arguments}",
+                ctx.actor(),
+                contract.name(),
+                contract.risk()
+            ),
+            arguments,
+            actor: ctx.actor().to_owned(),
+            tenant: ctx.tenant().map(str::to_owned),
+            risk: contract.risk(),
+            irreversible: contract.irreversible().map(str::to_owned),
+            created_ms,
+            expires_ms: expiry_ms(created_ms, self.lifetime),
+        }
+    }
+}

@@ -1,0 +1,306 @@
+//! The approve gate: pending tickets, approve, edit (re-validated), reject, expiry, replay, and
+//! the registry's defaults for risk.
+
+use std::time::Duration;
+
+use portcullis::audit::MemoryAuditSink;
+use portcullis::prelude::*;
+use portcullis::{ApprovalDecision, AutoReject, BudgetLimits, Gate, Outcome};
+use serde_json::json;
+
+/// Refund part of a payment to one of the caller's customers.
+#[tool(
+    risk = "critical",
+    role = "billing_admin",
+    irreversible = "refunds settle at once",
+    cost = 1
+)]
+fn refund(
+    #[tenant] tenant: String,
+    #[validate(range(min = 1, max = 50_000))] amount_cents: u32,
+    #[sensitive] card_last4: String,
+) -> Result<String, ToolError> {
+    let _ = card_last4;
+    Ok(format!("refunded {amount_cents} for {tenant}"))
+}
+
+/// Only production deployments need a human.
+fn in_production(ctx: &CallContext, _args: &DeployArgs) -> bool {
+    ctx.environment() == Some("production")
+}
+
+/// Deploy a service version.
+#[tool(risk = "medium", approval = in_production)]
+fn deploy(service: String, version: String) -> Result<String, ToolError> {
+    Ok(format!("{service}@{version}"))
+}
+
+/// Rotate a key.
+#[tool(risk = "high", rollback = restore_key)]
+fn rotate_key(key_id: String) -> Result<String, ToolError> {
+    Ok(key_id)
+}
+
+async fn restore_key(_: &CallContext, _: &RotateKeyArgs, _: &String) -> Result<(), ToolError> {
+    Ok(())
+}
+
+fn billing() -> CallContext {
+    CallContext::new("bo")
+        .with_roles(["billing_admin"])
+        .with_tenant("t_001")
+}
+
+fn refund_call(amount: u32) -> ToolCall {
+    ToolCall::new(
+        "call_9",
+        "refund",
+        json!({"tenant": "t_001", "amount_cents": amount, "card_last4": "4242"}),
+    )
+}
+
+fn registry(sink: MemoryAuditSink) -> Registry {
+    Registry::builder()
+        .tool(Refund)
+        .tool(Deploy)
+        .tool(RotateKey)
+        .budget(BudgetLimits {
+            max_calls_per_task: Some(5),
+            ..BudgetLimits::default()
+        })
+        .audit(sink)
+        .build()
+        .unwrap()
+}
+
+fn approve() -> ApprovalDecision {
+    ApprovalDecision::Approve {
+        reviewer: "rita".into(),
+    }
+}
+
+#[tokio::test]
+async fn a_critical_call_waits_then_runs_when_approved() {
+    let sink = MemoryAuditSink::default();
+    let registry = registry(sink.clone());
+    let outcome = registry.dispatch(&billing(), &refund_call(1200)).await;
+    let ticket = outcome
+        .ticket()
+        .expect("a critical call waits for a human")
+        .clone();
+    assert_eq!(
+        (
+            ticket.tool.as_str(),
+            ticket.call_id.as_str(),
+            ticket.actor.as_str()
+        ),
+        ("refund", "call_9", "bo")
+    );
+    assert_eq!(
+        ticket.arguments["card_last4"], "[redacted]",
+        "the reviewer sees no secrets"
+    );
+    assert!(
+        ticket.description.contains("cannot be undone"),
+        "{}",
+        ticket.description
+    );
+    assert_eq!(registry.pending_tickets().await, vec![ticket.clone()]);
+
+    let outcome = registry.resume(&ticket.id, approve()).await;
+    assert_eq!(outcome.output(), Some(&json!("refunded 1200 for t_001")));
+    assert!(registry.pending_tickets().await.is_empty());
+
+    // Decided once: a replayed decision is refused.
+    let replay = registry.resume(&ticket.id, approve()).await;
+    let rejection = replay.rejection().unwrap();
+    assert_eq!(
+        (rejection.code(), rejection.gate()),
+        (RejectionCode::TicketNotPending, Gate::Approve)
+    );
+
+    let records = sink.records();
+    let decisions: Vec<(&str, Option<&str>)> = records
+        .iter()
+        .map(|record| (record.decision.as_str(), record.approval.as_deref()))
+        .collect();
+    assert_eq!(
+        decisions,
+        [("pending", None), ("completed", Some("approved by rita"))]
+    );
+    assert_eq!(records[0].budget_calls, 0, "a waiting call counts nothing");
+    assert_eq!(records[1].budget_calls, 1);
+    assert_eq!(portcullis::audit::verify(&records), Ok(()));
+}
+
+#[tokio::test]
+async fn an_edit_passes_every_gate_again() {
+    let sink = MemoryAuditSink::default();
+    let registry = registry(sink.clone());
+    let edit = |arguments: serde_json::Value| ApprovalDecision::Edit {
+        reviewer: "rita".into(),
+        arguments,
+    };
+
+    let ticket = registry
+        .dispatch(&billing(), &refund_call(1200))
+        .await
+        .ticket()
+        .unwrap()
+        .clone();
+    let outcome = registry
+        .resume(
+            &ticket.id,
+            edit(json!({"tenant": "t_001", "amount_cents": 99_999_999, "card_last4": "4242"})),
+        )
+        .await;
+    assert_eq!(
+        outcome.code(),
+        Some(RejectionCode::ConstraintViolation),
+        "no smuggling past validate"
+    );
+
+    let ticket = registry
+        .dispatch(&billing(), &refund_call(1200))
+        .await
+        .ticket()
+        .unwrap()
+        .clone();
+    let outcome = registry
+        .resume(
+            &ticket.id,
+            edit(json!({"tenant": "t_999", "amount_cents": 100, "card_last4": "4242"})),
+        )
+        .await;
+    assert_eq!(
+        outcome.code(),
+        Some(RejectionCode::TenantMismatch),
+        "no smuggling past authorize"
+    );
+
+    let ticket = registry
+        .dispatch(&billing(), &refund_call(1200))
+        .await
+        .ticket()
+        .unwrap()
+        .clone();
+    let outcome = registry
+        .resume(
+            &ticket.id,
+            edit(json!({"tenant": "t_001", "amount_cents": 600, "card_last4": "4242"})),
+        )
+        .await;
+    assert_eq!(outcome.output(), Some(&json!("refunded 600 for t_001")));
+    let last = sink.records().pop().unwrap();
+    assert_eq!(last.approval.as_deref(), Some("edited by rita"));
+    assert_eq!(
+        last.original_arguments.as_ref().unwrap()["amount_cents"],
+        1200
+    );
+    assert_eq!(last.arguments["amount_cents"], 600);
+    assert_eq!(
+        last.original_arguments.as_ref().unwrap()["card_last4"],
+        "[redacted]"
+    );
+}
+
+#[tokio::test]
+async fn a_rejection_goes_back_to_the_model() {
+    let registry = registry(MemoryAuditSink::default());
+    let ticket = registry
+        .dispatch(&billing(), &refund_call(1200))
+        .await
+        .ticket()
+        .unwrap()
+        .clone();
+    let decision = ApprovalDecision::Reject {
+        reviewer: "rita".into(),
+        message: "refund the order, not the card".into(),
+    };
+    let outcome = registry.resume(&ticket.id, decision).await;
+    let rejection = outcome.rejection().unwrap();
+    assert_eq!(rejection.code(), RejectionCode::ApprovalRejected);
+    assert!(
+        rejection
+            .message()
+            .contains("refund the order, not the card")
+    );
+    assert!(!rejection.retryable());
+}
+
+#[tokio::test]
+async fn tickets_expire() {
+    let registry = Registry::builder()
+        .tool(Refund)
+        .approval_lifetime(Duration::ZERO)
+        .build()
+        .unwrap();
+    let ticket = registry
+        .dispatch(&billing(), &refund_call(1200))
+        .await
+        .ticket()
+        .unwrap()
+        .clone();
+    let outcome = registry.resume(&ticket.id, approve()).await;
+    assert_eq!(outcome.code(), Some(RejectionCode::ApprovalExpired));
+}
+
+#[tokio::test]
+async fn a_predicate_and_the_registry_default_decide_for_lower_risks() {
+    let registry = registry(MemoryAuditSink::default());
+    let deploy = ToolCall::new("d", "deploy", json!({"service": "api", "version": "1.2.3"}));
+    let staging = CallContext::new("dev").with_environment("staging");
+    let production = CallContext::new("dev").with_environment("production");
+    assert!(registry.dispatch(&staging, &deploy).await.is_completed());
+    assert!(matches!(
+        registry.dispatch(&production, &deploy).await,
+        Outcome::Pending(_)
+    ));
+
+    let rotate = ToolCall::new("r", "rotate_key", json!({"key_id": "k1"}));
+    assert!(
+        registry.dispatch(&staging, &rotate).await.is_completed(),
+        "high risk: off by default"
+    );
+    let strict = Registry::builder()
+        .tool(RotateKey)
+        .approval_for_high_risk(true)
+        .build()
+        .unwrap();
+    assert!(matches!(
+        strict.dispatch(&staging, &rotate).await,
+        Outcome::Pending(_)
+    ));
+}
+
+#[tokio::test]
+async fn an_inline_approver_decides_while_the_dispatch_waits() {
+    let registry = Registry::builder()
+        .tool(Refund)
+        .approver(AutoReject)
+        .build()
+        .unwrap();
+    let outcome = registry.dispatch(&billing(), &refund_call(1200)).await;
+    assert_eq!(outcome.code(), Some(RejectionCode::ApprovalRejected));
+    assert!(registry.pending_tickets().await.is_empty());
+}
+
+#[tokio::test]
+async fn a_ticket_runs_only_its_own_call() {
+    let registry = registry(MemoryAuditSink::default());
+    let small = registry
+        .dispatch(&billing(), &refund_call(100))
+        .await
+        .ticket()
+        .unwrap()
+        .clone();
+    let large = registry
+        .dispatch(&billing(), &refund_call(40_000))
+        .await
+        .ticket()
+        .unwrap()
+        .clone();
+    let outcome = registry.resume(&small.id, approve()).await;
+    assert_eq!(outcome.output(), Some(&json!("refunded 100 for t_001")));
+    assert_eq!(registry.pending_tickets().await, vec![large]);
+}
