@@ -20,7 +20,7 @@ enum Environment {
     Production,
 }
 
-#[derive(Serialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 struct Deleted {
     table: String,
     record_id: u64,

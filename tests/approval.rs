@@ -122,7 +122,7 @@ async fn a_critical_call_waits_then_runs_when_approved() {
     let records = sink.records();
     let decisions: Vec<(&str, Option<&str>)> = records
         .iter()
-        .map(|record| (record.decision.as_str(), record.approval.as_deref()))
+        .map(|record| (record.decision.as_str(), record.resolution.as_deref()))
         .collect();
     assert_eq!(
         decisions,
@@ -192,7 +192,7 @@ async fn an_edit_passes_every_gate_again() {
         .await;
     assert_eq!(outcome.output(), Some(&json!("refunded 600 for t_001")));
     let last = sink.records().pop().unwrap();
-    assert_eq!(last.approval.as_deref(), Some("edited by rita"));
+    assert_eq!(last.resolution.as_deref(), Some("edited by rita"));
     assert_eq!(
         last.original_arguments.as_ref().unwrap()["amount_cents"],
         1200

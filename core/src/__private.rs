@@ -64,6 +64,27 @@ where
     }
 }
 
+/// The outputs of tools with a rollback: a transaction reads them back from JSON to hand them to
+/// the compensation.
+#[diagnostic::on_unimplemented(
+    message = "the output `{Self}` of a tool with a `rollback` must implement `serde::Deserialize`",
+    label = "this output type",
+    note = "a transaction keeps the output as JSON and reads it back for the compensation: derive `Deserialize` on it"
+)]
+pub trait RollbackOutput: DeserializeOwned {}
+
+impl<T: DeserializeOwned> RollbackOutput for T {}
+
+/// Reads a completed call's output back for its compensation.
+pub fn output_from_json<T: RollbackOutput>(output: Value) -> Result<T, ToolError> {
+    serde_json::from_value(output).map_err(|error| {
+        ToolError::new(
+            "compensation_output_unreadable",
+            format!("the step's output could not be read back: {error}"),
+        )
+    })
+}
+
 /// The functions `policy = path` may name: `async fn(&CallContext, &Args) ->
 /// Result<Decision, PolicyError>`.
 #[diagnostic::on_unimplemented(

@@ -21,6 +21,7 @@ mod rejection;
 mod schema;
 mod suggest;
 mod tool;
+mod transaction;
 
 pub use approval::{
     ApprovalDecision, ApprovalStore, Approver, AutoApprove, AutoReject, InMemoryApprovalStore,
@@ -39,6 +40,7 @@ pub use registry::{BuildError, Registry, RegistryBuilder};
 pub use rejection::{Rejection, RejectionCode, Violation};
 pub use schema::schema_for;
 pub use tool::{BoxFuture, IntoToolResult, Invocation, Tool, ToolError};
+pub use transaction::{Compensation, CompensationResult, Transaction};
 
 #[doc(hidden)]
 pub mod __private;

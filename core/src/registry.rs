@@ -13,19 +13,30 @@ use crate::gate::approve::Approvals;
 use crate::gate::authorize::{Rules, authorize_arguments, authorize_caller, judge};
 use crate::gate::budget::Budget;
 use crate::gate::decode::decode;
-use crate::gate::execute::{Execution, contained, execute};
+use crate::gate::execute::{Contained, Execution, contained, execute};
 use crate::gate::resolve::resolve;
 use crate::gate::validate::validate;
 use crate::rejection::shorten;
+use crate::tool::BoxFuture;
 use crate::{
     ApprovalDecision, ApprovalStore, Approver, Arguments, BudgetLimits, BudgetStore, CallContext,
     ContractError, DecodeLimits, InMemoryApprovalStore, InMemoryBudgetStore, Outcome, PendingCall,
     Policy, Rejection, RejectionCode, Ticket, Tool, ToolCall, ToolContract,
 };
+use crate::{CompensationResult, ToolError};
 
 /// A tool with its types erased, so tools of different argument types can live in one map.
 trait ErasedTool: Send + Sync {
     fn contract(&self) -> &ToolContract;
+
+    /// The compensation of a completed call, from its arguments and output.
+    fn compensation<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        arguments: &Arguments,
+        output: Value,
+        limits: &DecodeLimits,
+    ) -> Option<BoxFuture<'a, Result<(), ToolError>>>;
 
     /// Decode, validate, authorize (the steps that read the arguments) and execute.
     fn run<'a>(
@@ -40,6 +51,23 @@ trait ErasedTool: Send + Sync {
 impl<T: Tool> ErasedTool for T {
     fn contract(&self) -> &ToolContract {
         Tool::contract(self)
+    }
+
+    fn compensation<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        arguments: &Arguments,
+        output: Value,
+        limits: &DecodeLimits,
+    ) -> Option<BoxFuture<'a, Result<(), ToolError>>> {
+        // The arguments decoded when the call ran; they decode the same way again.
+        match decode::<T::Args>(arguments, limits) {
+            Ok(args) => self.compensate_call(ctx, args, output),
+            Err(rejection) => Some(Box::pin(std::future::ready(Err(ToolError::new(
+                "compensation_arguments_unreadable",
+                rejection.message().to_owned(),
+            ))))),
+        }
     }
 
     fn run<'a>(
@@ -174,7 +202,7 @@ impl Registry {
             contract,
             outcome: &outcome,
             duration: started.elapsed(),
-            approval: None,
+            resolution: None,
             original_arguments: None,
         });
         let Outcome::Pending(ticket) = &outcome else {
@@ -274,7 +302,7 @@ impl Registry {
                         contract,
                         outcome: &outcome,
                         duration: started.elapsed(),
-                        approval: Some(format!("edited by {reviewer}")),
+                        resolution: Some(format!("edited by {reviewer}")),
                         original_arguments: Some(&original.arguments),
                     });
                     return outcome;
@@ -287,10 +315,64 @@ impl Registry {
             contract,
             outcome: &outcome,
             duration: started.elapsed(),
-            approval: Some(approval),
+            resolution: Some(approval),
             original_arguments: None,
         });
         outcome
+    }
+
+    /// Runs the compensation of a completed call, contained and audited.
+    pub(crate) async fn compensate(
+        &self,
+        ctx: &CallContext,
+        call: &ToolCall,
+        output: Value,
+    ) -> CompensationResult {
+        let started = Instant::now();
+        let Some(tool) = self.tool(&call.name) else {
+            return CompensationResult::NothingToUndo;
+        };
+        let limits = &self.inner.settings.limits;
+        let Some(compensation) = tool.compensation(ctx, &call.arguments, output, limits) else {
+            return CompensationResult::NothingToUndo;
+        };
+        let result = match (Contained {
+            future: compensation,
+        })
+        .await
+        {
+            Ok(Ok(())) => CompensationResult::Compensated,
+            Ok(Err(error)) => CompensationResult::Failed(error),
+            Err(()) => CompensationResult::Failed(ToolError::new(
+                "compensation_panicked",
+                "the compensation failed unexpectedly",
+            )),
+        };
+        let outcome = match &result {
+            CompensationResult::Failed(error) => Outcome::Rejected(
+                Rejection::new(RejectionCode::ToolFailed, error.message())
+                    .with_reason(error.code()),
+            ),
+            _ => Outcome::Completed(Value::Null),
+        };
+        self.record(Decided {
+            ctx,
+            call,
+            contract: Some(tool.contract()),
+            outcome: &outcome,
+            duration: started.elapsed(),
+            resolution: Some("compensation".to_owned()),
+            original_arguments: None,
+        });
+        result
+    }
+
+    fn tool(&self, name: &str) -> Option<&dyn ErasedTool> {
+        let tools = &self.inner.tools;
+        let index = tools
+            .binary_search_by(|(candidate, _)| candidate.as_str().cmp(name))
+            .ok()?;
+        Some(&*tools[index].1)
     }
 
     /// The calls waiting for a human, oldest first.
@@ -331,11 +413,7 @@ impl Registry {
 
     /// The contract of the tool named `name`.
     pub fn contract(&self, name: &str) -> Option<&ToolContract> {
-        let tools = &self.inner.tools;
-        let index = tools
-            .binary_search_by(|(candidate, _)| candidate.as_str().cmp(name))
-            .ok()?;
-        Some(tools[index].1.contract())
+        self.tool(name).map(|tool| tool.contract())
     }
 
     /// Every tool's contract, sorted by name.

@@ -73,6 +73,20 @@ pub trait Tool: Send + Sync + 'static {
         matches!(self.contract().approval(), Approval::Required)
     }
 
+    /// The compensating action of a completed call, from its decoded arguments and its output
+    /// as JSON, as a [`Transaction`](crate::Transaction) runs it. `#[tool(rollback = ...)]`
+    /// implements it by reading the output back into its type, which must therefore implement
+    /// `Deserialize`.
+    fn compensate_call<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        args: Self::Args,
+        output: serde_json::Value,
+    ) -> Option<BoxFuture<'a, Result<(), ToolError>>> {
+        let _ = (ctx, args, output);
+        None
+    }
+
     /// The compensating action that undoes a completed call, if the contract declares one.
     fn compensate<'a>(
         &'a self,

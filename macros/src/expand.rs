@@ -91,6 +91,10 @@ pub(crate) fn expand(options: ToolOptions, mut function: ItemFn) -> syn::Result<
         },
         None => TokenStream::new(),
     };
+    // Spanned at the output type, which must be readable back for the compensation.
+    let read_output = quote_spanned! {return_type.span()=>
+        let output: #output_type = #private::output_from_json(output)?;
+    };
     let compensate_method = match &options.rollback {
         Some(rollback) => quote_spanned! {rollback.span()=>
             fn compensate<'a>(
@@ -100,6 +104,21 @@ pub(crate) fn expand(options: ToolOptions, mut function: ItemFn) -> syn::Result<
                 output: &'a #output_type,
             ) -> #private::Option<#private::BoxFuture<'a, #private::Result<(), #private::ToolError>>> {
                 #private::Some(#private::Rollback::<'a, Self::Args, #output_type>::start(&#rollback, ctx, args, output))
+            }
+
+            fn compensate_call<'a>(
+                &'a self,
+                ctx: &'a #private::CallContext,
+                args: Self::Args,
+                output: #private::serde_json::Value,
+            ) -> #private::Option<#private::BoxFuture<'a, #private::Result<(), #private::ToolError>>> {
+                #private::Some(#private::Box::pin(async move {
+                    #read_output
+                    match #private::Tool::compensate(self, ctx, &args, &output) {
+                        #private::Some(compensation) => compensation.await,
+                        #private::None => #private::Result::Ok(()),
+                    }
+                }))
             }
         },
         None => TokenStream::new(),

@@ -23,7 +23,7 @@ pub enum Environment {
     Production,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Deleted {
     pub table: String,
     pub record_id: u64,

@@ -62,9 +62,10 @@ pub struct AuditRecord {
     /// The refusal's message, the start of the output as JSON, or the ticket a pending call
     /// waits under.
     pub summary: String,
-    /// For a call a reviewer decided: `approved by ...`, `edited by ...`, `rejected by ...`,
-    /// or `expired`.
-    pub approval: Option<String>,
+    /// How the record came about beyond a plain dispatch: `approved by ...`, `edited by ...`,
+    /// `rejected by ...` or `expired` for a call a reviewer decided, `compensation` for the
+    /// compensation of an earlier call of a transaction.
+    pub resolution: Option<String>,
     /// For a call a reviewer edited: the arguments before the edit (redacted alike).
     pub original_arguments: Option<Value>,
     /// Calls the budget counted for this decision (0 or 1).
@@ -116,8 +117,8 @@ pub(crate) struct Decided<'a> {
     pub(crate) contract: Option<&'a ToolContract>,
     pub(crate) outcome: &'a Outcome,
     pub(crate) duration: Duration,
-    /// The reviewer's decision, for a call resumed from approval.
-    pub(crate) approval: Option<String>,
+    /// The reviewer's decision, or `compensation`; see [`AuditRecord::resolution`].
+    pub(crate) resolution: Option<String>,
     /// The arguments before a reviewer edited them.
     pub(crate) original_arguments: Option<&'a Arguments>,
 }
@@ -154,7 +155,7 @@ fn record_of(decided: &Decided<'_>) -> AuditRecord {
         contract,
         outcome,
         duration,
-        approval,
+        resolution,
         original_arguments,
     } = decided;
     let rejection = outcome.rejection();
@@ -191,7 +192,7 @@ fn record_of(decided: &Decided<'_>) -> AuditRecord {
             .and_then(|rejection| rejection.reason())
             .map(str::to_owned),
         summary,
-        approval: approval.clone(),
+        resolution: resolution.clone(),
         original_arguments: original_arguments
             .map(|arguments| recorded_arguments(arguments, *contract)),
         budget_calls: u64::from(counted && !pending && contract.is_some()),
@@ -332,7 +333,7 @@ mod tests {
                 contract: Some(&contract),
                 outcome: &outcome,
                 duration: Duration::from_micros(5),
-                approval: None,
+                resolution: None,
                 original_arguments: None,
             });
         }

@@ -131,7 +131,7 @@ mod tests {
                 contract: None,
                 outcome: &Outcome::Completed(json!(index)),
                 duration: Duration::ZERO,
-                approval: None,
+                resolution: None,
                 original_arguments: None,
             });
         }

@@ -8,7 +8,7 @@ use portcullis::prelude::*;
 use serde::Serialize;
 use serde_json::json;
 
-#[derive(Serialize)]
+#[derive(Serialize, serde::Deserialize)]
 struct Deleted {
     record_id: u64,
 }

@@ -1,0 +1,252 @@
+//! Transactions: compensations in reverse order on abort, on a failed step and on drop; a
+//! failing compensation does not stop the others; repeated call ids do not run twice.
+
+use std::sync::mpsc::{Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use portcullis::audit::MemoryAuditSink;
+use portcullis::prelude::*;
+use portcullis::{CompensationResult, Outcome};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// What the tools did, in order, shared through the context.
+#[derive(Clone, Default)]
+struct Journal(Arc<Mutex<Vec<String>>>);
+
+impl Journal {
+    fn write(ctx: &CallContext, entry: String) {
+        if let Some(journal) = ctx.extension::<Journal>() {
+            journal.0.lock().unwrap().push(entry);
+        }
+        if let Some(done) = ctx.extension::<Mutex<Sender<String>>>() {
+            let _ = done.lock().unwrap().send("written".into());
+        }
+    }
+
+    fn entries(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Reservation {
+    pub id: String,
+}
+
+/// Reserve stock.
+#[tool(risk = "medium", rollback = release_stock)]
+fn reserve_stock(ctx: &CallContext, sku: String) -> Result<Reservation, ToolError> {
+    Journal::write(ctx, format!("reserve {sku}"));
+    Ok(Reservation {
+        id: format!("r-{sku}"),
+    })
+}
+
+async fn release_stock(
+    ctx: &CallContext,
+    args: &ReserveStockArgs,
+    output: &Reservation,
+) -> Result<(), ToolError> {
+    Journal::write(ctx, format!("release {} ({})", args.sku, output.id));
+    Ok(())
+}
+
+/// Charge a card.
+#[tool(risk = "high", rollback = refund_card)]
+fn charge_card(ctx: &CallContext, amount_cents: u64) -> Result<u64, ToolError> {
+    if amount_cents == 13 {
+        return Err(ToolError::new("card_declined", "the card was declined"));
+    }
+    Journal::write(ctx, format!("charge {amount_cents}"));
+    Ok(amount_cents)
+}
+
+async fn refund_card(ctx: &CallContext, args: &ChargeCardArgs, _: &u64) -> Result<(), ToolError> {
+    if args.amount_cents == 666 {
+        return Err(ToolError::new(
+            "refund_refused",
+            "the bank refused the refund",
+        ));
+    }
+    Journal::write(ctx, format!("refund {}", args.amount_cents));
+    Ok(())
+}
+
+/// Send the receipt.
+#[tool(risk = "medium", irreversible = "e-mail cannot be unsent")]
+fn send_receipt(ctx: &CallContext, to: String) -> Result<bool, ToolError> {
+    Journal::write(ctx, format!("mail {to}"));
+    Ok(true)
+}
+
+/// Count calls.
+#[tool(idempotent)]
+fn look_up(ctx: &CallContext, key: String) -> Result<String, ToolError> {
+    Journal::write(ctx, format!("look up {key}"));
+    Ok(key)
+}
+
+fn registry(sink: MemoryAuditSink) -> Registry {
+    Registry::builder()
+        .tool(ReserveStock)
+        .tool(ChargeCard)
+        .tool(SendReceipt)
+        .tool(LookUp)
+        .audit(sink)
+        .build()
+        .unwrap()
+}
+
+fn call(id: &str, tool: &str, arguments: serde_json::Value) -> ToolCall {
+    ToolCall::new(id, tool, arguments)
+}
+
+#[tokio::test]
+async fn abort_compensates_in_reverse_order_and_survives_a_failing_compensation() {
+    let journal = Journal::default();
+    let sink = MemoryAuditSink::default();
+    let registry = registry(sink.clone());
+    let ctx = CallContext::new("ann").with_extension(journal.clone());
+    let mut transaction = registry.transaction(&ctx);
+    for step in [
+        call("1", "reserve_stock", json!({"sku": "lamp"})),
+        call("2", "charge_card", json!({"amount_cents": 666})),
+        call("3", "send_receipt", json!({"to": "ann@example.com"})),
+        call("4", "charge_card", json!({"amount_cents": 500})),
+    ] {
+        assert!(transaction.dispatch(&step).await.is_completed());
+    }
+    let report = transaction.abort().await;
+    let results: Vec<(&str, &CompensationResult)> = report
+        .iter()
+        .map(|step| (step.call_id.as_str(), &step.result))
+        .collect();
+    assert_eq!(results.len(), 4);
+    assert_eq!(results[0], ("4", &CompensationResult::Compensated));
+    assert_eq!(results[1], ("3", &CompensationResult::NothingToUndo));
+    assert!(
+        matches!(results[2], ("2", CompensationResult::Failed(error)) if error.code() == "refund_refused")
+    );
+    assert_eq!(results[3], ("1", &CompensationResult::Compensated));
+    assert_eq!(
+        journal.entries(),
+        [
+            "reserve lamp",
+            "charge 666",
+            "mail ann@example.com",
+            "charge 500",
+            "refund 500",
+            "release lamp (r-lamp)"
+        ]
+    );
+    let compensations: Vec<(String, String)> = sink
+        .records()
+        .into_iter()
+        .filter(|record| record.resolution.as_deref() == Some("compensation"))
+        .map(|record| (record.call_id, record.decision))
+        .collect();
+    assert_eq!(
+        compensations,
+        [
+            ("4".into(), "completed".into()),
+            ("2".into(), "rejected".into()),
+            ("1".into(), "completed".into())
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_failed_step_rolls_back_at_once() {
+    let journal = Journal::default();
+    let registry = registry(MemoryAuditSink::default());
+    let ctx = CallContext::new("ann").with_extension(journal.clone());
+    let mut transaction = registry.transaction(&ctx);
+    assert!(
+        transaction
+            .dispatch(&call("1", "reserve_stock", json!({"sku": "desk"})))
+            .await
+            .is_completed()
+    );
+    // A refusal before the tool runs changes nothing: the agent may fix its call.
+    let refused = transaction
+        .dispatch(&call("2", "charge_card", json!({"amount_cents": "13"})))
+        .await;
+    assert_eq!(refused.code(), Some(RejectionCode::InvalidType));
+    assert!(transaction.rollback_report().is_empty());
+    // The tool fails: everything done so far is undone.
+    let failed = transaction
+        .dispatch(&call("3", "charge_card", json!({"amount_cents": 13})))
+        .await;
+    assert_eq!(failed.code(), Some(RejectionCode::ToolFailed));
+    assert_eq!(transaction.rollback_report().len(), 1);
+    assert_eq!(journal.entries(), ["reserve desk", "release desk (r-desk)"]);
+    let after = transaction
+        .dispatch(&call("4", "look_up", json!({"key": "x"})))
+        .await;
+    assert_eq!(
+        after.rejection().and_then(Rejection::reason),
+        Some("transaction_ended")
+    );
+}
+
+#[tokio::test]
+async fn a_dropped_transaction_is_compensated() {
+    let journal = Journal::default();
+    let (written, done) = channel::<String>();
+    let registry = registry(MemoryAuditSink::default());
+    let ctx = CallContext::new("ann")
+        .with_extension(journal.clone())
+        .with_extension(Mutex::new(written));
+    {
+        let mut transaction = registry.transaction(&ctx);
+        assert!(
+            transaction
+                .dispatch(&call("1", "reserve_stock", json!({"sku": "chair"})))
+                .await
+                .is_completed()
+        );
+        done.recv_timeout(Duration::from_secs(5)).unwrap();
+    }
+    done.recv_timeout(Duration::from_secs(5))
+        .expect("the compensation ran");
+    assert_eq!(
+        journal.entries(),
+        ["reserve chair", "release chair (r-chair)"]
+    );
+}
+
+#[tokio::test]
+async fn commit_keeps_every_effect() {
+    let journal = Journal::default();
+    let registry = registry(MemoryAuditSink::default());
+    let ctx = CallContext::new("ann").with_extension(journal.clone());
+    let mut transaction = registry.transaction(&ctx);
+    assert!(
+        transaction
+            .dispatch(&call("1", "reserve_stock", json!({"sku": "rug"})))
+            .await
+            .is_completed()
+    );
+    transaction.commit();
+    assert_eq!(journal.entries(), ["reserve rug"]);
+}
+
+#[tokio::test]
+async fn a_repeated_call_id_runs_once_unless_the_tool_is_idempotent() {
+    let journal = Journal::default();
+    let registry = registry(MemoryAuditSink::default());
+    let ctx = CallContext::new("ann").with_extension(journal.clone());
+    let mut transaction = registry.transaction(&ctx);
+    let charge = call("pay-1", "charge_card", json!({"amount_cents": 250}));
+    let first = transaction.dispatch(&charge).await;
+    let second = transaction.dispatch(&charge).await;
+    assert_eq!(first, second);
+    assert!(matches!(second, Outcome::Completed(_)));
+    let look = call("q-1", "look_up", json!({"key": "k"}));
+    transaction.dispatch(&look).await;
+    transaction.dispatch(&look).await;
+    assert_eq!(journal.entries(), ["charge 250", "look up k", "look up k"]);
+    transaction.commit();
+}
