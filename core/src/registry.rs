@@ -194,17 +194,20 @@ impl Registry {
     /// [`Outcome`], completed or refused with a stable code. The call is borrowed: keep it to
     /// answer the provider with its id.
     pub async fn dispatch(&self, ctx: &CallContext, call: &ToolCall) -> Outcome {
-        let started = Instant::now();
+        // The clock is read only for the audit: it costs as much as a gate.
+        let started = self.inner.settings.audit.as_ref().map(|_| Instant::now());
         let (outcome, contract) = self.decide(ctx, call, false).await;
-        self.record(Decided {
-            ctx,
-            call,
-            contract,
-            outcome: &outcome,
-            duration: started.elapsed(),
-            resolution: None,
-            original_arguments: None,
-        });
+        if let Some(started) = started {
+            self.record(Decided {
+                ctx,
+                call,
+                contract,
+                outcome: &outcome,
+                duration: started.elapsed(),
+                resolution: None,
+                original_arguments: None,
+            });
+        }
         let Outcome::Pending(ticket) = &outcome else {
             return outcome;
         };
