@@ -130,3 +130,60 @@ async fn the_tracing_sink_accepts_records() {
         .await;
     assert!(outcome.is_completed());
 }
+
+/// The balance the tests' account holds.
+static BALANCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1_000);
+
+/// The account's state, before and after a withdrawal.
+async fn account_state(_ctx: &CallContext, args: &WithdrawArgs) -> serde_json::Value {
+    json!({"account": args.account, "balance": BALANCE.load(std::sync::atomic::Ordering::SeqCst)})
+}
+
+/// Withdraw money.
+#[tool(risk = "medium", snapshot = account_state)]
+fn withdraw(account: String, amount: u64) -> Result<u64, ToolError> {
+    let _ = account;
+    Ok(BALANCE.fetch_sub(amount, std::sync::atomic::Ordering::SeqCst) - amount)
+}
+
+#[tokio::test]
+async fn snapshots_show_the_state_before_and_after() {
+    let sink = MemoryAuditSink::default();
+    let registry = Registry::builder()
+        .tool(Withdraw)
+        .audit(sink.clone())
+        .build()
+        .unwrap();
+    assert_eq!(Withdraw.contract().snapshot(), Some("account_state"));
+    let outcome = registry
+        .dispatch(
+            &CallContext::new("a"),
+            &ToolCall::new("1", "withdraw", json!({"account": "acc-1", "amount": 250})),
+        )
+        .await;
+    assert_eq!(outcome.output(), Some(&json!(750)));
+    // A refused call never ran, and has no snapshot.
+    registry
+        .dispatch(
+            &CallContext::new("a"),
+            &ToolCall::new("2", "withdraw", json!({"account": "acc-1"})),
+        )
+        .await;
+    let records = sink.records();
+    assert_eq!(
+        records[0].snapshot_before,
+        Some(json!({"account": "acc-1", "balance": 1000}))
+    );
+    assert_eq!(
+        records[0].snapshot_after,
+        Some(json!({"account": "acc-1", "balance": 750}))
+    );
+    assert_eq!(
+        (
+            records[1].snapshot_before.as_ref(),
+            records[1].snapshot_after.as_ref()
+        ),
+        (None, None)
+    );
+    assert_eq!(verify(&records), Ok(()));
+}

@@ -115,6 +115,27 @@ where
     }
 }
 
+/// The functions `snapshot = path` may name: `async fn(&CallContext, &Args) -> Value`.
+#[diagnostic::on_unimplemented(
+    message = "a snapshot hook must be an `async fn(&CallContext, &{A}) -> serde_json::Value`",
+    label = "this function has another signature",
+    note = "the hook receives the context and the tool's arguments, and returns the state the call changes as JSON"
+)]
+pub trait SnapshotHook<'a, A> {
+    /// Takes the snapshot.
+    fn take(&self, ctx: &'a crate::CallContext, args: &'a A) -> crate::BoxFuture<'a, Value>;
+}
+
+impl<'a, A: 'a, F, Fut> SnapshotHook<'a, A> for F
+where
+    F: Fn(&'a crate::CallContext, &'a A) -> Fut,
+    Fut: Future<Output = Value> + Send + 'a,
+{
+    fn take(&self, ctx: &'a crate::CallContext, args: &'a A) -> crate::BoxFuture<'a, Value> {
+        Box::pin(self(ctx, args))
+    }
+}
+
 /// The functions `approval = path` may name: `fn(&CallContext, &Args) -> bool`.
 #[diagnostic::on_unimplemented(
     message = "an approval predicate must be a `fn(&CallContext, &{A}) -> bool`",

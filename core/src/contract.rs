@@ -101,6 +101,7 @@ pub struct ToolContract {
     tenant_argument: Option<String>,
     environment_argument: Option<String>,
     policy: Option<String>,
+    snapshot: Option<String>,
     approval: Approval,
     rollback: Option<String>,
     irreversible: Option<String>,
@@ -141,6 +142,7 @@ impl ToolContract {
                 tenant_argument: None,
                 environment_argument: None,
                 policy: None,
+                snapshot: None,
                 approval: Approval::Default,
                 rollback: None,
                 irreversible: None,
@@ -195,6 +197,11 @@ impl ToolContract {
     /// The name of the tool's own policy, if it declares one.
     pub fn policy(&self) -> Option<&str> {
         self.policy.as_deref()
+    }
+
+    /// The name of the hook that snapshots the state a call changes, if the tool declares one.
+    pub fn snapshot(&self) -> Option<&str> {
+        self.snapshot.as_deref()
     }
 
     /// Whether a caller with `ctx`'s roles may use the tool: the tool names no role, or the
@@ -398,6 +405,12 @@ impl ContractBuilder {
     /// Names the tool's own policy (see [`Tool::policy`](crate::Tool::policy)).
     pub fn policy(mut self, policy: impl Into<String>) -> Self {
         self.contract.policy = Some(policy.into());
+        self
+    }
+
+    /// Names the snapshot hook (see [`Tool::snapshot`](crate::Tool::snapshot)).
+    pub fn snapshot(mut self, hook: impl Into<String>) -> Self {
+        self.contract.snapshot = Some(hook.into());
         self
     }
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::approval::now_ms;
-use crate::audit::{AuditLog, AuditSink, Decided};
+use crate::audit::{AuditLog, AuditSink, Decided, Snapshots};
 use crate::gate::approve::Approvals;
 use crate::gate::authorize::{Rules, authorize_arguments, authorize_caller, judge};
 use crate::gate::budget::Budget;
@@ -45,6 +45,7 @@ trait ErasedTool: Send + Sync {
         call: &'a ToolCall,
         settings: &'a Settings,
         approved: bool,
+        snapshots: &'a Snapshots,
     ) -> Execution<'a>;
 }
 
@@ -76,6 +77,7 @@ impl<T: Tool> ErasedTool for T {
         call: &'a ToolCall,
         settings: &'a Settings,
         approved: bool,
+        snapshots: &'a Snapshots,
     ) -> Execution<'a> {
         let Settings {
             limits,
@@ -99,7 +101,8 @@ impl<T: Tool> ErasedTool for T {
         let counted = budget.applies_to(contract);
         let needs_approval =
             !approved && approvals.required(contract, self.approval_required(ctx, &args));
-        if !rules.apply_to(contract) && !counted && !needs_approval {
+        let observed = contract.snapshot().is_some();
+        if !rules.apply_to(contract) && !counted && !needs_approval && !observed {
             return execute(self, ctx, args);
         }
         Execution::Running(Box::pin(async move {
@@ -110,16 +113,28 @@ impl<T: Tool> ErasedTool for T {
             if needs_approval {
                 return Outcome::Pending(Box::new(approvals.ticket(ctx, contract, call)));
             }
-            if !counted {
-                return finish(execute(self, ctx, args)).await;
+            if counted {
+                if let Err(rejection) = budget.reserve(ctx, contract, arguments).await {
+                    return Outcome::Rejected(rejection);
+                }
             }
-            if let Err(rejection) = budget.reserve(ctx, contract, arguments).await {
-                return Outcome::Rejected(rejection);
+            if let Some(snapshot) = self.snapshot(ctx, &args) {
+                Snapshots::keep(&snapshots.before, snapshot.await);
             }
             // Contained here, not only around the whole call, so that a panic still counts
-            // as a failure for the circuit breaker.
+            // as a failure for the circuit breaker and the state after it is still seen.
             let outcome = finish(contained(|| execute(self, ctx, args))).await;
-            budget.settle(contract, &outcome).await;
+            if counted {
+                budget.settle(contract, &outcome).await;
+            }
+            if observed {
+                // The arguments went into the tool; they decode the same way again.
+                if let Ok(args) = decode::<T::Args>(arguments, limits) {
+                    if let Some(snapshot) = self.snapshot(ctx, &args) {
+                        Snapshots::keep(&snapshots.after, snapshot.await);
+                    }
+                }
+            }
             outcome
         }))
     }
@@ -196,7 +211,8 @@ impl Registry {
     pub async fn dispatch(&self, ctx: &CallContext, call: &ToolCall) -> Outcome {
         // The clock is read only for the audit: it costs as much as a gate.
         let started = self.inner.settings.audit.as_ref().map(|_| Instant::now());
-        let (outcome, contract) = self.decide(ctx, call, false).await;
+        let snapshots = Snapshots::default();
+        let (outcome, contract) = self.decide(ctx, call, false, &snapshots).await;
         if let Some(started) = started {
             self.record(Decided {
                 ctx,
@@ -206,6 +222,7 @@ impl Registry {
                 duration: started.elapsed(),
                 resolution: None,
                 original_arguments: None,
+                snapshots: Some(&snapshots),
             });
         }
         let Outcome::Pending(ticket) = &outcome else {
@@ -255,6 +272,7 @@ impl Registry {
             arguments,
         };
         let reviewer = decision.reviewer().to_owned();
+        let snapshots = Snapshots::default();
         let (call, outcome, contract, approval) = if ticket.is_expired(now_ms()) {
             let rejection = Rejection::new(
                 RejectionCode::ApprovalExpired,
@@ -285,7 +303,7 @@ impl Registry {
                     )
                 }
                 ApprovalDecision::Approve { .. } => {
-                    let (outcome, contract) = self.decide(&ctx, &original, true).await;
+                    let (outcome, contract) = self.decide(&ctx, &original, true, &snapshots).await;
                     (
                         &original,
                         outcome,
@@ -298,7 +316,7 @@ impl Registry {
                         arguments: Arguments::Json(arguments),
                         ..original.clone()
                     };
-                    let (outcome, contract) = self.decide(&ctx, &edited, true).await;
+                    let (outcome, contract) = self.decide(&ctx, &edited, true, &snapshots).await;
                     self.record(Decided {
                         ctx: &ctx,
                         call: &edited,
@@ -307,6 +325,7 @@ impl Registry {
                         duration: started.elapsed(),
                         resolution: Some(format!("edited by {reviewer}")),
                         original_arguments: Some(&original.arguments),
+                        snapshots: Some(&snapshots),
                     });
                     return outcome;
                 }
@@ -320,6 +339,7 @@ impl Registry {
             duration: started.elapsed(),
             resolution: Some(approval),
             original_arguments: None,
+            snapshots: Some(&snapshots),
         });
         outcome
     }
@@ -366,6 +386,7 @@ impl Registry {
             duration: started.elapsed(),
             resolution: Some("compensation".to_owned()),
             original_arguments: None,
+            snapshots: None,
         });
         result
     }
@@ -396,6 +417,7 @@ impl Registry {
         ctx: &CallContext,
         call: &ToolCall,
         approved: bool,
+        snapshots: &Snapshots,
     ) -> (Outcome, Option<&ToolContract>) {
         let tool = match resolve(&self.inner.tools, &call.name, |tool| {
             tool.contract().grants(ctx)
@@ -408,7 +430,7 @@ impl Registry {
             return (Outcome::Rejected(rejection), Some(contract));
         }
         let outcome = finish(contained(|| {
-            tool.run(ctx, call, &self.inner.settings, approved)
+            tool.run(ctx, call, &self.inner.settings, approved, snapshots)
         }))
         .await;
         (outcome, Some(contract))

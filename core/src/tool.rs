@@ -66,6 +66,17 @@ pub trait Tool: Send + Sync + 'static {
         None
     }
 
+    /// A snapshot of the state this call changes, taken just before and just after it runs
+    /// and kept in its audit record, if the contract names a hook (`#[tool(snapshot = path)]`).
+    fn snapshot<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        args: &'a Self::Args,
+    ) -> Option<BoxFuture<'a, serde_json::Value>> {
+        let _ = (ctx, args);
+        None
+    }
+
     /// Whether this call needs a human's approval. The default follows the contract;
     /// `approval = path` replaces it with the predicate.
     fn approval_required(&self, ctx: &CallContext, args: &Self::Args) -> bool {

@@ -91,6 +91,18 @@ pub(crate) fn expand(options: ToolOptions, mut function: ItemFn) -> syn::Result<
         },
         None => TokenStream::new(),
     };
+    let snapshot_method = match &options.snapshot {
+        Some(hook) => quote_spanned! {hook.span()=>
+            fn snapshot<'a>(
+                &'a self,
+                ctx: &'a #private::CallContext,
+                args: &'a Self::Args,
+            ) -> #private::Option<#private::BoxFuture<'a, #private::serde_json::Value>> {
+                #private::Some(#private::SnapshotHook::<'a, Self::Args>::take(&#hook, ctx, args))
+            }
+        },
+        None => TokenStream::new(),
+    };
     // Spanned at the output type, which must be readable back for the compensation.
     let read_output = quote_spanned! {return_type.span()=>
         let output: #output_type = #private::output_from_json(output)?;
@@ -159,6 +171,7 @@ pub(crate) fn expand(options: ToolOptions, mut function: ItemFn) -> syn::Result<
             #validate_method
             #scope_method
             #policy_method
+            #snapshot_method
             #approval_method
             #compensate_method
         }
@@ -416,6 +429,10 @@ fn contract(
     if let Some(policy) = &options.policy {
         let name = path_text(policy);
         steps.push(quote!(.policy(#name)));
+    }
+    if let Some(hook) = &options.snapshot {
+        let name = path_text(hook);
+        steps.push(quote!(.snapshot(#name)));
     }
     match &options.approval {
         Some(Approval::Never) => steps.push(quote!(.approval(#private::Approval::Never))),

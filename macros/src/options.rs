@@ -14,6 +14,7 @@ const KEYS: &[&str] = &[
     "roles",
     "environments",
     "policy",
+    "snapshot",
     "rollback",
     "irreversible",
     "approval",
@@ -48,6 +49,7 @@ pub(crate) struct ToolOptions {
     pub(crate) roles: Vec<LitStr>,
     pub(crate) environments: Vec<LitStr>,
     pub(crate) policy: Option<Path>,
+    pub(crate) snapshot: Option<Path>,
     pub(crate) rollback: Option<Path>,
     pub(crate) irreversible: Option<LitStr>,
     pub(crate) approval: Option<Approval>,
@@ -166,6 +168,7 @@ impl ToolOptions {
                 self.rollback = Some(path(meta, "rollback", "rollback = restore_record")?)
             }
             "policy" => self.policy = Some(path(meta, "policy", "policy = check_deletion")?),
+            "snapshot" => self.snapshot = Some(path(meta, "snapshot", "snapshot = read_record")?),
             "irreversible" => {
                 let reason = string(meta, "irreversible = \"the e-mail has been sent\"")?;
                 if reason.value().trim().is_empty() {

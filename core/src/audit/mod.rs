@@ -68,6 +68,10 @@ pub struct AuditRecord {
     pub resolution: Option<String>,
     /// For a call a reviewer edited: the arguments before the edit (redacted alike).
     pub original_arguments: Option<Value>,
+    /// The tool's snapshot of the state the call changes, taken just before it ran.
+    pub snapshot_before: Option<Value>,
+    /// The same snapshot, taken just after the call ran.
+    pub snapshot_after: Option<Value>,
     /// Calls the budget counted for this decision (0 or 1).
     pub budget_calls: u64,
     /// Cost the budget counted for this decision.
@@ -104,6 +108,23 @@ pub trait AuditSink: Send + Sync + 'static {
 /// The hash a log starts from.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
+/// The snapshots a call's hook took before and after it ran, for its record.
+#[derive(Default)]
+pub(crate) struct Snapshots {
+    pub(crate) before: Mutex<Option<Value>>,
+    pub(crate) after: Mutex<Option<Value>>,
+}
+
+impl Snapshots {
+    pub(crate) fn keep(slot: &Mutex<Option<Value>>, snapshot: Value) {
+        *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(snapshot);
+    }
+
+    fn taken(slot: &Mutex<Option<Value>>) -> Option<Value> {
+        slot.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+}
+
 /// Appends chained records to a sink, one at a time.
 pub(crate) struct AuditLog {
     sink: Box<dyn AuditSink>,
@@ -121,6 +142,8 @@ pub(crate) struct Decided<'a> {
     pub(crate) resolution: Option<String>,
     /// The arguments before a reviewer edited them.
     pub(crate) original_arguments: Option<&'a Arguments>,
+    /// What the tool's snapshot hook saw before and after the call.
+    pub(crate) snapshots: Option<&'a Snapshots>,
 }
 
 impl AuditLog {
@@ -157,6 +180,7 @@ fn record_of(decided: &Decided<'_>) -> AuditRecord {
         duration,
         resolution,
         original_arguments,
+        snapshots,
     } = decided;
     let rejection = outcome.rejection();
     // The budget gate counts a call right before it runs: a call that reached execute was
@@ -195,6 +219,8 @@ fn record_of(decided: &Decided<'_>) -> AuditRecord {
         resolution: resolution.clone(),
         original_arguments: original_arguments
             .map(|arguments| recorded_arguments(arguments, *contract)),
+        snapshot_before: snapshots.and_then(|snapshots| Snapshots::taken(&snapshots.before)),
+        snapshot_after: snapshots.and_then(|snapshots| Snapshots::taken(&snapshots.after)),
         budget_calls: u64::from(counted && !pending && contract.is_some()),
         budget_cost: match contract {
             Some(contract) if counted && !pending => contract.cost(),
@@ -335,6 +361,7 @@ mod tests {
                 duration: Duration::from_micros(5),
                 resolution: None,
                 original_arguments: None,
+                snapshots: None,
             });
         }
         sink.records()
