@@ -100,6 +100,9 @@ fn main() {
     let registry = Registry::builder()
         .tool(DeleteRecord)
         .tool(common::DeleteDatabaseRecord)
+        // The benchmark repeats one call id; remembered, every repeat after the first would
+        // return the first outcome instead of passing the gates.
+        .remembered_calls(0)
         .build()
         .expect("the benchmark tools form a registry");
     let ctx = common::admin();

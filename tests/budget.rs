@@ -44,9 +44,12 @@ fn registry(limits: BudgetLimits) -> Registry {
         .unwrap()
 }
 
+/// Dispatches a call with an id of its own: these are new calls, not repeats of one.
 async fn call(registry: &Registry, ctx: &CallContext, name: &str, arguments: Value) -> Outcome {
+    static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed).to_string();
     registry
-        .dispatch(ctx, &ToolCall::new("c", name, arguments))
+        .dispatch(ctx, &ToolCall::new(id, name, arguments))
         .await
 }
 

@@ -268,7 +268,7 @@ async fn a_policy_that_fails_or_panics_denies() {
     let ctx = caller("admin", "development");
     let call = |id: u64| {
         ToolCall::new(
-            "1",
+            id.to_string(),
             "delete_record",
             json!({"table_name": "logs", "record_id": id, "environment": "development"}),
         )

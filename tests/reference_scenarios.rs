@@ -314,9 +314,10 @@ async fn invoices_are_tenant_scoped_and_limited_to_one_per_task() {
         .with_roles(["billing_admin"])
         .with_tenant("t_001")
         .with_task_id("invoice-task");
+    // Each a new call, with an id of its own.
     let invoice = |tenant: &str, amount: u64| {
         ToolCall::new(
-            "call",
+            format!("invoice-{tenant}-{amount}"),
             "create_invoice",
             json!({"tenant_id": tenant, "customer": "acme", "currency": "CNY", "amount_cents": amount}),
         )

@@ -250,3 +250,33 @@ async fn a_repeated_call_id_runs_once_unless_the_tool_is_idempotent() {
     assert_eq!(journal.entries(), ["charge 250", "look up k", "look up k"]);
     transaction.commit();
 }
+
+#[tokio::test]
+async fn a_repeated_call_id_in_a_task_runs_once_outside_transactions_too() {
+    let journal = Journal::default();
+    let sink = MemoryAuditSink::default();
+    let registry = registry(sink.clone());
+    let ctx = CallContext::new("ann")
+        .with_extension(journal.clone())
+        .with_task_id("task-9");
+    let charge = call("pay-9", "charge_card", json!({"amount_cents": 70}));
+    let first = registry.dispatch(&ctx, &charge).await;
+    let repeat = registry.dispatch(&ctx, &charge).await;
+    assert_eq!(first, repeat);
+    assert_eq!(journal.entries(), ["charge 70"]);
+    assert_eq!(
+        sink.records()[1].resolution.as_deref(),
+        Some("repeated call id")
+    );
+
+    // Another task, or a registry that remembers nothing, runs it again.
+    let other_task = ctx.clone().with_task_id("task-10");
+    registry.dispatch(&other_task, &charge).await;
+    let forgetful = Registry::builder()
+        .tool(ChargeCard)
+        .remembered_calls(0)
+        .build()
+        .unwrap();
+    forgetful.dispatch(&ctx, &charge).await;
+    assert_eq!(journal.entries(), ["charge 70", "charge 70", "charge 70"]);
+}

@@ -14,6 +14,7 @@ mod call;
 mod context;
 mod contract;
 mod gate;
+mod idempotency;
 mod outcome;
 mod policy;
 mod registry;

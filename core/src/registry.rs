@@ -16,6 +16,7 @@ use crate::gate::decode::decode;
 use crate::gate::execute::{Contained, Execution, contained, execute};
 use crate::gate::resolve::resolve;
 use crate::gate::validate::validate;
+use crate::idempotency::RanCalls;
 use crate::rejection::shorten;
 use crate::tool::BoxFuture;
 use crate::{
@@ -175,6 +176,7 @@ struct Settings {
     budget: Budget,
     approvals: Approvals,
     audit: Option<AuditLog>,
+    ran_calls: RanCalls,
 }
 
 impl Registry {
@@ -199,6 +201,7 @@ impl Registry {
                     high_risk_by_default: false,
                 },
                 audit: None,
+                ran_calls: RanCalls::new(10_000),
             },
         }
     }
@@ -212,7 +215,14 @@ impl Registry {
         // The clock is read only for the audit: it costs as much as a gate.
         let started = self.inner.settings.audit.as_ref().map(|_| Instant::now());
         let snapshots = Snapshots::default();
-        let (outcome, contract) = self.decide(ctx, call, false, &snapshots).await;
+        let (outcome, contract, resolution) = match self.repeated(ctx, call) {
+            Some((earlier, contract)) => (earlier, contract, Some("repeated call id".to_owned())),
+            None => {
+                let (outcome, contract) = self.decide(ctx, call, false, &snapshots).await;
+                self.remember(ctx, call, contract, &outcome);
+                (outcome, contract, None)
+            }
+        };
         if let Some(started) = started {
             self.record(Decided {
                 ctx,
@@ -220,7 +230,7 @@ impl Registry {
                 contract,
                 outcome: &outcome,
                 duration: started.elapsed(),
-                resolution: None,
+                resolution,
                 original_arguments: None,
                 snapshots: Some(&snapshots),
             });
@@ -304,6 +314,7 @@ impl Registry {
                 }
                 ApprovalDecision::Approve { .. } => {
                     let (outcome, contract) = self.decide(&ctx, &original, true, &snapshots).await;
+                    self.remember(&ctx, &original, contract, &outcome);
                     (
                         &original,
                         outcome,
@@ -317,6 +328,7 @@ impl Registry {
                         ..original.clone()
                     };
                     let (outcome, contract) = self.decide(&ctx, &edited, true, &snapshots).await;
+                    self.remember(&ctx, &edited, contract, &outcome);
                     self.record(Decided {
                         ctx: &ctx,
                         call: &edited,
@@ -397,6 +409,31 @@ impl Registry {
             .binary_search_by(|(candidate, _)| candidate.as_str().cmp(name))
             .ok()?;
         Some(&*tools[index].1)
+    }
+
+    /// The first outcome of this call id in this task, for a tool that is not idempotent.
+    fn repeated(
+        &self,
+        ctx: &CallContext,
+        call: &ToolCall,
+    ) -> Option<(Outcome, Option<&ToolContract>)> {
+        let contract = self
+            .contract(&call.name)
+            .filter(|contract| !contract.idempotent())?;
+        let earlier = self.inner.settings.ran_calls.earlier(ctx, call)?;
+        Some((earlier, Some(contract)))
+    }
+
+    fn remember(
+        &self,
+        ctx: &CallContext,
+        call: &ToolCall,
+        contract: Option<&ToolContract>,
+        outcome: &Outcome,
+    ) {
+        if contract.is_some_and(|contract| !contract.idempotent()) {
+            self.inner.settings.ran_calls.remember(ctx, call, outcome);
+        }
     }
 
     /// The calls waiting for a human, oldest first.
@@ -553,6 +590,14 @@ impl RegistryBuilder {
     /// Sets how long a ticket may wait for a decision (default one hour).
     pub fn approval_lifetime(mut self, lifetime: Duration) -> Self {
         self.settings.approvals.lifetime = lifetime;
+        self
+    }
+
+    /// Sets how many calls of tools that are not idempotent the registry remembers, so that a
+    /// repeated call id in the same task returns the first outcome instead of running the tool
+    /// again (default 10,000; 0 turns it off).
+    pub fn remembered_calls(mut self, capacity: usize) -> Self {
+        self.settings.ran_calls = RanCalls::new(capacity);
         self
     }
 

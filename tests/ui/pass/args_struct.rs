@@ -53,8 +53,11 @@ fn main() {
 
     let registry = Registry::builder().tool(PlaceOrder).tool(CheckOrder).build().unwrap();
     let ctx = CallContext::new("alice");
+    let next_id = std::cell::Cell::new(0);
     let call = |name: &str, arguments: serde_json::Value| {
-        runtime.block_on(registry.dispatch(&ctx, &ToolCall::new("call-1", name, arguments)))
+        next_id.set(next_id.get() + 1);
+        let call = ToolCall::new(format!("call-{}", next_id.get()), name, arguments);
+        runtime.block_on(registry.dispatch(&ctx, &call))
     };
     let placed = call("place_order", json!({"customer_email": "bob@example.com", "quantity": 2}));
     assert_eq!(placed.output(), Some(&json!("alice x2 for bob@example.com (gift: false)")));
