@@ -228,8 +228,8 @@ impl<T: DeserializeOwned + JsonSchema + validator::Validate + Send + Sync + 'sta
 /// Compile-time check that `T` may be the `#[args]` of a tool.
 pub const fn assert_tool_arguments<T: ToolArguments>() {}
 
-/// What `Debug` shows for a `#[sensitive]` argument.
-pub const REDACTED: &str = "[redacted]";
+/// What `Debug` shows for a `#[sensitive]` argument: the audit's marker.
+pub use crate::audit::REDACTED;
 
 /// Shows an argument in `Debug` when its type implements `Debug`, and a placeholder otherwise,
 /// so that arguments need not implement `Debug`.

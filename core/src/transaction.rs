@@ -98,6 +98,8 @@ impl Transaction {
                 .with_retryable(false),
             );
         }
+        // The registry remembers repeats too, but it may be told to remember nothing, and a
+        // repeat must never become a second step to compensate.
         let repeated = self.steps.iter().find(|step| {
             step.call.id == call.id
                 && step.call.name == call.name

@@ -23,7 +23,7 @@ use crate::{Arguments, CallContext, Outcome, ToolCall, ToolContract};
 
 pub use sinks::{JsonLinesAuditSink, MemoryAuditSink, TracingAuditSink, read_json_lines};
 
-/// What replaces a `#[sensitive]` argument's value in a record.
+/// What replaces a `#[sensitive]` argument's value in a record, a ticket and `Debug`.
 pub const REDACTED: &str = "[redacted]";
 
 /// Arguments longer than this, as JSON text, are recorded by size only.
