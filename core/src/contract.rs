@@ -106,6 +106,7 @@ pub struct ToolContract {
     rollback: Option<String>,
     irreversible: Option<String>,
     idempotent: bool,
+    open_world: bool,
     read_only: bool,
     cost: u64,
     max_calls_per_task: Option<u64>,
@@ -147,6 +148,7 @@ impl ToolContract {
                 rollback: None,
                 irreversible: None,
                 idempotent: false,
+                open_world: true,
                 read_only: false,
                 cost: 0,
                 max_calls_per_task: None,
@@ -235,6 +237,13 @@ impl ToolContract {
         self.idempotent
     }
 
+    /// Whether the tool reaches beyond a closed set of things the registry's owner controls
+    /// (the web, third-party services, other people's inboxes). Declared with
+    /// `open_world = false` for tools that only touch their own system; true by default.
+    pub fn open_world(&self) -> bool {
+        self.open_world
+    }
+
     /// Whether the tool only reads.
     pub fn read_only(&self) -> bool {
         self.read_only
@@ -263,6 +272,12 @@ impl ToolContract {
     /// The JSON Schema (2020-12) of the arguments.
     pub fn input_schema(&self) -> &Value {
         &self.input_schema
+    }
+
+    /// The JSON Schema of the arguments as `ctx` sees it: [`input_schema`](Self::input_schema)
+    /// with the current values of every dynamic enum filled in.
+    pub fn input_schema_for(&self, _ctx: &CallContext) -> std::borrow::Cow<'_, Value> {
+        std::borrow::Cow::Borrowed(&self.input_schema)
     }
 
     /// The JSON Schema of the output, where the output type has one.
@@ -429,6 +444,13 @@ impl ContractBuilder {
     /// Declares that the effect cannot be undone, and why.
     pub fn irreversible(mut self, reason: impl Into<String>) -> Self {
         self.contract.irreversible = Some(reason.into());
+        self
+    }
+
+    /// Declares that the tool only touches things the registry's owner controls (MCP's
+    /// `openWorldHint: false`).
+    pub fn closed_world(mut self) -> Self {
+        self.contract.open_world = false;
         self
     }
 

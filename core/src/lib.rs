@@ -13,6 +13,7 @@ mod budget;
 mod call;
 mod context;
 mod contract;
+pub mod export;
 mod gate;
 mod idempotency;
 mod outcome;
@@ -23,6 +24,7 @@ mod schema;
 mod suggest;
 mod tool;
 mod transaction;
+pub mod wire;
 
 pub use approval::{
     ApprovalDecision, ApprovalStore, Approver, AutoApprove, AutoReject, InMemoryApprovalStore,

@@ -1,0 +1,1 @@
+//! Provider profiles: the tool list in the exact format each provider accepts.
