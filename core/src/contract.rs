@@ -276,7 +276,7 @@ impl ToolContract {
 
     /// The JSON Schema of the arguments as `ctx` sees it: [`input_schema`](Self::input_schema)
     /// with the current values of every dynamic enum filled in.
-    pub fn input_schema_for(&self, _ctx: &CallContext) -> std::borrow::Cow<'_, Value> {
+    pub fn input_schema_for(&self, _ctx: &crate::CallContext) -> std::borrow::Cow<'_, Value> {
         std::borrow::Cow::Borrowed(&self.input_schema)
     }
 
