@@ -53,6 +53,24 @@ fn the_attribute_records_every_contract_key() {
     assert_eq!(ChargeCard.contract().description(), "Charge a card.");
 }
 
+/// Count the rows of one of our own tables.
+#[tool(read_only, open_world = false)]
+fn count_rows(table_name: String) -> Result<usize, ToolError> {
+    Ok(table_name.len())
+}
+
+#[test]
+fn open_world_is_the_default_and_can_be_closed() {
+    assert!(DeleteDatabaseRecord.contract().open_world());
+    assert!(ListTables.contract().open_world());
+    let closed = CountRows.contract();
+    assert!(!closed.open_world());
+    assert_eq!(
+        serde_json::to_value(closed).unwrap()["open_world"],
+        json!(false)
+    );
+}
+
 #[test]
 fn the_contract_is_built_once() {
     assert!(std::ptr::eq(

@@ -156,6 +156,66 @@ where
     }
 }
 
+/// The functions `#[one_of(path)]` may name: `fn(&CallContext) -> Vec<T>` with `T: Serialize`.
+#[diagnostic::on_unimplemented(
+    message = "a `#[one_of]` function must be a `fn(&CallContext) -> Vec<T>` with `T: Serialize`",
+    label = "this function has another signature",
+    note = "the function receives the call's context and returns the values the argument may take now, e.g. `fn active_products(ctx: &CallContext) -> Vec<String>`"
+)]
+pub trait OneOfValues {
+    /// The values, as JSON.
+    fn allowed_values(&self, ctx: &crate::CallContext) -> Vec<Value>;
+}
+
+impl<F, R> OneOfValues for F
+where
+    F: Fn(&crate::CallContext) -> R,
+    R: OneOfList,
+{
+    fn allowed_values(&self, ctx: &crate::CallContext) -> Vec<Value> {
+        self(ctx).into_json()
+    }
+}
+
+/// What a `#[one_of]` function returns; a trait of its own so that a wrong return type is
+/// reported in these words rather than as a mismatch of `Fn` outputs.
+#[diagnostic::on_unimplemented(
+    message = "a `#[one_of]` function must return `Vec<T>` with `T: Serialize`, not `{Self}`",
+    label = "this function returns `{Self}`",
+    note = "return every value the argument may take now, e.g. `fn active_products(ctx: &CallContext) -> Vec<String>`"
+)]
+pub trait OneOfList {
+    /// The values, as JSON.
+    fn into_json(self) -> Vec<Value>;
+}
+
+impl<T: serde::Serialize> OneOfList for Vec<T> {
+    fn into_json(self) -> Vec<Value> {
+        // A value that cannot be written as JSON cannot be matched either: leaving it out
+        // allows less, never more.
+        self.iter()
+            .filter_map(|value| serde_json::to_value(value).ok())
+            .collect()
+    }
+}
+
+/// The bound of a `#[one_of]` argument: its decoded value is compared, as JSON, with the
+/// function's values.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a `#[one_of]` argument: it must implement `serde::Serialize`",
+    label = "this parameter type",
+    note = "the decoded value is written as JSON to be compared with the allowed values: derive `serde::Serialize` on it"
+)]
+pub trait OneOfArgument: serde::Serialize {}
+
+impl<T: serde::Serialize> OneOfArgument for T {}
+
+/// The decoded value of a `#[one_of]` argument as JSON; `None` when it cannot be written, which
+/// the validate gate refuses.
+pub fn argument_json<T: OneOfArgument>(value: &T) -> Option<Value> {
+    serde_json::to_value(value).ok()
+}
+
 /// The schema of a tool's arguments. The root description is dropped: it documents the Rust
 /// type, and the tool's own description is what the model reads.
 pub fn arguments_schema<T: JsonSchema>() -> Value {

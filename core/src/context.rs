@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::wire::ToolChoice;
+
 /// The caller of a tool call: actor, roles, tenant, environment, task and trace ids, the user's
 /// original request, and typed extensions for application data.
 ///
@@ -39,6 +41,7 @@ struct Inner {
     task_id: String,
     trace_id: String,
     request: Option<String>,
+    tool_choice: ToolChoice,
     extensions: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
 }
 
@@ -54,6 +57,7 @@ impl CallContext {
                 task_id: fresh_id("task"),
                 trace_id: fresh_id("trace"),
                 request: None,
+                tool_choice: ToolChoice::Auto,
                 extensions: HashMap::new(),
             }),
         }
@@ -96,6 +100,22 @@ impl CallContext {
     /// Records the user's original request, as the user wrote it.
     pub fn with_request(self, request: impl Into<String>) -> Self {
         self.edit(|inner| inner.request = Some(request.into()))
+    }
+
+    /// Restricts the calls of this step to the tools `choice` allows, as the `tool_choice` sent
+    /// to the model did: the authorize gate refuses any other tool with `tool_not_allowed`.
+    /// The default, [`ToolChoice::Auto`], allows every tool.
+    ///
+    /// ```
+    /// use portcullis_core::CallContext;
+    /// use portcullis_core::wire::ToolChoice;
+    ///
+    /// let step = CallContext::new("alice").with_tool_choice(ToolChoice::Tool("search".into()));
+    /// assert!(step.tool_choice().allows("search"));
+    /// assert!(!step.tool_choice().allows("delete_record"));
+    /// ```
+    pub fn with_tool_choice(self, choice: ToolChoice) -> Self {
+        self.edit(|inner| inner.tool_choice = choice)
     }
 
     /// Attaches a value of application data, one per type; a later value of the same type
@@ -146,6 +166,11 @@ impl CallContext {
         self.inner.request.as_deref()
     }
 
+    /// The tools this step may call; [`ToolChoice::Auto`] unless restricted.
+    pub fn tool_choice(&self) -> &ToolChoice {
+        &self.inner.tool_choice
+    }
+
     /// The application data of type `T`, if attached.
     pub fn extension<T: Any + Send + Sync>(&self) -> Option<&T> {
         self.inner
@@ -165,6 +190,7 @@ impl fmt::Debug for CallContext {
             .field("task_id", &self.inner.task_id)
             .field("trace_id", &self.inner.trace_id)
             .field("request", &self.inner.request)
+            .field("tool_choice", &self.inner.tool_choice)
             .field("extensions", &self.inner.extensions.len())
             .finish()
     }

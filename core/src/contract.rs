@@ -1,6 +1,7 @@
 //! What a tool declares about itself: its name, description, risk, who may call it, how it is
 //! undone, and the schema of its arguments.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::time::Duration;
 
@@ -53,6 +54,59 @@ pub enum Approval {
     Required,
     /// When the named predicate over context and arguments says so.
     Conditional(String),
+}
+
+/// The function that gives an argument's allowed values for a call's context: see
+/// [`ContractBuilder::one_of`].
+pub type AllowedValuesFn = fn(&crate::CallContext) -> Vec<Value>;
+
+/// An argument whose allowed values come from a function, asked again at every export and
+/// every call.
+#[derive(Clone)]
+struct DynamicValues {
+    /// The argument's name as the model sees it.
+    argument: String,
+    values: AllowedValuesFn,
+}
+
+impl fmt::Debug for DynamicValues {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DynamicValues")
+            .field("argument", &self.argument)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for DynamicValues {
+    fn eq(&self, other: &Self) -> bool {
+        self.argument == other.argument && std::ptr::fn_addr_eq(self.values, other.values)
+    }
+}
+
+/// A reviewer reads which arguments have dynamic values; the function itself has no data form.
+impl Serialize for DynamicValues {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.argument)
+    }
+}
+
+/// Where the values of a dynamic argument apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ValuesApply {
+    /// To the argument itself.
+    Whole,
+    /// To each element of a list argument; `nullable` says whether the list itself may be null.
+    EachElement { nullable: bool },
+}
+
+/// What one dynamic argument may hold in one context, as its schema states it.
+#[derive(Debug)]
+pub(crate) struct AllowedValues<'a> {
+    /// The argument's name as the model sees it.
+    pub(crate) argument: &'a str,
+    pub(crate) applies: ValuesApply,
+    /// The function's values, with `null` added where the schema accepts null there.
+    pub(crate) values: Vec<Value>,
 }
 
 /// A contract that breaks a rule every tool must follow.
@@ -113,6 +167,8 @@ pub struct ToolContract {
     #[serde(serialize_with = "serialize_millis")]
     timeout: Option<Duration>,
     sensitive: Vec<String>,
+    #[serde(rename = "one_of")]
+    dynamic_values: Vec<DynamicValues>,
     input_schema: Value,
     output_schema: Option<Value>,
 }
@@ -154,6 +210,7 @@ impl ToolContract {
                 max_calls_per_task: None,
                 timeout: None,
                 sensitive: Vec::new(),
+                dynamic_values: Vec::new(),
                 input_schema,
                 output_schema: None,
             },
@@ -275,9 +332,72 @@ impl ToolContract {
     }
 
     /// The JSON Schema of the arguments as `ctx` sees it: [`input_schema`](Self::input_schema)
-    /// with the current values of every dynamic enum filled in.
-    pub fn input_schema_for(&self, _ctx: &crate::CallContext) -> std::borrow::Cow<'_, Value> {
-        std::borrow::Cow::Borrowed(&self.input_schema)
+    /// with the current values of every dynamic argument ([`ContractBuilder::one_of`]) as its
+    /// `enum` (on `items` for a list), plus `null` where the argument accepts null. Borrowed
+    /// when the tool has no dynamic argument.
+    pub fn input_schema_for(&self, ctx: &crate::CallContext) -> Cow<'_, Value> {
+        if self.dynamic_values.is_empty() {
+            return Cow::Borrowed(&self.input_schema);
+        }
+        let mut schema = self.input_schema.clone();
+        for allowed in self.allowed_values(ctx) {
+            let Some(property) = schema
+                .get_mut("properties")
+                .and_then(|properties| properties.get_mut(allowed.argument))
+            else {
+                continue;
+            };
+            let target = match allowed.applies {
+                ValuesApply::Whole => Some(property),
+                ValuesApply::EachElement { .. } => property.get_mut("items"),
+            };
+            if let Some(Value::Object(target)) = target {
+                target.insert("enum".to_owned(), Value::Array(allowed.values));
+            }
+        }
+        Cow::Owned(schema)
+    }
+
+    /// The arguments whose allowed values come from a function (names as the model sees them).
+    pub fn dynamic_arguments(&self) -> impl Iterator<Item = &str> {
+        self.dynamic_values
+            .iter()
+            .map(|dynamic| dynamic.argument.as_str())
+    }
+
+    /// Asks every dynamic argument's function for its values in `ctx`, and reads from the
+    /// schema where they apply, so that the export and the check agree.
+    pub(crate) fn allowed_values(&self, ctx: &crate::CallContext) -> Vec<AllowedValues<'_>> {
+        self.dynamic_values
+            .iter()
+            .map(|dynamic| {
+                let property = self
+                    .input_schema
+                    .get("properties")
+                    .and_then(|properties| properties.get(&dynamic.argument));
+                let items = property
+                    .filter(|property| has_type(property, "array"))
+                    .and_then(|property| property.get("items"));
+                let (applies, values_schema) = match (property, items) {
+                    (Some(property), Some(items)) => (
+                        ValuesApply::EachElement {
+                            nullable: accepts_null(property),
+                        },
+                        Some(items),
+                    ),
+                    (property, _) => (ValuesApply::Whole, property),
+                };
+                let mut values = (dynamic.values)(ctx);
+                if values_schema.is_some_and(accepts_null) && !values.contains(&Value::Null) {
+                    values.push(Value::Null);
+                }
+                AllowedValues {
+                    argument: &dynamic.argument,
+                    applies,
+                    values,
+                }
+            })
+            .collect()
     }
 
     /// The JSON Schema of the output, where the output type has one.
@@ -346,8 +466,39 @@ impl ToolContract {
                 "the arguments type must refuse unknown arguments: add `#[serde(deny_unknown_fields)]`".into(),
             );
         }
+        if let Some(unknown) = self.dynamic_arguments().find(|argument| {
+            self.input_schema
+                .get("properties")
+                .and_then(|properties| properties.get(*argument))
+                .is_none()
+        }) {
+            return fail(format!(
+                "`one_of` names `{unknown}`, which is not one of the tool's arguments"
+            ));
+        }
         Ok(())
     }
+}
+
+/// Whether `schema`'s `type` is `name` or lists it.
+fn has_type(schema: &Value, name: &str) -> bool {
+    match schema.get("type") {
+        Some(Value::String(single)) => single == name,
+        Some(Value::Array(types)) => types.iter().any(|listed| listed == name),
+        _ => false,
+    }
+}
+
+/// Whether `schema` accepts `null`: by its `type`, or by a branch of an `anyOf`/`oneOf` (how
+/// schemars writes `Option` of a type with a `$ref`).
+fn accepts_null(schema: &Value) -> bool {
+    has_type(schema, "null")
+        || ["anyOf", "oneOf"].iter().any(|keyword| {
+            schema
+                .get(keyword)
+                .and_then(Value::as_array)
+                .is_some_and(|branches| branches.iter().any(|branch| has_type(branch, "null")))
+        })
 }
 
 /// Why `name` is not a valid tool name, if it is not: 1 to 64 characters of ASCII letters,
@@ -481,6 +632,27 @@ impl ContractBuilder {
     /// Sets how long one call may run.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.contract.timeout = Some(timeout);
+        self
+    }
+
+    /// Gives `argument` (its name as the model sees it) the values `values` returns for the
+    /// call's context: the export shows them as the argument's `enum` (on `items` for a
+    /// list), and a call with another value is refused with `invalid_value`. `#[tool]` writes
+    /// it for `#[one_of(function)]`; a hand-written tool must also implement
+    /// [`Tool::argument_json`](crate::Tool::argument_json) for the argument, or its calls are
+    /// refused. Naming the argument again replaces its function.
+    ///
+    /// The function runs at every export and at every call: keep it fast, and deterministic
+    /// for a given context, so that the values the model is shown are the values its call is
+    /// held to. A panic in it during a call refuses the call with `tool_panicked`.
+    pub fn one_of(mut self, argument: impl Into<String>, values: AllowedValuesFn) -> Self {
+        let argument = argument.into();
+        self.contract
+            .dynamic_values
+            .retain(|dynamic| dynamic.argument != argument);
+        self.contract
+            .dynamic_values
+            .push(DynamicValues { argument, values });
         self
     }
 

@@ -16,6 +16,7 @@ mod contract;
 pub mod export;
 mod gate;
 mod idempotency;
+pub mod manifest;
 mod outcome;
 mod policy;
 mod registry;
@@ -35,7 +36,9 @@ pub use budget::{
 };
 pub use call::{Arguments, ToolCall};
 pub use context::CallContext;
-pub use contract::{Approval, ContractBuilder, ContractError, Risk, ToolContract, name_problem};
+pub use contract::{
+    AllowedValuesFn, Approval, ContractBuilder, ContractError, Risk, ToolContract, name_problem,
+};
 pub use gate::{ArgumentScope, DecodeLimits, Gate};
 pub use outcome::Outcome;
 pub use policy::{Decision, Policy, PolicyError, PolicyRequest, ReadOnlyRequests};

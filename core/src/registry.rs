@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::approval::now_ms;
+use crate::export::{Profile, ProfileError, check_all};
 use crate::audit::{AuditLog, AuditSink, Decided, Snapshots};
 use crate::gate::approve::Approvals;
 use crate::gate::authorize::{Rules, authorize_arguments, authorize_caller, judge};
@@ -15,7 +16,7 @@ use crate::gate::budget::Budget;
 use crate::gate::decode::decode;
 use crate::gate::execute::{Contained, Execution, contained, execute};
 use crate::gate::resolve::resolve;
-use crate::gate::validate::validate;
+use crate::gate::validate::{check_allowed_values, validate};
 use crate::idempotency::RanCalls;
 use crate::rejection::shorten;
 use crate::tool::BoxFuture;
@@ -93,6 +94,10 @@ impl<T: Tool> ErasedTool for T {
             Err(rejection) => return Execution::Finished(Outcome::Rejected(rejection)),
         };
         let contract = Tool::contract(self);
+        let argument_json = |argument: &str| self.argument_json(&args, argument);
+        if let Err(rejection) = check_allowed_values(contract, ctx, argument_json) {
+            return Execution::Finished(Outcome::Rejected(rejection));
+        }
         if let Err(rejection) = validate(self.validate_args(&args), contract.input_schema()) {
             return Execution::Finished(Outcome::Rejected(rejection));
         }
@@ -177,6 +182,8 @@ struct Settings {
     approvals: Approvals,
     audit: Option<AuditLog>,
     ran_calls: RanCalls,
+    /// The provider profiles the registry was built for, each checked against every tool.
+    profiles: Vec<Profile>,
 }
 
 impl Registry {
@@ -202,6 +209,7 @@ impl Registry {
                 },
                 audit: None,
                 ran_calls: RanCalls::new(10_000),
+                profiles: Vec::new(),
             },
         }
     }
@@ -483,6 +491,11 @@ impl Registry {
         self.inner.tools.iter().map(|(_, tool)| tool.contract())
     }
 
+    /// Whether the registry was built for `profile`.
+    pub fn serves(&self, profile: Profile) -> bool {
+        self.inner.settings.profiles.contains(&profile)
+    }
+
     /// The limits the decode gate applies.
     pub fn limits(&self) -> DecodeLimits {
         self.inner.settings.limits
@@ -500,7 +513,7 @@ impl Registry {
                     json!({
                         "name": contract.name(),
                         "description": contract.description(),
-                        "input_schema": contract.input_schema(),
+                        "input_schema": contract.input_schema_for(ctx),
                     })
                 })
                 .collect(),
@@ -621,7 +634,24 @@ impl RegistryBuilder {
         self
     }
 
-    /// Checks every contract and that no two tools share a name.
+    /// Declares a provider profile the registry serves: [`build`](Self::build) checks every
+    /// tool against it, and [`Registry::export`] renders the tool list in its format.
+    ///
+    /// A profile that shows optional arguments as required and nullable (OpenAI's strict
+    /// mode) also makes the decode gate read a `null` for an argument that may be left out as
+    /// if it had not been sent, so that its default applies.
+    pub fn profile(mut self, profile: Profile) -> Self {
+        if !self.settings.profiles.contains(&profile) {
+            self.settings.profiles.push(profile);
+            if profile.sends_null_for_absent() {
+                self.settings.limits.null_means_absent = true;
+            }
+        }
+        self
+    }
+
+    /// Checks every contract, that no two tools share a name, and that every declared profile
+    /// can take every tool.
     pub fn build(self) -> Result<Registry, BuildError> {
         let max_depth = self.settings.limits.max_depth;
         if max_depth == 0 || max_depth > DecodeLimits::MAX_DEPTH {
@@ -640,6 +670,10 @@ impl RegistryBuilder {
         tools.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
         if let Some(pair) = tools.windows(2).find(|pair| pair[0].0 == pair[1].0) {
             return Err(BuildError::DuplicateTool(pair[0].0.clone()));
+        }
+        for profile in &self.settings.profiles {
+            check_all(*profile, tools.iter().map(|(_, tool)| tool.contract()))
+                .map_err(BuildError::Profile)?;
         }
         Ok(Registry {
             inner: Arc::new(Inner {
@@ -660,6 +694,8 @@ pub enum BuildError {
     InvalidContract(ContractError),
     /// A limit is out of its range.
     InvalidLimits(String),
+    /// A declared profile's provider cannot take a tool.
+    Profile(ProfileError),
 }
 
 impl fmt::Display for BuildError {
@@ -673,6 +709,7 @@ impl fmt::Display for BuildError {
             }
             BuildError::InvalidContract(error) => error.fmt(f),
             BuildError::InvalidLimits(reason) => f.write_str(reason),
+            BuildError::Profile(error) => error.fmt(f),
         }
     }
 }

@@ -37,6 +37,9 @@ pub enum RejectionCode {
     ConstraintViolation,
     /// The caller holds none of the roles the tool requires.
     RoleDenied,
+    /// The tool choice of this step does not allow the tool; see
+    /// [`CallContext::with_tool_choice`](crate::CallContext::with_tool_choice).
+    ToolNotAllowed,
     /// The call runs in an environment the tool does not allow, or names another environment
     /// than the one it runs in.
     EnvironmentMismatch,
@@ -86,6 +89,7 @@ impl RejectionCode {
             RejectionCode::InvalidValue => "invalid_value",
             RejectionCode::ConstraintViolation => "constraint_violation",
             RejectionCode::RoleDenied => "role_denied",
+            RejectionCode::ToolNotAllowed => "tool_not_allowed",
             RejectionCode::EnvironmentMismatch => "environment_mismatch",
             RejectionCode::TenantMismatch => "tenant_mismatch",
             RejectionCode::PolicyDenied => "policy_denied",
@@ -119,6 +123,7 @@ impl RejectionCode {
             | RejectionCode::InvalidValue => Gate::Decode,
             RejectionCode::ConstraintViolation => Gate::Validate,
             RejectionCode::RoleDenied
+            | RejectionCode::ToolNotAllowed
             | RejectionCode::EnvironmentMismatch
             | RejectionCode::TenantMismatch
             | RejectionCode::PolicyDenied

@@ -46,6 +46,16 @@ pub trait Tool: Send + Sync + 'static {
         args.validate()
     }
 
+    /// The decoded value of the argument named `argument` (its name as the model sees it) as
+    /// JSON, for the check against the values its contract allows
+    /// ([`ContractBuilder::one_of`](crate::ContractBuilder::one_of)). `#[tool]` answers for
+    /// every `#[one_of]` argument. `None`, the default, fails closed: a call whose contract
+    /// restricts an argument the tool cannot show is refused.
+    fn argument_json(&self, args: &Self::Args, argument: &str) -> Option<serde_json::Value> {
+        let _ = (args, argument);
+        None
+    }
+
     /// The values of the arguments that name a tenant and an environment, for the authorize
     /// gate. `#[tool]` returns those of the parameters marked `#[tenant]` and
     /// `#[environment]`; the contract says which arguments they are.

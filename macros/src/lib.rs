@@ -19,8 +19,8 @@ mod params;
 /// "medium" | "high" | "critical"`, `role = "x"` or `roles = ["x", "y"]`, `rollback = path`
 /// (an `async fn(&CallContext, &NameArgs, &T) -> Result<(), ToolError>`), `irreversible =
 /// "reason"`, `approval = "never" | "required" | path` (a `fn(&CallContext, &NameArgs) ->
-/// bool`), `idempotent`, `read_only`, `cost = N`, `timeout_ms = N` (async tools), `crate =
-/// "path"`.
+/// bool`), `idempotent`, `open_world = false`, `read_only`, `cost = N`, `timeout_ms = N` (async
+/// tools), `crate = "path"`.
 ///
 /// Parameters: `&CallContext` (injected, at most once), arguments with `///` docs,
 /// `#[validate(...)]`, `#[serde(default)]`, `#[serde(rename = "...")]` and `#[sensitive]`, or

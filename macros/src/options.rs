@@ -4,7 +4,7 @@ use proc_macro2::Span;
 use syn::parse::Parser;
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
-use syn::{Expr, ExprLit, Lit, LitInt, LitStr, Meta, Path, Token};
+use syn::{Expr, ExprLit, Lit, LitBool, LitInt, LitStr, Meta, Path, Token};
 
 const KEYS: &[&str] = &[
     "name",
@@ -19,6 +19,7 @@ const KEYS: &[&str] = &[
     "irreversible",
     "approval",
     "idempotent",
+    "open_world",
     "read_only",
     "cost",
     "max_calls_per_task",
@@ -55,6 +56,8 @@ pub(crate) struct ToolOptions {
     pub(crate) approval: Option<Approval>,
     pub(crate) approval_span: Option<Span>,
     pub(crate) idempotent: bool,
+    /// `open_world = false`: the tool only touches what the registry's owner controls.
+    pub(crate) closed_world: bool,
     pub(crate) read_only: Option<Span>,
     pub(crate) cost: Option<LitInt>,
     pub(crate) max_calls_per_task: Option<LitInt>,
@@ -211,6 +214,9 @@ impl ToolOptions {
                 flag(meta, "idempotent")?;
                 self.idempotent = true;
             }
+            "open_world" => {
+                self.closed_world = !boolean(meta, "open_world = false")?.value;
+            }
             "read_only" => {
                 flag(meta, "read_only")?;
                 self.read_only = Some(meta.span());
@@ -325,6 +331,19 @@ fn path(meta: &Meta, key: &str, example: &str) -> syn::Result<Path> {
         other => Err(syn::Error::new(
             other.span(),
             format!("`{key}` takes the path of a function, not a string: {example}"),
+        )),
+    }
+}
+
+fn boolean(meta: &Meta, example: &str) -> syn::Result<LitBool> {
+    match value_of(meta, example)? {
+        Expr::Lit(ExprLit {
+            lit: Lit::Bool(value),
+            ..
+        }) => Ok(value.clone()),
+        other => Err(syn::Error::new(
+            other.span(),
+            format!("expected `true` or `false`: {example}"),
         )),
     }
 }

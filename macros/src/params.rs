@@ -6,7 +6,9 @@ use quote::quote;
 
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
-use syn::{Attribute, Expr, ExprLit, FnArg, Ident, Lit, LitStr, Meta, Pat, Signature, Token, Type};
+use syn::{
+    Attribute, Expr, ExprLit, FnArg, Ident, Lit, LitStr, Meta, Pat, Path, Signature, Token, Type,
+};
 
 /// What a scoping argument must match.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -50,6 +52,8 @@ pub(crate) struct Argument {
     pub(crate) scope: Option<ScopeMark>,
     /// `#[validate(nested)]` is written: validator already checks the type's own constraints.
     pub(crate) nested: bool,
+    /// `#[one_of(path)]`: the function that gives the values the argument may take now.
+    pub(crate) one_of: Option<Path>,
 }
 
 /// Reads the parameters and removes the attributes that are ours from the signature, so the
@@ -142,6 +146,7 @@ const PARAMETER_ATTRIBUTES: &[&str] = &[
     "args",
     "tenant",
     "environment",
+    "one_of",
 ];
 
 /// Removes our attributes from every parameter of `sig`, so that a function the macro refused
@@ -207,6 +212,7 @@ fn parse_one(typed: &mut syn::PatType) -> syn::Result<Param> {
     let mut sensitive = false;
     let mut scope = None;
     let mut args_marker = None;
+    let mut one_of: Option<(Path, Attribute)> = None;
     let mut rename = None;
     let mut rules = ValidateRules::default();
     for attr in typed.attrs.drain(..) {
@@ -267,6 +273,15 @@ fn parse_one(typed: &mut syn::PatType) -> syn::Result<Param> {
                     ScopeMark::Environment
                 });
             }
+            "one_of" => {
+                if one_of.is_some() {
+                    return Err(syn::Error::new_spanned(
+                        &attr,
+                        "`#[one_of]` is given twice: keep one function",
+                    ));
+                }
+                one_of = Some((one_of_function(&attr)?, attr));
+            }
             _ => kept.push(attr),
         }
     }
@@ -286,6 +301,12 @@ fn parse_one(typed: &mut syn::PatType) -> syn::Result<Param> {
             return Err(syn::Error::new_spanned(
                 marker,
                 "`#[sensitive]` marks one argument; on an `#[args]` struct, redact the fields in its own `Debug`",
+            ));
+        }
+        if let Some((_, attr)) = one_of {
+            return Err(syn::Error::new_spanned(
+                attr,
+                "`#[one_of]` restricts one of the tool's own parameters, not an `#[args]` struct: take that argument as a parameter of its own",
             ));
         }
         if let Some(mark) = scope {
@@ -310,7 +331,25 @@ fn parse_one(typed: &mut syn::PatType) -> syn::Result<Param> {
         field_attrs,
         sensitive,
         scope,
+        one_of: one_of.map(|(function, _)| function),
     })))
+}
+
+/// The function of `#[one_of(function)]`.
+fn one_of_function(attr: &Attribute) -> syn::Result<Path> {
+    const EXAMPLE: &str = "`#[one_of(active_products)]`, with `fn active_products(ctx: &CallContext) -> Vec<T>`";
+    match &attr.meta {
+        Meta::List(list) if !list.tokens.is_empty() => list.parse_args::<Path>().map_err(|_| {
+            syn::Error::new_spanned(
+                &list.tokens,
+                format!("`#[one_of]` takes the path of one function, not a string or a list: {EXAMPLE}"),
+            )
+        }),
+        _ => Err(syn::Error::new_spanned(
+            attr,
+            format!("`#[one_of]` needs the function that gives the allowed values: {EXAMPLE}"),
+        )),
+    }
 }
 
 /// `#[schemars]` on a parameter may document it, never constrain it: a constraint written

@@ -91,11 +91,16 @@ impl AuditRecord {
         unsealed.hash = String::new();
         let bytes =
             serde_json::to_vec(&unsealed).expect("a record of strings and JSON values serializes");
-        Sha256::digest(&bytes)
-            .iter()
-            .map(|byte| format!("{byte:02x}"))
-            .collect()
+        sha256_hex(&bytes)
     }
+}
+
+/// The SHA-256 of `bytes`, in lowercase hex.
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
 }
 
 /// Where records go. A sink that fails loses the record: the registry reports the failure to

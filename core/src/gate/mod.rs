@@ -84,6 +84,7 @@ impl Gate {
             Gate::Validate => &[ConstraintViolation],
             Gate::Authorize => &[
                 RoleDenied,
+                ToolNotAllowed,
                 EnvironmentMismatch,
                 TenantMismatch,
                 PolicyDenied,

@@ -5,6 +5,10 @@
 //! then the same name in another case convention (`sku_code` for `skuCode`, from
 //! `rename_all`). A field renamed to an unrelated name inside a user's own `#[args]` type keeps
 //! its Rust name in the path.
+//!
+//! Before the constraints, the values of the arguments whose allowed values come from a function
+//! (`#[one_of]`) are checked against what that function returns for the call's context: the
+//! same refusal as a value outside a Rust enum, `invalid_value`.
 
 use std::borrow::Cow;
 
@@ -12,7 +16,126 @@ use serde_json::{Map, Value};
 use validator::{ValidationError, ValidationErrors, ValidationErrorsKind};
 
 use super::decode::{Segment, pointer};
-use crate::{Rejection, RejectionCode, Violation};
+use crate::contract::{AllowedValues, ValuesApply};
+use crate::rejection::shorten;
+use crate::{CallContext, Rejection, RejectionCode, ToolContract, Violation};
+
+/// How many allowed values a refusal lists: enough to choose from, bounded in size.
+const LISTED_VALUES: usize = 20;
+
+/// Refuses a call whose dynamic argument holds a value its contract's function does not allow
+/// for `ctx`; `argument_json` gives an argument's decoded value as JSON, by its name as the
+/// model sees it. The decoded value is compared, not the text the model sent, so `1.0` for an
+/// integer is `1`.
+pub(crate) fn check_allowed_values(
+    contract: &ToolContract,
+    ctx: &CallContext,
+    argument_json: impl Fn(&str) -> Option<Value>,
+) -> Result<(), Rejection> {
+    for allowed in contract.allowed_values(ctx) {
+        let path = vec![Segment::Key(allowed.argument.to_owned())];
+        let Some(value) = argument_json(allowed.argument) else {
+            // The tool cannot show the value: fail closed rather than let it through unchecked.
+            return Err(Rejection::new(
+                RejectionCode::InvalidValue,
+                format!(
+                    "`{}` cannot be compared with its allowed values",
+                    allowed.argument
+                ),
+            )
+            .with_path(pointer(&path))
+            .with_retryable(false));
+        };
+        match (allowed.applies, &value) {
+            (ValuesApply::EachElement { nullable: true }, Value::Null) => {}
+            (ValuesApply::EachElement { .. }, Value::Array(elements)) => {
+                for (index, element) in elements.iter().enumerate() {
+                    if !is_allowed(element, &allowed.values) {
+                        let mut path = path.clone();
+                        path.push(Segment::Index(index));
+                        return Err(not_allowed(element, &allowed, &path));
+                    }
+                }
+            }
+            _ if is_allowed(&value, &allowed.values) => {}
+            _ => return Err(not_allowed(&value, &allowed, &path)),
+        }
+    }
+    Ok(())
+}
+
+fn is_allowed(value: &Value, allowed: &[Value]) -> bool {
+    allowed.iter().any(|candidate| same_json(value, candidate))
+}
+
+/// JSON Schema's equality, which `enum` uses: numbers are equal by value (`1` is `1.0`), so
+/// that what the exported `enum` accepts is what the check accepts.
+fn same_json(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(a), Value::Number(b)) => {
+            let exact = |number: &serde_json::Number| {
+                number
+                    .as_i64()
+                    .map(i128::from)
+                    .or_else(|| number.as_u64().map(i128::from))
+            };
+            match (exact(a), exact(b)) {
+                (Some(a), Some(b)) => a == b,
+                _ => a.as_f64() == b.as_f64(),
+            }
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            a.len() == b.len() && a.iter().zip(b).all(|(a, b)| same_json(a, b))
+        }
+        (Value::Object(a), Value::Object(b)) => {
+            a.len() == b.len()
+                && a.iter()
+                    .all(|(key, a)| b.get(key).is_some_and(|b| same_json(a, b)))
+        }
+        _ => a == b,
+    }
+}
+
+/// A value as a refusal shows it: a string as its text, anything else as JSON, cut short.
+fn shown(value: &Value) -> String {
+    let text = match value {
+        Value::String(text) => Cow::Borrowed(text.as_str()),
+        other => Cow::Owned(other.to_string()),
+    };
+    shorten(&text, 64).into_owned()
+}
+
+fn not_allowed(value: &Value, allowed: &AllowedValues<'_>, path: &[Segment]) -> Rejection {
+    let rejection = Rejection::new(
+        RejectionCode::InvalidValue,
+        format!("`{}` is not one of the allowed values", shown(value)),
+    )
+    .with_path(pointer(path));
+    let listed: Vec<Value> = allowed
+        .values
+        .iter()
+        .filter(|value| !value.is_null())
+        .cloned()
+        .collect();
+    if listed.is_empty() {
+        // Nothing is allowed for this caller now: no other value would do either.
+        return rejection
+            .with_hint(format!(
+                "`{}` has no allowed value for this caller now",
+                allowed.argument
+            ))
+            .with_retryable(false);
+    }
+    let mut hint: Vec<String> = listed
+        .iter()
+        .take(LISTED_VALUES)
+        .map(|value| format!("`{}`", shown(value)))
+        .collect();
+    if listed.len() > LISTED_VALUES {
+        hint.push(format!("and {} more", listed.len() - LISTED_VALUES));
+    }
+    rejection.with_hint(format!("the allowed values are {}", hint.join(", ")))
+}
 
 /// Turns the outcome of the arguments' constraint checks into the gate's verdict; `schema` is
 /// the arguments' schema, used to name each violation as the model knows it.

@@ -66,7 +66,7 @@ fn send_email(to: String, body: String) -> Result<usize, ToolError> {
 }
 
 /// List the tables.
-#[tool(risk = "low", read_only, idempotent, approval = "never")]
+#[tool(risk = "low", read_only, idempotent, approval = "never", open_world = false)]
 fn list_tables() -> Result<Vec<String>, ToolError> {
     Ok(vec!["users".to_owned()])
 }
@@ -78,7 +78,7 @@ fn read_customer_pii(customer_id: u64) -> Result<String, ToolError> {
 }
 
 /// Rename a table.
-#[tool(risk = "medium")]
+#[tool(risk = "medium", open_world = true)]
 fn rename_table(from: String, to: String) -> Result<String, ToolError> {
     Ok(format!("{from} -> {to}"))
 }
@@ -141,6 +141,7 @@ fn main() {
     assert_eq!(contract.cost(), 2);
     assert_eq!(contract.timeout(), None);
     assert!(!contract.idempotent());
+    assert!(contract.open_world());
     let args = SendEmailArgs { to: "a@b.c".into(), body: "hi".into() };
     assert!(SendEmail.approval_required(&development, &args));
     assert!(SendEmail.compensate(&development, &args, &7).is_none());
@@ -149,6 +150,7 @@ fn main() {
     assert_eq!(contract.risk(), Risk::Low);
     assert!(contract.read_only());
     assert!(contract.idempotent());
+    assert!(!contract.open_world());
     assert_eq!(contract.approval(), &Approval::Never);
     assert!(contract.roles().is_empty());
     assert!(!ListTables.approval_required(&production, &ListTablesArgs {}));
@@ -157,6 +159,7 @@ fn main() {
     assert_eq!(contract.risk(), Risk::Medium);
     assert_eq!(contract.approval(), &Approval::Default);
     assert_eq!(contract.cost(), 0);
+    assert!(contract.open_world());
 
     assert_eq!(UndoChange.contract().rollback(), Some("redo_change"));
     let compensation = UndoChange.compensate(&development, &UndoChangeArgs { change_id: 1 }, &1);

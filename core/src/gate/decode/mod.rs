@@ -37,6 +37,11 @@ pub struct DecodeLimits {
     /// The deepest nesting of arrays and objects accepted; the top-level object is depth 1.
     /// At most [`DecodeLimits::MAX_DEPTH`].
     pub max_depth: usize,
+    /// Whether a `null` member of an object counts as left out, so that an optional argument
+    /// takes its default. On in registries that serve a profile which shows optional
+    /// arguments as required and nullable (OpenAI's strict mode); such profiles take no maps,
+    /// so every object in the arguments is a struct's.
+    pub null_means_absent: bool,
 }
 
 impl DecodeLimits {
@@ -50,6 +55,7 @@ impl Default for DecodeLimits {
         DecodeLimits {
             max_bytes: 1024 * 1024,
             max_depth: 32,
+            null_means_absent: false,
         }
     }
 }
@@ -59,13 +65,17 @@ pub(crate) fn decode<T: DeserializeOwned>(
     arguments: &Arguments,
     limits: &DecodeLimits,
 ) -> Result<T, Rejection> {
-    match arguments {
-        Arguments::Text(text) => decode_node(parse_text(text, limits)?),
+    let mut node = match arguments {
+        Arguments::Text(text) => parse_text(text, limits)?,
         Arguments::Json(value) => {
             check_value(value, limits)?;
-            decode_node(Node::borrowed(value))
+            Node::borrowed(value)
         }
+    };
+    if limits.null_means_absent {
+        node.drop_null_members();
     }
+    decode_node(node)
 }
 
 fn decode_node<T: DeserializeOwned>(node: Node<'_>) -> Result<T, Rejection> {
@@ -308,6 +318,7 @@ mod tests {
         let limits = DecodeLimits {
             max_bytes: 40,
             max_depth: 2,
+            null_means_absent: false,
         };
         let long = format!(r#"{{"memo": "{}"}}"#, "x".repeat(64));
         let too_large = decode::<Transfer>(&long.as_str().into(), &limits).unwrap_err();

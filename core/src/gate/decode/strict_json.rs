@@ -32,6 +32,20 @@ pub(crate) enum Node<'a> {
 }
 
 impl<'a> Node<'a> {
+    /// Removes every object member whose value is `null`, at every depth.
+    pub(crate) fn drop_null_members(&mut self) {
+        match self {
+            Node::Object(entries) => {
+                entries.retain(|(_, value)| !matches!(value, Node::Null));
+                entries
+                    .iter_mut()
+                    .for_each(|(_, value)| value.drop_null_members());
+            }
+            Node::Array(items) => items.iter_mut().for_each(Node::drop_null_members),
+            _ => {}
+        }
+    }
+
     /// A node that borrows the strings of an already parsed value.
     pub(crate) fn borrowed(value: &'a Value) -> Node<'a> {
         match value {

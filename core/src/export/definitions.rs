@@ -1,0 +1,170 @@
+//! The `$defs` of a schema and the `$ref`s that point into them, which every profile has to
+//! treat in its provider's way: kept, inlined, or made to stand alone.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value};
+
+/// Keywords that describe a `$ref`'s use site without constraining its values.
+const ANNOTATIONS: [&str; 5] = ["description", "title", "default", "examples", "deprecated"];
+
+/// The definitions of one root schema.
+pub(super) struct Definitions<'a> {
+    defs: Option<&'a Map<String, Value>>,
+}
+
+impl<'a> Definitions<'a> {
+    pub(super) fn of(root: &'a Value) -> Self {
+        Definitions {
+            defs: root.get("$defs").and_then(Value::as_object),
+        }
+    }
+
+    /// The definitions by name, in a stable order.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&'a String, &'a Value)> {
+        self.defs.into_iter().flatten()
+    }
+
+    /// The name of the definition `reference` points at, e.g. `Money` for `#/$defs/Money`.
+    pub(super) fn name(reference: &str) -> Option<String> {
+        let name = reference.strip_prefix("#/$defs/")?;
+        Some(name.replace("~1", "/").replace("~0", "~"))
+    }
+
+    /// The definition `reference` points at.
+    pub(super) fn resolve(&self, reference: &str) -> Result<(String, &'a Value), String> {
+        let name = Self::name(reference)
+            .ok_or_else(|| format!("the reference `{reference}` does not point into `$defs`"))?;
+        match self.defs.and_then(|defs| defs.get(&name)) {
+            Some(definition) => Ok((name, definition)),
+            None => Err(format!("the reference `{reference}` points at nothing")),
+        }
+    }
+
+    /// Whether the definition named `name` refers to itself, directly or through others.
+    pub(super) fn is_recursive(&self, name: &str) -> bool {
+        let mut seen = BTreeSet::new();
+        let mut pending: Vec<&str> = Vec::new();
+        if let Some((_, definition)) = self.defs.and_then(|defs| defs.get_key_value(name)) {
+            collect_refs(definition, &mut pending);
+        }
+        while let Some(reference) = pending.pop() {
+            let Some(target) = Self::name(reference) else {
+                continue;
+            };
+            if target == name {
+                return true;
+            }
+            if seen.insert(target.clone())
+                && let Some(definition) = self.defs.and_then(|defs| defs.get(&target))
+            {
+                collect_refs(definition, &mut pending);
+            }
+        }
+        false
+    }
+
+    /// A `$ref` that carries annotations beside it (a field's description), as a schema
+    /// without siblings: the definition merged with the annotations where it is not recursive,
+    /// else the reference wrapped in a one-branch `anyOf` that can carry them. Providers
+    /// either drop a `$ref`'s siblings or inline the reference themselves; both ways the
+    /// export would not be what they use.
+    pub(super) fn standalone(&self, node: &Map<String, Value>) -> Result<Option<Value>, String> {
+        let Some(reference) = node.get("$ref").and_then(Value::as_str) else {
+            return Ok(None);
+        };
+        if node.len() == 1 {
+            return Ok(None);
+        }
+        if let Some(keyword) = node
+            .keys()
+            .find(|key| *key != "$ref" && !ANNOTATIONS.contains(&key.as_str()))
+        {
+            return Err(format!(
+                "a reference to `{reference}` is constrained by `{keyword}` beside it"
+            ));
+        }
+        let (name, definition) = self.resolve(reference)?;
+        let mut merged = Map::new();
+        if self.is_recursive(&name) {
+            merged.insert(
+                "anyOf".into(),
+                Value::Array(vec![Value::Object(Map::from_iter([(
+                    "$ref".to_owned(),
+                    Value::String(reference.to_owned()),
+                )]))]),
+            );
+        } else if let Value::Object(definition) = definition {
+            merged.extend(definition.clone());
+        }
+        for (key, value) in node {
+            if key != "$ref" {
+                merged.insert(key.clone(), value.clone());
+            }
+        }
+        Ok(Some(Value::Object(merged)))
+    }
+}
+
+/// Every `$ref` under `schema`.
+fn collect_refs<'v>(schema: &'v Value, found: &mut Vec<&'v str>) {
+    match schema {
+        Value::Object(object) => {
+            for (key, value) in object {
+                match (key.as_str(), value) {
+                    ("$ref", Value::String(reference)) => found.push(reference),
+                    // Data, not schemas.
+                    ("enum" | "const" | "default" | "examples", _) => {}
+                    _ => collect_refs(value, found),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|item| collect_refs(item, found)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn recursion_is_found_through_other_definitions() {
+        let root = json!({"$defs": {
+            "Tree": {"type": "object", "properties": {"branch": {"$ref": "#/$defs/Branch"}}},
+            "Branch": {"type": "array", "items": {"$ref": "#/$defs/Tree"}},
+            "Leaf": {"type": "string"},
+        }});
+        let definitions = Definitions::of(&root);
+        assert!(definitions.is_recursive("Tree"));
+        assert!(definitions.is_recursive("Branch"));
+        assert!(!definitions.is_recursive("Leaf"));
+    }
+
+    #[test]
+    fn a_described_reference_is_inlined_or_wrapped() {
+        let root = json!({"$defs": {
+            "Leaf": {"type": "string"},
+            "Tree": {"type": "array", "items": {"$ref": "#/$defs/Tree"}},
+        }});
+        let definitions = Definitions::of(&root);
+        let leaf = json!({"$ref": "#/$defs/Leaf", "description": "a leaf"});
+        assert_eq!(
+            definitions.standalone(leaf.as_object().unwrap()).unwrap(),
+            Some(json!({"type": "string", "description": "a leaf"}))
+        );
+        let tree = json!({"$ref": "#/$defs/Tree", "description": "a tree"});
+        assert_eq!(
+            definitions.standalone(tree.as_object().unwrap()).unwrap(),
+            Some(json!({"anyOf": [{"$ref": "#/$defs/Tree"}], "description": "a tree"}))
+        );
+        let constrained = json!({"$ref": "#/$defs/Leaf", "maxLength": 3});
+        assert!(
+            definitions
+                .standalone(constrained.as_object().unwrap())
+                .is_err()
+        );
+    }
+}

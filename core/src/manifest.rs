@@ -1,0 +1,231 @@
+//! The contract manifest: every tool's contract as one stable, sorted JSON document, to commit
+//! beside the code as a lock file, so that a change of risk, role or approval shows up in
+//! review as a diff rather than slipping in with a refactor.
+//!
+//! ```no_run
+//! # fn registry() -> portcullis_core::Registry { unimplemented!() }
+//! // tests/contracts.rs
+//! #[test]
+//! fn contracts_match_the_lock_file() {
+//!     portcullis_core::manifest::assert_matches_lock(&registry(), "portcullis.lock.json");
+//! }
+//! ```
+//!
+//! Run the test with `PORTCULLIS_UPDATE_LOCK=1` to write the lock file after a deliberate
+//! change.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::audit::sha256_hex;
+use crate::{Registry, ToolContract};
+
+/// The environment variable that makes [`compare_with_lock`] write the lock file instead of
+/// comparing with it.
+pub const UPDATE_VARIABLE: &str = "PORTCULLIS_UPDATE_LOCK";
+
+/// The version of the manifest's layout, written into it.
+const FORMAT: u64 = 1;
+
+/// Lines of unchanged text shown around each change.
+const CONTEXT_LINES: usize = 2;
+
+impl Registry {
+    /// Every tool's contract as a stable, sorted JSON document: tools by name, roles and
+    /// environments sorted, and the argument schema as a SHA-256 of its canonical JSON.
+    ///
+    /// ```
+    /// use portcullis_core::Registry;
+    ///
+    /// let manifest = Registry::builder().build().unwrap().manifest();
+    /// assert_eq!(manifest["tools"], serde_json::json!([]));
+    /// ```
+    pub fn manifest(&self) -> Value {
+        let tools: Vec<Value> = self.contracts().map(entry).collect();
+        json!({ "portcullis_manifest": FORMAT, "tools": tools })
+    }
+}
+
+fn entry(contract: &ToolContract) -> Value {
+    let mut roles = contract.roles().to_vec();
+    roles.sort();
+    let mut environments = contract.environments().to_vec();
+    environments.sort();
+    let mut sensitive = contract.sensitive().to_vec();
+    sensitive.sort();
+    json!({
+        "name": contract.name(),
+        "risk": contract.risk(),
+        "roles": roles,
+        "environments": environments,
+        "approval": contract.approval(),
+        "rollback": contract.rollback(),
+        "irreversible": contract.irreversible(),
+        "read_only": contract.read_only(),
+        "idempotent": contract.idempotent(),
+        "open_world": contract.open_world(),
+        "cost": contract.cost(),
+        "max_calls_per_task": contract.max_calls_per_task(),
+        "timeout_ms": contract.timeout().map(|timeout| timeout.as_millis()),
+        "policy": contract.policy(),
+        "tenant_argument": contract.tenant_argument(),
+        "environment_argument": contract.environment_argument(),
+        "sensitive": sensitive,
+        // Object keys are sorted, so equal schemas hash equally.
+        "input_schema_sha256": sha256_hex(contract.input_schema().to_string().as_bytes()),
+    })
+}
+
+/// Why a registry's manifest does not match its lock file.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum LockMismatch {
+    /// There is no lock file yet.
+    Missing(PathBuf),
+    /// The contracts changed; the diff, old lines with `-`, new lines with `+`.
+    Changed {
+        /// The lock file.
+        path: PathBuf,
+        /// A readable line diff of the lock file against the current manifest.
+        diff: String,
+    },
+    /// The lock file could not be read or written.
+    Io(PathBuf, std::io::Error),
+}
+
+impl fmt::Display for LockMismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LockMismatch::Missing(path) => write!(
+                f,
+                "there is no contract lock file at {}: run the test with \
+                 {UPDATE_VARIABLE}=1 to write it, and commit it",
+                path.display()
+            ),
+            LockMismatch::Changed { path, diff } => write!(
+                f,
+                "the tool contracts changed since {} was written:\n{diff}\nIf the change is \
+                 intended, run the test with {UPDATE_VARIABLE}=1 and commit the lock file, so \
+                 that reviewers see it",
+                path.display()
+            ),
+            LockMismatch::Io(path, error) => write!(f, "{}: {error}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for LockMismatch {}
+
+/// Compares `registry`'s manifest with the lock file at `path`, or writes the lock file when
+/// the environment variable [`UPDATE_VARIABLE`] is `1`.
+pub fn compare_with_lock(registry: &Registry, path: impl AsRef<Path>) -> Result<(), LockMismatch> {
+    let path = path.as_ref();
+    let current = lock_text(&registry.manifest());
+    if std::env::var(UPDATE_VARIABLE).is_ok_and(|value| value == "1") {
+        return std::fs::write(path, current)
+            .map_err(|error| LockMismatch::Io(path.to_owned(), error));
+    }
+    let locked = match std::fs::read_to_string(path) {
+        Ok(locked) => locked,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Err(LockMismatch::Missing(path.to_owned()));
+        }
+        Err(error) => return Err(LockMismatch::Io(path.to_owned(), error)),
+    };
+    // Line endings may have been changed by a checkout; the contracts have not.
+    if locked.replace("\r\n", "\n") == current {
+        return Ok(());
+    }
+    Err(LockMismatch::Changed {
+        path: path.to_owned(),
+        diff: line_diff(&locked, &current),
+    })
+}
+
+/// [`compare_with_lock`] for a test: panics with the readable diff when the contracts
+/// changed.
+#[track_caller]
+pub fn assert_matches_lock(registry: &Registry, path: impl AsRef<Path>) {
+    if let Err(mismatch) = compare_with_lock(registry, path) {
+        panic!("{mismatch}");
+    }
+}
+
+fn lock_text(manifest: &Value) -> String {
+    let mut text = serde_json::to_string_pretty(manifest).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// The lines of `old` and `new` that differ, with a little context, from their longest
+/// common subsequence.
+fn line_diff(old: &str, new: &str) -> String {
+    let old: Vec<&str> = old.lines().collect();
+    let new: Vec<&str> = new.lines().collect();
+    // common[i][j]: the length of the longest common subsequence of old[i..] and new[j..].
+    let mut common = vec![vec![0usize; new.len() + 1]; old.len() + 1];
+    for i in (0..old.len()).rev() {
+        for j in (0..new.len()).rev() {
+            common[i][j] = if old[i] == new[j] {
+                common[i + 1][j + 1] + 1
+            } else {
+                common[i + 1][j].max(common[i][j + 1])
+            };
+        }
+    }
+    let mut lines: Vec<(char, &str)> = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while i < old.len() || j < new.len() {
+        if i < old.len() && j < new.len() && old[i] == new[j] {
+            lines.push((' ', old[i]));
+            i += 1;
+            j += 1;
+        } else if i < old.len() && (j == new.len() || common[i + 1][j] >= common[i][j + 1]) {
+            lines.push(('-', old[i]));
+            i += 1;
+        } else {
+            lines.push(('+', new[j]));
+            j += 1;
+        }
+    }
+    let changed: Vec<usize> = (0..lines.len())
+        .filter(|&index| lines[index].0 != ' ')
+        .collect();
+    let mut diff = String::new();
+    let mut last_shown: Option<usize> = None;
+    for (index, (mark, line)) in lines.iter().enumerate() {
+        let near_change = changed
+            .iter()
+            .any(|&change| change.abs_diff(index) <= CONTEXT_LINES);
+        if !near_change {
+            continue;
+        }
+        if last_shown.is_some_and(|last| index > last + 1) {
+            diff.push_str("  ...\n");
+        }
+        diff.push_str(&format!("{mark} {line}\n"));
+        last_shown = Some(index);
+    }
+    diff
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_diff_shows_changed_lines_with_context() {
+        let old = "a\nb\nc\nd\ne\nf\ng\n";
+        let new = "a\nb\nc\nD\ne\nf\ng\n";
+        assert_eq!(line_diff(old, new), "  b\n  c\n- d\n+ D\n  e\n  f\n");
+    }
+
+    #[test]
+    fn equal_schemas_hash_equally_whatever_their_key_order() {
+        let one: Value = serde_json::from_str(r#"{"a": 1, "b": 2}"#).unwrap();
+        let two: Value = serde_json::from_str(r#"{"b": 2, "a": 1}"#).unwrap();
+        assert_eq!(one.to_string(), two.to_string());
+    }
+}

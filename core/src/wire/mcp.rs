@@ -1,0 +1,296 @@
+//! MCP (Model Context Protocol): the server side of `tools/call`.
+//!
+//! A call is a JSON-RPC request; its answer is a JSON-RPC response with the same id. Invalid
+//! arguments and refusals are results with `isError: true`, so that the model can correct its
+//! call; an unknown tool is a protocol error (`-32602`), as the specification asks.
+//!
+//! The call's id is the request's JSON-RPC id as a string (`7` and `"7"` both become `"7"`).
+//! Clients number their requests per session, and the registry returns the first outcome of a
+//! repeated call id within a task: give each session its own
+//! [task id](crate::CallContext::with_task_id).
+
+use serde_json::{Value, json};
+
+use super::{Node, WireError, WireErrorKind, model_message, outcome_text, pending_result, quoted};
+use crate::{Outcome, RejectionCode, ToolCall};
+
+/// The JSON-RPC error code for invalid parameters, an unknown tool among them.
+const INVALID_PARAMS: i64 = -32602;
+/// The JSON-RPC error code for a method the server does not have.
+const METHOD_NOT_FOUND: i64 = -32601;
+/// The JSON-RPC error code for a request that is not a valid request.
+const INVALID_REQUEST: i64 = -32600;
+
+/// A `tools/call` request: the call to dispatch and the request's JSON-RPC id, to answer with.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct McpCall {
+    /// The call, for [`Registry::dispatch`](crate::Registry::dispatch); its id is the request
+    /// id as a string.
+    pub call: ToolCall,
+    /// The request's id as it came (a string or a number): the response carries it unchanged.
+    pub request_id: Value,
+}
+
+/// Reads a JSON-RPC `tools/call` request:
+/// `{"jsonrpc":"2.0","id","method":"tools/call","params":{"name","arguments"?}}`. Absent (or
+/// null) `arguments` are an empty object. Route the other methods (`initialize`,
+/// `tools/list`, ...) before calling this: they are `not_a_tool_call` here.
+///
+/// ```
+/// use portcullis_core::wire::mcp;
+/// use portcullis_core::Outcome;
+/// use serde_json::json;
+///
+/// let request = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+///     "params": {"name": "list_tables", "arguments": {}}});
+/// let call = mcp::parse(&request).unwrap();
+/// assert_eq!(call.call.id, "7");
+///
+/// // let outcome = registry.dispatch(&ctx, &call.call).await;
+/// let outcome = Outcome::Completed(json!({"tables": ["users"]}));
+/// assert_eq!(
+///     mcp::reply(&call, &outcome),
+///     json!({"jsonrpc": "2.0", "id": 7, "result": {
+///         "content": [{"type": "text", "text": r#"{"tables":["users"]}"#}],
+///         "structuredContent": {"tables": ["users"]},
+///         "isError": false,
+///     }})
+/// );
+/// ```
+pub fn parse(request: &Value) -> Result<McpCall, WireError> {
+    let root = Node::root(request);
+    let version = root.field("jsonrpc")?;
+    if version.string()? != "2.0" {
+        return Err(version.error(
+            WireErrorKind::InvalidValue,
+            "the JSON-RPC version must be `2.0`",
+        ));
+    }
+    let method = root.field("method")?;
+    let method_name = method.string()?;
+    if method_name != "tools/call" {
+        return Err(method.error(
+            WireErrorKind::NotAToolCall,
+            format!("the method is {}, not `tools/call`", quoted(method_name)),
+        ));
+    }
+    let id = root.field("id")?;
+    let call_id = match id.value() {
+        Value::String(text) => text.clone(),
+        Value::Number(number) => number.to_string(),
+        _ => {
+            return Err(id.error(
+                WireErrorKind::WrongType,
+                "the request id must be a string or a number",
+            ));
+        }
+    };
+    let params = root.field("params")?;
+    let name = params.field("name")?.string()?;
+    let arguments = match params.optional("arguments")? {
+        Some(arguments) => {
+            arguments.object()?;
+            arguments.value().clone()
+        }
+        None => json!({}),
+    };
+    Ok(McpCall {
+        call: ToolCall::new(call_id, name, arguments),
+        request_id: id.value().clone(),
+    })
+}
+
+/// The JSON-RPC response to a `tools/call` request:
+/// `{"jsonrpc":"2.0","id","result":{"content":[{"type":"text","text"}],"structuredContent"?,"isError"}}`.
+///
+/// - Completed: the output as text (a string as it is, anything else as JSON text), and an
+///   object output as `structuredContent` too.
+/// - Refused: `isError: true` and the model message as text; but a refusal with `unknown_tool`
+///   is a JSON-RPC error `-32602` whose `data` is the model message.
+/// - Waiting for approval: `isError: false`, the [`pending_result`](super::pending_result) as
+///   text and as `structuredContent`.
+pub fn reply(call: &McpCall, outcome: &Outcome) -> Value {
+    let (text, structured, is_error) = match outcome {
+        Outcome::Rejected(rejection) if rejection.code() == RejectionCode::UnknownTool => {
+            return json!({
+                "jsonrpc": "2.0",
+                "id": call.request_id,
+                "error": {
+                    "code": INVALID_PARAMS,
+                    "message": rejection.message(),
+                    "data": model_message(rejection),
+                },
+            });
+        }
+        Outcome::Completed(output) => (
+            outcome_text(outcome),
+            output.is_object().then(|| output.clone()),
+            false,
+        ),
+        Outcome::Rejected(rejection) => (rejection.to_model_message(), None, true),
+        Outcome::Pending(ticket) => {
+            let pending = pending_result(ticket);
+            (pending.to_string(), Some(pending), false)
+        }
+    };
+    let mut result = json!({
+        "content": [{"type": "text", "text": text}],
+        "isError": is_error,
+    });
+    if let (Some(structured), Some(fields)) = (structured, result.as_object_mut()) {
+        fields.insert("structuredContent".into(), structured);
+    }
+    json!({"jsonrpc": "2.0", "id": call.request_id, "result": result})
+}
+
+/// The JSON-RPC error response to a request [`parse`] could not read: `-32601` (method not
+/// found) for another method than `tools/call`, `-32602` (invalid params) for a fault in
+/// `params`, `-32600` (invalid request) otherwise. The id is the request's when it has a
+/// usable one, else null; `data` holds the error's code and pointer.
+///
+/// ```
+/// use portcullis_core::wire::mcp;
+/// use serde_json::json;
+///
+/// let request = json!({"jsonrpc": "2.0", "id": "r1", "method": "tools/call", "params": {}});
+/// let error = mcp::parse(&request).unwrap_err();
+/// let response = mcp::reply_error(&request, &error);
+/// assert_eq!(response["id"], "r1");
+/// assert_eq!(response["error"]["code"], -32602);
+/// assert_eq!(response["error"]["data"]["pointer"], "/params/name");
+/// ```
+pub fn reply_error(request: &Value, error: &WireError) -> Value {
+    let code = if error.kind() == WireErrorKind::NotAToolCall {
+        METHOD_NOT_FOUND
+    } else if error.pointer().starts_with("/params") {
+        INVALID_PARAMS
+    } else {
+        INVALID_REQUEST
+    };
+    let id = match request.get("id") {
+        Some(id @ (Value::String(_) | Value::Number(_))) => id.clone(),
+        _ => Value::Null,
+    };
+    json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {
+            "code": code,
+            "message": error.to_string(),
+            "data": {"code": error.code(), "pointer": error.pointer()},
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Arguments, Rejection};
+
+    fn request(id: Value, params: Value) -> Value {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+    }
+
+    fn code(request: Value) -> (&'static str, String) {
+        let error = parse(&request).unwrap_err();
+        (error.code(), error.pointer().to_owned())
+    }
+
+    #[test]
+    fn requests_become_calls_with_their_id() {
+        let call = parse(&request(
+            json!(12),
+            json!({"name": "a", "arguments": {"x": 1}}),
+        ))
+        .unwrap();
+        assert_eq!(call.call, ToolCall::new("12", "a", json!({"x": 1})));
+        assert_eq!(call.request_id, json!(12));
+        let call = parse(&request(json!("req-1"), json!({"name": "a"}))).unwrap();
+        assert_eq!(call.call.id, "req-1");
+        assert_eq!(call.call.arguments, Arguments::Json(json!({})));
+        let call = parse(&request(
+            json!("r"),
+            json!({"name": "a", "arguments": null}),
+        ))
+        .unwrap();
+        assert_eq!(call.call.arguments, Arguments::Json(json!({})));
+    }
+
+    #[test]
+    fn malformed_requests_are_typed_errors() {
+        assert_eq!(code(json!("tools/call")), ("wrong_type", "".into()));
+        assert_eq!(
+            code(json!({"id": 1, "method": "tools/call", "params": {"name": "a"}})),
+            ("missing_field", "/jsonrpc".into())
+        );
+        assert_eq!(
+            code(
+                json!({"jsonrpc": "1.0", "id": 1, "method": "tools/call", "params": {"name": "a"}})
+            ),
+            ("invalid_value", "/jsonrpc".into())
+        );
+        assert_eq!(
+            code(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})),
+            ("not_a_tool_call", "/method".into())
+        );
+        assert_eq!(
+            code(json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "a"}})),
+            ("missing_field", "/id".into())
+        );
+        assert_eq!(
+            code(request(json!(null), json!({"name": "a"}))),
+            ("wrong_type", "/id".into())
+        );
+        assert_eq!(
+            code(request(json!({"n": 1}), json!({"name": "a"}))),
+            ("wrong_type", "/id".into())
+        );
+        assert_eq!(
+            code(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call"})),
+            ("missing_field", "/params".into())
+        );
+        assert_eq!(
+            code(request(json!(1), json!({"arguments": {}}))),
+            ("missing_field", "/params/name".into())
+        );
+        assert_eq!(
+            code(request(json!(1), json!({"name": "a", "arguments": [1]}))),
+            ("wrong_type", "/params/arguments".into())
+        );
+    }
+
+    #[test]
+    fn refusals_are_error_results_and_unknown_tools_protocol_errors() {
+        let call = parse(&request(json!("r1"), json!({"name": "a"}))).unwrap();
+        let invalid = Rejection::new(RejectionCode::InvalidType, "wrong type");
+        let refused = reply(&call, &Outcome::Rejected(invalid.clone()));
+        assert_eq!(refused["id"], "r1");
+        assert_eq!(refused["result"]["isError"], true);
+        assert_eq!(
+            refused["result"]["content"][0]["text"],
+            invalid.to_model_message()
+        );
+        assert!(refused["result"].get("structuredContent").is_none());
+        let unknown = Rejection::new(RejectionCode::UnknownTool, "there is no tool named \"a\"");
+        let error = reply(&call, &Outcome::Rejected(unknown));
+        assert_eq!(error["error"]["code"], -32602);
+        assert_eq!(error["error"]["data"]["error"], "unknown_tool");
+        assert!(error.get("result").is_none());
+        let text = reply(&call, &Outcome::Completed(json!("plain")));
+        assert_eq!(text["result"]["content"][0]["text"], "plain");
+        assert!(text["result"].get("structuredContent").is_none());
+    }
+
+    #[test]
+    fn unreadable_requests_get_protocol_errors() {
+        let listing = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"});
+        let response = reply_error(&listing, &parse(&listing).unwrap_err());
+        assert_eq!(response["error"]["code"], -32601);
+        assert_eq!(response["id"], 3);
+        let broken = json!({"id": [1], "method": "tools/call"});
+        let response = reply_error(&broken, &parse(&broken).unwrap_err());
+        assert_eq!(response["error"]["code"], -32600);
+        assert_eq!(response["id"], Value::Null);
+    }
+}

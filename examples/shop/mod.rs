@@ -1,0 +1,194 @@
+//! The tools of a small online shop, shared by the examples and by the export tests: money,
+//! addresses, enums, optional fields, lists and defaults, as real tools have them.
+// Each example and test that includes this module uses only some of it.
+#![allow(dead_code)]
+
+use portcullis::prelude::*;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use validator::Validate;
+
+/// Why a payment is refunded.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RefundReason {
+    Duplicate,
+    Fraudulent,
+    RequestedByCustomer,
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Refund {
+    pub refund_id: String,
+    pub amount_cents: u64,
+}
+
+/// Refund part or all of a captured payment to the customer's card.
+#[tool(
+    risk = "high",
+    role = "billing_admin",
+    irreversible = "the card network settles refunds within hours",
+    cost = 5
+)]
+pub fn refund_payment(
+    /// The payment to refund, e.g. `pay_3MtwBw`.
+    #[validate(length(min = 5, max = 40))]
+    payment_id: String,
+    /// How much to refund, in cents.
+    #[validate(range(min = 1, max = 500_000))]
+    amount_cents: u64,
+    reason: RefundReason,
+    /// A note for the customer's statement.
+    #[validate(length(max = 200))]
+    note: Option<String>,
+) -> Result<Refund, ToolError> {
+    let _ = (reason, note);
+    Ok(Refund {
+        refund_id: format!("re_{payment_id}"),
+        amount_cents,
+    })
+}
+
+/// How search results are ordered.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SortOrder {
+    #[default]
+    Relevance,
+    PriceLowToHigh,
+    Newest,
+}
+
+fn ten() -> u8 {
+    10
+}
+
+/// Search the product catalogue.
+#[tool(read_only, idempotent, open_world = false)]
+pub fn search_products(
+    /// Words to look for in product names and descriptions.
+    #[validate(length(min = 1, max = 100))]
+    query: String,
+    /// How many products to return.
+    #[validate(range(min = 1, max = 50))]
+    #[serde(default = "ten")]
+    max_results: u8,
+    #[serde(default)]
+    sort: SortOrder,
+    /// Only products with every one of these tags.
+    #[validate(length(max = 5))]
+    #[serde(default)]
+    tags: Vec<String>,
+) -> Result<Vec<String>, ToolError> {
+    let _ = (sort, tags);
+    Ok(vec![format!("{} results for {query}", max_results)])
+}
+
+/// A postal address.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, Validate)]
+#[serde(deny_unknown_fields)]
+pub struct Address {
+    #[validate(length(min = 1, max = 100))]
+    pub street: String,
+    #[validate(length(min = 1, max = 60))]
+    pub city: String,
+    pub postcode: Option<String>,
+    /// ISO 3166 alpha-2, e.g. `DE`.
+    #[validate(length(equal = 2))]
+    pub country: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct AddressChange {
+    pub order_id: u64,
+    pub previous: Address,
+}
+
+/// Change where an order that has not shipped yet is delivered.
+#[tool(risk = "medium", roles = ["support", "billing_admin"], rollback = restore_address)]
+pub fn update_shipping_address(
+    order_id: u64,
+    /// The new delivery address.
+    #[validate(nested)]
+    address: Address,
+) -> Result<AddressChange, ToolError> {
+    let _ = address;
+    Ok(AddressChange {
+        order_id,
+        previous: Address {
+            street: "1 Old Road".into(),
+            city: "Berlin".into(),
+            postcode: None,
+            country: "DE".into(),
+        },
+    })
+}
+
+/// Puts the previous address back.
+pub async fn restore_address(
+    _ctx: &CallContext,
+    _args: &UpdateShippingAddressArgs,
+    _change: &AddressChange,
+) -> Result<(), ToolError> {
+    Ok(())
+}
+
+/// The currencies the shop takes.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema)]
+pub enum Currency {
+    #[serde(rename = "EUR")]
+    Euro,
+    #[serde(rename = "USD")]
+    Dollar,
+}
+
+/// An amount of money.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, Validate)]
+#[serde(deny_unknown_fields)]
+pub struct Money {
+    #[validate(range(min = 1))]
+    pub cents: u64,
+    pub currency: Currency,
+}
+
+/// When a payout is sent.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case", tag = "when")]
+pub enum Timing {
+    Now,
+    NextBusinessDay,
+    On {
+        /// The day, as `YYYY-MM-DD`.
+        date: String,
+    },
+}
+
+/// Pay a seller's balance out to their bank account.
+#[tool(
+    risk = "critical",
+    role = "finance",
+    irreversible = "bank transfers cannot be recalled",
+    max_calls_per_task = 1
+)]
+pub fn schedule_payout(
+    #[validate(length(min = 3, max = 40))] seller_id: String,
+    #[validate(nested)] amount: Money,
+    timing: Timing,
+) -> Result<String, ToolError> {
+    let _ = (amount, timing);
+    Ok(format!("payout scheduled for {seller_id}"))
+}
+
+/// Every shop tool in one registry builder, for a test or an example to add settings to.
+pub fn shop_tools() -> portcullis::RegistryBuilder {
+    Registry::builder()
+        .tool(RefundPayment)
+        .tool(SearchProducts)
+        .tool(UpdateShippingAddress)
+        .tool(SchedulePayout)
+}
+
+/// Someone who may use every shop tool.
+pub fn shop_admin() -> CallContext {
+    CallContext::new("shop-admin").with_roles(["billing_admin", "support", "finance"])
+}

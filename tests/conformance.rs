@@ -1,0 +1,270 @@
+//! The providers' own SDK code referees every export: each profile's definition of every tool
+//! in the tests and the examples is checked by `tests/conformance/referee.py`, which runs
+//! OpenAI's `ensure_strict_json_schema` (the strict export must be its fixed point),
+//! `anthropic.transform_schema` (must leave the strict export unchanged), Gemini's
+//! `Schema.from_json_schema(raise_error_on_unsupported_field=True)` and the SDKs' own types.
+//!
+//! `bash .ci/run` installs the pinned SDKs and sets `PORTCULLIS_REFEREE_PYTHON` to their
+//! interpreter. Without it this test checks only which tools each profile refuses.
+
+mod common;
+#[path = "../examples/shop/mod.rs"]
+mod shop;
+
+use std::collections::{BTreeMap, HashMap};
+use std::process::Command;
+
+use portcullis::export::Profile;
+use portcullis::prelude::*;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use validator::Validate;
+
+/// Shapes the other tools do not have, among them the ones some profile cannot take.
+mod shapes {
+    use super::*;
+
+    #[derive(Debug, Deserialize, Serialize, JsonSchema)]
+    pub struct Category {
+        pub name: String,
+        /// Sub-categories: a type that contains itself.
+        pub children: Vec<Category>,
+    }
+
+    /// Save a category tree.
+    #[tool(risk = "medium")]
+    pub fn save_tree(root: Category) -> Result<usize, ToolError> {
+        Ok(root.children.len())
+    }
+
+    /// Attach labels to a ticket.
+    #[tool]
+    pub fn label_ticket(ticket: u32, labels: HashMap<String, String>) -> Result<usize, ToolError> {
+        let _ = ticket;
+        Ok(labels.len())
+    }
+
+    /// Store any JSON document.
+    #[tool]
+    pub fn store_document(document: Value) -> Result<bool, ToolError> {
+        Ok(document.is_object())
+    }
+
+    /// Reset a user's second factor.
+    #[tool(name = "2fa_reset", risk = "medium")]
+    pub fn reset_second_factor(user_id: u64) -> Result<u64, ToolError> {
+        Ok(user_id)
+    }
+
+    #[derive(Debug, Deserialize, Serialize, JsonSchema)]
+    #[serde(untagged)]
+    pub enum Target {
+        Id(u64),
+        Email(String),
+    }
+
+    #[derive(Debug, Deserialize, Serialize, JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Channel {
+        Email { address: String },
+        Sms { number: String, country: Option<String> },
+        Push,
+    }
+
+    #[derive(Debug, Deserialize, Serialize, JsonSchema, Validate)]
+    #[serde(deny_unknown_fields)]
+    pub struct Quiet {
+        #[validate(range(max = 23))]
+        pub from_hour: u8,
+        #[validate(range(max = 23))]
+        pub to_hour: u8,
+    }
+
+    /// Notify a user.
+    #[tool(risk = "low")]
+    pub fn notify(
+        target: Target,
+        channels: Vec<Channel>,
+        #[validate(nested)] quiet_hours: Option<Quiet>,
+        #[validate(range(min = 0.0, max = 1.0))] urgency: f32,
+        #[serde(default)] dry_run: bool,
+    ) -> Result<usize, ToolError> {
+        let _ = (target, quiet_hours, urgency, dry_run);
+        Ok(channels.len())
+    }
+
+    #[derive(Debug, Deserialize, Serialize, JsonSchema)]
+    pub struct L1 {
+        pub l2: L2,
+    }
+    #[derive(Debug, Deserialize, Serialize, JsonSchema)]
+    pub struct L2 {
+        pub l3: L3,
+    }
+    #[derive(Debug, Deserialize, Serialize, JsonSchema)]
+    pub struct L3 {
+        pub l4: L4,
+    }
+    #[derive(Debug, Deserialize, Serialize, JsonSchema)]
+    pub struct L4 {
+        pub l5: L5,
+    }
+    #[derive(Debug, Deserialize, Serialize, JsonSchema)]
+    pub struct L5 {
+        pub l6: L6,
+    }
+    #[derive(Debug, Deserialize, Serialize, JsonSchema)]
+    pub struct L6 {
+        pub l7: L7,
+    }
+    #[derive(Debug, Deserialize, Serialize, JsonSchema)]
+    pub struct L7 {
+        pub l8: L8,
+    }
+    #[derive(Debug, Deserialize, Serialize, JsonSchema)]
+    pub struct L8 {
+        pub l9: L9,
+    }
+    #[derive(Debug, Deserialize, Serialize, JsonSchema)]
+    pub struct L9 {
+        pub l10: Vec<String>,
+    }
+
+    /// Store a deeply nested setting.
+    #[tool]
+    pub fn store_nested(level: L1) -> Result<bool, ToolError> {
+        let _ = level;
+        Ok(true)
+    }
+
+    pub fn tools(builder: portcullis::RegistryBuilder) -> portcullis::RegistryBuilder {
+        builder
+            .tool(SaveTree)
+            .tool(LabelTicket)
+            .tool(StoreDocument)
+            .tool(ResetSecondFactor)
+            .tool(Notify)
+            .tool(StoreNested)
+    }
+}
+
+/// Every tool of the tests and the examples, in one registry without profiles.
+fn every_tool() -> Registry {
+    let builder = shop::shop_tools()
+        .tool(common::DeleteDatabaseRecord)
+        .tool(common::PlaceOrder)
+        .tool(common::TransferFunds)
+        .tool(common::ListTables)
+        .tool(common::SlowReport)
+        .tool(common::BuggyTool)
+        .tool(common::BuggyAsyncTool)
+        .tool(common::ChargeCard)
+        .tool(common::ScheduleDelivery)
+        .tool(common::FindInvoice);
+    shapes::tools(builder)
+        .build()
+        .expect("every tool is a valid contract")
+}
+
+/// The tools each profile refuses, with a word of the reason.
+fn expected_refusals(profile: Profile) -> BTreeMap<&'static str, &'static str> {
+    let strict_openai = [
+        ("place_order", "map with free-form keys"),
+        ("label_ticket", "map with free-form keys"),
+        ("store_document", "any type"),
+        ("store_nested", "nest 11 levels"),
+    ];
+    let strict_anthropic = [
+        ("place_order", "map with free-form keys"),
+        ("label_ticket", "map with free-form keys"),
+        ("store_document", "any type"),
+    ];
+    let gemini = [
+        ("save_tree", "recursion"),
+        ("2fa_reset", "start with a letter"),
+    ];
+    let refused: &[(&str, &str)] = match profile {
+        Profile::OpenAiChat { strict: true } | Profile::OpenAiResponses { strict: true } => {
+            &strict_openai
+        }
+        Profile::Anthropic { strict: true } => &strict_anthropic,
+        Profile::Gemini => &gemini,
+        Profile::GeminiJsonSchema => &gemini[1..],
+        _ => &[],
+    };
+    refused.iter().copied().collect()
+}
+
+#[test]
+fn each_profile_refuses_exactly_the_shapes_its_provider_cannot_take() {
+    let registry = every_tool();
+    for profile in Profile::ALL {
+        let refused: BTreeMap<String, String> = registry
+            .contracts()
+            .filter_map(|contract| profile.definition(contract).err())
+            .map(|error| {
+                assert_eq!(error.profile, profile);
+                (error.tool, error.reason)
+            })
+            .collect();
+        let expected = expected_refusals(profile);
+        let names: Vec<&String> = refused.keys().collect();
+        assert_eq!(
+            names,
+            expected.keys().collect::<Vec<_>>(),
+            "{profile}: {refused:#?}"
+        );
+        for (tool, word) in expected {
+            assert!(
+                refused[tool].contains(word),
+                "{profile} refuses {tool} for `{}`, not for {word:?}",
+                refused[tool]
+            );
+        }
+    }
+}
+
+#[test]
+fn the_providers_sdks_accept_every_export() {
+    let registry = every_tool();
+    let cases: Vec<Value> = Profile::ALL
+        .into_iter()
+        .flat_map(|profile| {
+            registry
+                .contracts()
+                .filter_map(move |contract| {
+                    let definition = profile.definition(contract).ok()?;
+                    Some(json!({"profile": profile.name(), "tool": contract.name(),
+                        "definition": definition}))
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(cases.len() > 100, "only {} cases", cases.len());
+
+    let Ok(python) = std::env::var("PORTCULLIS_REFEREE_PYTHON") else {
+        eprintln!(
+            "PORTCULLIS_REFEREE_PYTHON is not set: the SDK referees did not run \
+             (`bash .ci/run` installs them and sets it)"
+        );
+        return;
+    };
+    let directory = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let exports = directory.join("conformance-exports.json");
+    std::fs::write(&exports, serde_json::to_vec_pretty(&cases).unwrap()).unwrap();
+    let referee = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/conformance/referee.py");
+    let output = Command::new(&python)
+        .arg(referee)
+        .arg(&exports)
+        .output()
+        .unwrap_or_else(|error| panic!("cannot run {python}: {error}"));
+    let report = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the referees refused some exports:\n{report}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_str(&report).expect("the referee reports JSON");
+    assert_eq!(report["checked"], json!(cases.len()));
+}

@@ -1,0 +1,342 @@
+//! `#[one_of(function)]`: arguments whose allowed values come from a function of the call's
+//! context. The export shows the values the caller may use now, and a call with any other value
+//! is refused with `invalid_value`, on every path a call takes.
+
+use portcullis::prelude::*;
+use portcullis::{ApprovalDecision, Invocation};
+use serde_json::{Value, json};
+
+/// Each tenant sells its own products, and a tenant unknown here sells none.
+fn active_products(ctx: &CallContext) -> Vec<&'static str> {
+    match ctx.tenant() {
+        Some("acme") => vec!["p-anvil", "p-rocket"],
+        Some("globex") => vec!["p-laser"],
+        _ => Vec::new(),
+    }
+}
+
+fn coupons(_ctx: &CallContext) -> Vec<String> {
+    vec!["SPRING".to_owned(), "WELCOME".to_owned()]
+}
+
+fn pack_sizes(_ctx: &CallContext) -> Vec<u32> {
+    vec![6, 12]
+}
+
+/// Order one of the tenant's active products.
+#[tool(risk = "medium")]
+fn order_product(
+    #[one_of(active_products)] product_id: String,
+    quantity: u32,
+) -> Result<String, ToolError> {
+    Ok(format!("{quantity} x {product_id}"))
+}
+
+/// Put several products on sale, with an optional coupon, in packs of a known size.
+#[tool(risk = "medium")]
+fn start_sale(
+    #[one_of(active_products)]
+    #[serde(rename = "productIds")]
+    product_ids: Vec<String>,
+    #[one_of(coupons)] coupon: Option<String>,
+    #[one_of(pack_sizes)] pack_size: u32,
+) -> Result<usize, ToolError> {
+    let _ = (coupon, pack_size);
+    Ok(product_ids.len())
+}
+
+/// Discontinue a product: a human approves first.
+#[tool(risk = "high", irreversible = "the catalogue is republished", approval = "required")]
+fn discontinue_product(#[one_of(active_products)] product_id: String) -> Result<String, ToolError> {
+    Ok(product_id)
+}
+
+fn registry() -> Registry {
+    Registry::builder()
+        .tool(OrderProduct)
+        .tool(StartSale)
+        .tool(DiscontinueProduct)
+        .build()
+        .expect("valid contracts")
+}
+
+fn tenant(name: &str) -> CallContext {
+    CallContext::new("alice").with_tenant(name)
+}
+
+async fn dispatch(ctx: &CallContext, tool: &str, arguments: Value) -> Outcome {
+    registry()
+        .dispatch(ctx, &ToolCall::new("call_1", tool, arguments.to_string()))
+        .await
+}
+
+fn input_schema(ctx: &CallContext, tool: &str) -> Value {
+    let exported = registry().export_json_schema(ctx);
+    exported
+        .as_array()
+        .and_then(|tools| tools.iter().find(|listed| listed["name"] == tool))
+        .map(|listed| listed["input_schema"].clone())
+        .unwrap_or_else(|| panic!("`{tool}` is not exported: {exported}"))
+}
+
+/// Asserts that the outcome is an `invalid_value` refusal at `path`, and returns it.
+fn invalid_value(outcome: &Outcome, path: &str) -> Rejection {
+    let rejection = outcome
+        .rejection()
+        .unwrap_or_else(|| panic!("expected invalid_value, got {outcome:?}"))
+        .clone();
+    assert_eq!(
+        (rejection.code(), rejection.path()),
+        (RejectionCode::InvalidValue, Some(path)),
+        "{rejection}"
+    );
+    rejection
+}
+
+#[test]
+fn the_export_shows_each_tenant_its_own_values() {
+    let acme = input_schema(&tenant("acme"), "order_product");
+    assert_eq!(
+        acme["properties"]["product_id"],
+        json!({"type": "string", "enum": ["p-anvil", "p-rocket"]})
+    );
+    let globex = input_schema(&tenant("globex"), "order_product");
+    assert_eq!(
+        globex["properties"]["product_id"]["enum"],
+        json!(["p-laser"])
+    );
+    assert!(
+        globex["properties"]["quantity"].get("enum").is_none(),
+        "only the marked argument is restricted"
+    );
+    // The contract keeps the static schema; only the export for a context has the values.
+    let contract = OrderProduct.contract();
+    assert!(
+        contract.input_schema()["properties"]["product_id"]
+            .get("enum")
+            .is_none()
+    );
+    assert_eq!(contract.dynamic_arguments().collect::<Vec<_>>(), ["product_id"]);
+}
+
+#[test]
+fn lists_carry_the_values_on_their_items_and_options_allow_null() {
+    let schema = input_schema(&tenant("acme"), "start_sale");
+    let properties = &schema["properties"];
+    assert_eq!(properties["productIds"]["type"], "array");
+    assert_eq!(
+        properties["productIds"]["items"],
+        json!({"type": "string", "enum": ["p-anvil", "p-rocket"]})
+    );
+    assert_eq!(properties["coupon"]["type"], json!(["string", "null"]));
+    assert_eq!(
+        properties["coupon"]["enum"],
+        json!(["SPRING", "WELCOME", null])
+    );
+    assert_eq!(properties["pack_size"]["enum"], json!([6, 12]));
+}
+
+#[tokio::test]
+async fn a_value_outside_the_tenants_values_is_refused() {
+    let acme = tenant("acme");
+    let outcome = dispatch(
+        &acme,
+        "order_product",
+        json!({"product_id": "p-laser", "quantity": 1}),
+    )
+    .await;
+    let rejection = invalid_value(&outcome, "/product_id");
+    assert_eq!(rejection.message(), "`p-laser` is not one of the allowed values");
+    assert_eq!(
+        rejection.hint(),
+        Some("the allowed values are `p-anvil`, `p-rocket`")
+    );
+    assert!(rejection.retryable());
+
+    // The same product is the other tenant's to order.
+    let globex = tenant("globex");
+    let outcome = dispatch(
+        &globex,
+        "order_product",
+        json!({"product_id": "p-laser", "quantity": 2}),
+    )
+    .await;
+    assert_eq!(outcome.output(), Some(&json!("2 x p-laser")));
+}
+
+#[tokio::test]
+async fn a_caller_with_no_allowed_value_is_told_so() {
+    let outcome = dispatch(
+        &tenant("initech"),
+        "order_product",
+        json!({"product_id": "p-anvil", "quantity": 1}),
+    )
+    .await;
+    let rejection = invalid_value(&outcome, "/product_id");
+    assert!(!rejection.retryable(), "no other value would do");
+    assert!(
+        rejection.hint().is_some_and(|hint| hint.contains("no allowed value")),
+        "{rejection}"
+    );
+}
+
+#[tokio::test]
+async fn a_value_inside_completes() {
+    let outcome = dispatch(
+        &tenant("acme"),
+        "order_product",
+        json!({"product_id": "p-rocket", "quantity": 3}),
+    )
+    .await;
+    assert_eq!(outcome.output(), Some(&json!("3 x p-rocket")));
+}
+
+#[tokio::test]
+async fn an_absent_or_null_option_is_not_checked() {
+    let acme = tenant("acme");
+    for arguments in [
+        json!({"productIds": ["p-anvil"], "pack_size": 6}),
+        json!({"productIds": ["p-anvil"], "coupon": null, "pack_size": 6}),
+        json!({"productIds": ["p-anvil"], "coupon": "SPRING", "pack_size": 6}),
+    ] {
+        let outcome = dispatch(&acme, "start_sale", arguments.clone()).await;
+        assert_eq!(outcome.output(), Some(&json!(1)), "{arguments}");
+    }
+    let outcome = dispatch(
+        &acme,
+        "start_sale",
+        json!({"productIds": ["p-anvil"], "coupon": "FREE", "pack_size": 6}),
+    )
+    .await;
+    invalid_value(&outcome, "/coupon");
+}
+
+#[tokio::test]
+async fn every_element_of_a_list_is_checked() {
+    let acme = tenant("acme");
+    let outcome = dispatch(
+        &acme,
+        "start_sale",
+        json!({"productIds": ["p-anvil", "p-rocket"], "pack_size": 12}),
+    )
+    .await;
+    assert_eq!(outcome.output(), Some(&json!(2)));
+    let outcome = dispatch(
+        &acme,
+        "start_sale",
+        json!({"productIds": ["p-anvil", "p-laser", "p-rocket"], "pack_size": 12}),
+    )
+    .await;
+    let rejection = invalid_value(&outcome, "/productIds/1");
+    assert_eq!(rejection.message(), "`p-laser` is not one of the allowed values");
+    let outcome = dispatch(&acme, "start_sale", json!({"productIds": [], "pack_size": 6})).await;
+    assert_eq!(outcome.output(), Some(&json!(0)), "an empty list holds no wrong value");
+}
+
+#[tokio::test]
+async fn the_decoded_value_is_compared_not_the_text() {
+    let acme = tenant("acme");
+    let call = ToolCall::new(
+        "call_1",
+        "start_sale",
+        r#"{"productIds": ["p-anvil"], "pack_size": 12.0}"#,
+    );
+    let outcome = registry().dispatch(&acme, &call).await;
+    assert_eq!(outcome.output(), Some(&json!(1)), "12.0 is the integer 12");
+    let outcome = dispatch(&acme, "start_sale", json!({"productIds": [], "pack_size": 7})).await;
+    let rejection = invalid_value(&outcome, "/pack_size");
+    assert_eq!(rejection.hint(), Some("the allowed values are `6`, `12`"));
+}
+
+#[tokio::test]
+async fn edited_arguments_are_checked_again() {
+    let registry = registry();
+    let acme = tenant("acme");
+    let call = ToolCall::new(
+        "call_1",
+        "discontinue_product",
+        json!({"product_id": "p-anvil"}),
+    );
+    let outcome = registry.dispatch(&acme, &call).await;
+    let ticket = outcome.ticket().expect("a human approves first").clone();
+    let edit = ApprovalDecision::Edit {
+        reviewer: "rita".into(),
+        arguments: json!({"product_id": "p-laser"}),
+    };
+    let outcome = registry.resume(&ticket.id, edit).await;
+    invalid_value(&outcome, "/product_id");
+}
+
+#[tokio::test]
+async fn transactions_check_the_values_too() {
+    let registry = registry();
+    let acme = tenant("acme");
+    let mut transaction = registry.transaction(&acme);
+    let outcome = transaction
+        .dispatch(&ToolCall::new(
+            "call_1",
+            "order_product",
+            json!({"product_id": "p-laser", "quantity": 1}),
+        ))
+        .await;
+    invalid_value(&outcome, "/product_id");
+    transaction.commit();
+}
+
+/// A hand-written tool that restricts an argument in its contract but cannot show its value.
+struct Unreadable(ToolContract);
+
+impl Tool for Unreadable {
+    type Args = OrderProductArgs;
+    type Output = ();
+
+    fn contract(&self) -> &ToolContract {
+        &self.0
+    }
+
+    fn call<'a>(&'a self, _: &'a CallContext, _: OrderProductArgs) -> Invocation<'a, ()> {
+        Invocation::Ready(Ok(()))
+    }
+}
+
+#[tokio::test]
+async fn a_value_the_tool_cannot_show_is_refused() {
+    fn every_product(_: &CallContext) -> Vec<Value> {
+        vec![json!("p-anvil")]
+    }
+    let contract = ToolContract::builder(
+        "order_unread",
+        "Orders without showing its arguments.",
+        OrderProduct.contract().input_schema().clone(),
+    )
+    .one_of("product_id", every_product)
+    .build();
+    let registry = Registry::builder()
+        .tool(Unreadable(contract))
+        .build()
+        .unwrap();
+    let call = ToolCall::new(
+        "call_1",
+        "order_unread",
+        json!({"product_id": "p-anvil", "quantity": 1}),
+    );
+    let outcome = registry.dispatch(&tenant("acme"), &call).await;
+    let rejection = invalid_value(&outcome, "/product_id");
+    assert!(!rejection.retryable());
+}
+
+#[test]
+fn a_hand_written_contract_names_an_existing_argument() {
+    fn nothing(_: &CallContext) -> Vec<Value> {
+        Vec::new()
+    }
+    let contract = ToolContract::builder(
+        "order_unread",
+        "Orders.",
+        OrderProduct.contract().input_schema().clone(),
+    )
+    .one_of("productId", nothing)
+    .build();
+    let error = contract.check().unwrap_err();
+    assert!(error.reason.contains("`productId`"), "{error}");
+}
