@@ -38,7 +38,10 @@ fn main() -> ExitCode {
     match registry.export(&shop::shop_admin(), profile) {
         Ok(tools) => {
             println!("// The `tools` of a {profile} request, for a caller who may use every tool:");
-            println!("{}", serde_json::to_string_pretty(&tools).unwrap_or_default());
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&tools).unwrap_or_default()
+            );
             ExitCode::SUCCESS
         }
         Err(error) => {

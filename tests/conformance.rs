@@ -67,8 +67,13 @@ mod shapes {
     #[derive(Debug, Deserialize, Serialize, JsonSchema)]
     #[serde(rename_all = "snake_case")]
     pub enum Channel {
-        Email { address: String },
-        Sms { number: String, country: Option<String> },
+        Email {
+            address: String,
+        },
+        Sms {
+            number: String,
+            country: Option<String>,
+        },
         Push,
     }
 

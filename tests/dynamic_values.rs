@@ -46,7 +46,11 @@ fn start_sale(
 }
 
 /// Discontinue a product: a human approves first.
-#[tool(risk = "high", irreversible = "the catalogue is republished", approval = "required")]
+#[tool(
+    risk = "high",
+    irreversible = "the catalogue is republished",
+    approval = "required"
+)]
 fn discontinue_product(#[one_of(active_products)] product_id: String) -> Result<String, ToolError> {
     Ok(product_id)
 }
@@ -116,7 +120,10 @@ fn the_export_shows_each_tenant_its_own_values() {
             .get("enum")
             .is_none()
     );
-    assert_eq!(contract.dynamic_arguments().collect::<Vec<_>>(), ["product_id"]);
+    assert_eq!(
+        contract.dynamic_arguments().collect::<Vec<_>>(),
+        ["product_id"]
+    );
 }
 
 #[test]
@@ -146,7 +153,10 @@ async fn a_value_outside_the_tenants_values_is_refused() {
     )
     .await;
     let rejection = invalid_value(&outcome, "/product_id");
-    assert_eq!(rejection.message(), "`p-laser` is not one of the allowed values");
+    assert_eq!(
+        rejection.message(),
+        "`p-laser` is not one of the allowed values"
+    );
     assert_eq!(
         rejection.hint(),
         Some("the allowed values are `p-anvil`, `p-rocket`")
@@ -175,7 +185,9 @@ async fn a_caller_with_no_allowed_value_is_told_so() {
     let rejection = invalid_value(&outcome, "/product_id");
     assert!(!rejection.retryable(), "no other value would do");
     assert!(
-        rejection.hint().is_some_and(|hint| hint.contains("no allowed value")),
+        rejection
+            .hint()
+            .is_some_and(|hint| hint.contains("no allowed value")),
         "{rejection}"
     );
 }
@@ -228,9 +240,21 @@ async fn every_element_of_a_list_is_checked() {
     )
     .await;
     let rejection = invalid_value(&outcome, "/productIds/1");
-    assert_eq!(rejection.message(), "`p-laser` is not one of the allowed values");
-    let outcome = dispatch(&acme, "start_sale", json!({"productIds": [], "pack_size": 6})).await;
-    assert_eq!(outcome.output(), Some(&json!(0)), "an empty list holds no wrong value");
+    assert_eq!(
+        rejection.message(),
+        "`p-laser` is not one of the allowed values"
+    );
+    let outcome = dispatch(
+        &acme,
+        "start_sale",
+        json!({"productIds": [], "pack_size": 6}),
+    )
+    .await;
+    assert_eq!(
+        outcome.output(),
+        Some(&json!(0)),
+        "an empty list holds no wrong value"
+    );
 }
 
 #[tokio::test]
@@ -243,7 +267,12 @@ async fn the_decoded_value_is_compared_not_the_text() {
     );
     let outcome = registry().dispatch(&acme, &call).await;
     assert_eq!(outcome.output(), Some(&json!(1)), "12.0 is the integer 12");
-    let outcome = dispatch(&acme, "start_sale", json!({"productIds": [], "pack_size": 7})).await;
+    let outcome = dispatch(
+        &acme,
+        "start_sale",
+        json!({"productIds": [], "pack_size": 7}),
+    )
+    .await;
     let rejection = invalid_value(&outcome, "/pack_size");
     assert_eq!(rejection.hint(), Some("the allowed values are `6`, `12`"));
 }

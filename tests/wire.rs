@@ -316,16 +316,14 @@ async fn mcp_round_trip() {
     );
     assert_eq!(unknown["error"]["data"]["error"], "unknown_tool");
 
+    // Not a success: clients would check a `structuredContent` against the tool's output schema.
     let waiting = &responses[4];
     assert_eq!(waiting["id"], 5);
-    assert_eq!(waiting["result"]["isError"], false);
+    assert_eq!(waiting["result"]["isError"], true);
+    assert!(waiting["result"].get("structuredContent").is_none());
     assert_eq!(
-        waiting["result"]["structuredContent"]["status"],
+        parsed(&waiting["result"]["content"][0]["text"])["status"],
         "awaiting_approval"
-    );
-    assert_eq!(
-        parsed(&waiting["result"]["content"][0]["text"]),
-        waiting["result"]["structuredContent"]
     );
 }
 

@@ -757,6 +757,48 @@ mod tests {
         );
     }
 
+    fn two_products(_: &crate::CallContext) -> Vec<Value> {
+        vec![json!("p-1"), json!("p-2")]
+    }
+
+    #[test]
+    fn only_dynamic_arguments_make_a_schema_of_their_own() {
+        let ctx = crate::CallContext::new("alice");
+        let fixed = builder("a").build();
+        assert!(matches!(fixed.input_schema_for(&ctx), Cow::Borrowed(_)));
+
+        let schema = json!({
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {
+                "product": {"type": ["string", "null"]},
+                "products": {"type": "array", "items": {"type": "string"}},
+            },
+        });
+        let dynamic = ToolContract::builder("a", "b", schema)
+            .one_of("product", two_products)
+            .one_of("products", two_products)
+            .build();
+        let exported = dynamic.input_schema_for(&ctx);
+        assert_eq!(
+            exported["properties"]["product"],
+            json!({"type": ["string", "null"], "enum": ["p-1", "p-2", null]})
+        );
+        assert_eq!(
+            exported["properties"]["products"]["items"]["enum"],
+            json!(["p-1", "p-2"])
+        );
+        assert!(
+            dynamic.input_schema()["properties"]["product"]
+                .get("enum")
+                .is_none()
+        );
+        assert_eq!(
+            serde_json::to_value(&dynamic).unwrap()["one_of"],
+            json!(["product", "products"])
+        );
+    }
+
     #[test]
     fn serializes_for_review() {
         let contract = builder("a").timeout(Duration::from_millis(1500)).build();

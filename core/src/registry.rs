@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::approval::now_ms;
-use crate::export::{Profile, ProfileError, check_all};
 use crate::audit::{AuditLog, AuditSink, Decided, Snapshots};
+use crate::export::{Profile, ProfileError, check_all};
 use crate::gate::approve::Approvals;
 use crate::gate::authorize::{Rules, authorize_arguments, authorize_caller, judge};
 use crate::gate::budget::Budget;

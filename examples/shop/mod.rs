@@ -73,8 +73,7 @@ pub fn search_products(
     #[validate(range(min = 1, max = 50))]
     #[serde(default = "ten")]
     max_results: u8,
-    #[serde(default)]
-    sort: SortOrder,
+    #[serde(default)] sort: SortOrder,
     /// Only products with every one of these tags.
     #[validate(length(max = 5))]
     #[serde(default)]

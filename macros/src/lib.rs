@@ -23,8 +23,9 @@ mod params;
 /// tools), `crate = "path"`.
 ///
 /// Parameters: `&CallContext` (injected, at most once), arguments with `///` docs,
-/// `#[validate(...)]`, `#[serde(default)]`, `#[serde(rename = "...")]` and `#[sensitive]`, or
-/// one `#[args]` parameter of your own type.
+/// `#[validate(...)]`, `#[serde(default)]`, `#[serde(rename = "...")]`, `#[sensitive]`,
+/// `#[tenant]`, `#[environment]` and `#[one_of(path)]` (allowed values from a
+/// `fn(&CallContext) -> Vec<T>`), or one `#[args]` parameter of your own type.
 ///
 /// ```text
 /// /// Delete one record from a table.

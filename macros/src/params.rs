@@ -337,12 +337,15 @@ fn parse_one(typed: &mut syn::PatType) -> syn::Result<Param> {
 
 /// The function of `#[one_of(function)]`.
 fn one_of_function(attr: &Attribute) -> syn::Result<Path> {
-    const EXAMPLE: &str = "`#[one_of(active_products)]`, with `fn active_products(ctx: &CallContext) -> Vec<T>`";
+    const EXAMPLE: &str =
+        "`#[one_of(active_products)]`, with `fn active_products(ctx: &CallContext) -> Vec<T>`";
     match &attr.meta {
         Meta::List(list) if !list.tokens.is_empty() => list.parse_args::<Path>().map_err(|_| {
             syn::Error::new_spanned(
                 &list.tokens,
-                format!("`#[one_of]` takes the path of one function, not a string or a list: {EXAMPLE}"),
+                format!(
+                    "`#[one_of]` takes the path of one function, not a string or a list: {EXAMPLE}"
+                ),
             )
         }),
         _ => Err(syn::Error::new_spanned(

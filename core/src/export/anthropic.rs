@@ -137,15 +137,21 @@ fn strict_node(node: &Value, definitions: &Definitions<'_>) -> Result<Value, Str
         }
     }
 
-    match input.get("type").and_then(Value::as_str).filter(|_| !literal) {
+    match input
+        .get("type")
+        .and_then(Value::as_str)
+        .filter(|_| !literal)
+    {
         Some("object") => {
             if input
                 .get("additionalProperties")
                 .is_some_and(|extra| extra != &Value::Bool(false))
             {
-                return Err("a map with free-form keys (e.g. a `HashMap`) has no strict form: \
+                return Err(
+                    "a map with free-form keys (e.g. a `HashMap`) has no strict form: \
                      strict tool use closes every object"
-                    .into());
+                        .into(),
+                );
             }
             let properties = input
                 .get("properties")
@@ -240,8 +246,9 @@ fn applies_to(keyword: &str, node_type: &Value) -> bool {
         }
         "minLength" | "maxLength" | "pattern" | "format" => node_type == "string",
         "items" | "minItems" | "maxItems" | "uniqueItems" | "prefixItems" => node_type == "array",
-        "properties" | "required" | "additionalProperties" | "minProperties"
-        | "maxProperties" => node_type == "object",
+        "properties" | "required" | "additionalProperties" | "minProperties" | "maxProperties" => {
+            node_type == "object"
+        }
         _ => false,
     }
 }

@@ -125,9 +125,7 @@ fn subset_node(
         return inlined;
     }
     if input.contains_key("allOf") {
-        return Err(
-            "`allOf` (e.g. from `#[serde(flatten)]`) is not supported by Gemini".into(),
-        );
+        return Err("`allOf` (e.g. from `#[serde(flatten)]`) is not supported by Gemini".into());
     }
 
     let mut output = Map::new();

@@ -143,9 +143,7 @@ impl Profile {
     fn transform(self, contract: &ToolContract, schema: &Value) -> Result<Value, String> {
         match self {
             Profile::OpenAiChat { strict } => openai::chat_tool(contract, schema, strict),
-            Profile::OpenAiResponses { strict } => {
-                openai::responses_tool(contract, schema, strict)
-            }
+            Profile::OpenAiResponses { strict } => openai::responses_tool(contract, schema, strict),
             Profile::Anthropic { strict } => anthropic::tool(contract, schema, strict),
             Profile::Gemini => gemini::declaration(contract, schema),
             Profile::GeminiJsonSchema => gemini::json_schema_declaration(contract, schema),

@@ -121,7 +121,9 @@ fn strict_node(node: &Value, definitions: &Definitions<'_>) -> Result<Value, Str
         return Ok(json!({ "$ref": reference }));
     }
     if input.contains_key("allOf") {
-        return Err("`allOf` (e.g. from `#[serde(flatten)]`) is not supported in strict mode".into());
+        return Err(
+            "`allOf` (e.g. from `#[serde(flatten)]`) is not supported in strict mode".into(),
+        );
     }
 
     let mut output = Map::new();
@@ -160,9 +162,11 @@ fn strict_node(node: &Value, definitions: &Definitions<'_>) -> Result<Value, Str
         match input.get("additionalProperties") {
             None | Some(Value::Bool(false)) => {}
             Some(_) => {
-                return Err("a map with free-form keys (e.g. a `HashMap`) has no strict form: \
+                return Err(
+                    "a map with free-form keys (e.g. a `HashMap`) has no strict form: \
                      strict mode closes every object"
-                    .into());
+                        .into(),
+                );
             }
         }
         output.insert("additionalProperties".into(), Value::Bool(false));

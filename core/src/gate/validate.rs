@@ -425,6 +425,43 @@ mod tests {
         assert!(rejection.violations()[2].params.get("value").is_none());
     }
 
+    fn thirty_codes(_: &CallContext) -> Vec<Value> {
+        (1..=30).map(|n| Value::from(format!("c-{n}"))).collect()
+    }
+
+    #[test]
+    fn a_refusal_lists_a_bounded_number_of_allowed_values() {
+        let schema = serde_json::json!({
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {"code": {"type": "string"}},
+        });
+        let contract = ToolContract::builder("pick", "Picks a code.", schema)
+            .one_of("code", thirty_codes)
+            .build();
+        let ctx = CallContext::new("alice");
+        let rejection =
+            check_allowed_values(&contract, &ctx, |_| Some(Value::from("c-99"))).unwrap_err();
+        assert_eq!(rejection.path(), Some("/code"));
+        let hint = rejection.hint().unwrap_or_default();
+        assert!(
+            hint.starts_with("the allowed values are `c-1`, `c-2`"),
+            "{hint}"
+        );
+        assert!(hint.ends_with("`c-20`, and 10 more"), "{hint}");
+        assert!(check_allowed_values(&contract, &ctx, |_| Some(Value::from("c-30"))).is_ok());
+    }
+
+    #[test]
+    fn values_are_equal_as_json_schema_compares_them() {
+        use serde_json::json;
+        assert!(same_json(&json!(12), &json!(12.0)));
+        assert!(same_json(&json!([1, {"a": 2.0}]), &json!([1.0, {"a": 2}])));
+        assert!(!same_json(&json!(1), &json!("1")));
+        assert!(!same_json(&json!(-1), &json!(u64::MAX)));
+        assert!(!same_json(&json!({"a": 1}), &json!({"a": 1, "b": 2})));
+    }
+
     #[test]
     fn valid_arguments_pass() {
         let order = Order {

@@ -53,7 +53,7 @@ pub fn parse(message: &Value) -> Result<Vec<ToolCall>, WireError> {
 
 /// The `tool_result` block that answers a call:
 /// `{"type":"tool_result","tool_use_id","content","is_error"}`, the content as
-/// [`outcome_text`](super::outcome_text) renders it. `is_error` is true for a refusal only: a
+/// [`outcome_text`] renders it. `is_error` is true for a refusal only: a
 /// call waiting for approval did not fail.
 pub fn reply(call: &ToolCall, outcome: &Outcome) -> Value {
     json!({

@@ -1,8 +1,8 @@
 //! Google Gemini: `generateContent` (REST JSON, camelCase field names).
 //!
 //! A call is a `functionCall` part whose `args` is a parsed object, so the calls carry
-//! [`Arguments::Json`](crate::Arguments::Json). Two things of a part matter beyond the call
-//! itself, and a [`GeminiCall`] keeps them next to it:
+//! [`Arguments::Json`]. Two things of a part matter beyond the call itself, and a
+//! [`GeminiCall`] keeps them next to it:
 //!
 //! - The id is optional: older models send none and match results by name and order. A call
 //!   without one gets an id made up for it, unique in the process (`gemini_call_...`), so that
@@ -146,7 +146,7 @@ pub fn parse(response: &Value) -> Result<Vec<GeminiCall>, WireError> {
 /// The `functionResponse` part that answers a call:
 /// `{"functionResponse":{"id"?,"name","response":{"output":...}}}`, or `{"error":...}` in the
 /// response for a refusal (the model message as a JSON object). A call waiting for approval
-/// has the [`pending_result`](super::pending_result) as its output. The id is sent back only
+/// has the [`pending_result`] as its output. The id is sent back only
 /// if the model sent it.
 pub fn reply(call: &GeminiCall, outcome: &Outcome) -> Value {
     let response = match outcome {

@@ -11,7 +11,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Node, WireError, WireErrorKind, model_message, outcome_text, pending_result, quoted};
+use super::{Node, WireError, WireErrorKind, model_message, outcome_text, quoted};
 use crate::{Outcome, RejectionCode, ToolCall};
 
 /// The JSON-RPC error code for invalid parameters, an unknown tool among them.
@@ -102,17 +102,20 @@ pub fn parse(request: &Value) -> Result<McpCall, WireError> {
 }
 
 /// The JSON-RPC response to a `tools/call` request:
-/// `{"jsonrpc":"2.0","id","result":{"content":[{"type":"text","text"}],"structuredContent"?,"isError"}}`.
+/// `{"jsonrpc":"2.0","id","result":{"content":[{"type":"text","text"}],"structuredContent"?,"isError"}}`,
+/// the text as [`outcome_text`] renders it.
 ///
-/// - Completed: the output as text (a string as it is, anything else as JSON text), and an
-///   object output as `structuredContent` too.
-/// - Refused: `isError: true` and the model message as text; but a refusal with `unknown_tool`
-///   is a JSON-RPC error `-32602` whose `data` is the model message.
-/// - Waiting for approval: `isError: false`, the [`pending_result`](super::pending_result) as
-///   text and as `structuredContent`.
+/// - Completed: `isError: false`, and an object output is the `structuredContent` too.
+/// - Refused: `isError: true`; but a refusal with `unknown_tool` is a JSON-RPC error `-32602`
+///   whose `data` is the model message.
+/// - Waiting for approval: `isError: true`, the [`pending_result`](super::pending_result) as text, no
+///   `structuredContent`. The call has not produced the tool's output, and MCP clients check
+///   the `structuredContent` of a successful result against the tool's `outputSchema` (the
+///   official Python client raises when it is missing or does not match); the text tells the
+///   model not to call again.
 pub fn reply(call: &McpCall, outcome: &Outcome) -> Value {
-    let (text, structured, is_error) = match outcome {
-        Outcome::Rejected(rejection) if rejection.code() == RejectionCode::UnknownTool => {
+    if let Outcome::Rejected(rejection) = outcome {
+        if rejection.code() == RejectionCode::UnknownTool {
             return json!({
                 "jsonrpc": "2.0",
                 "id": call.request_id,
@@ -123,23 +126,15 @@ pub fn reply(call: &McpCall, outcome: &Outcome) -> Value {
                 },
             });
         }
-        Outcome::Completed(output) => (
-            outcome_text(outcome),
-            output.is_object().then(|| output.clone()),
-            false,
-        ),
-        Outcome::Rejected(rejection) => (rejection.to_model_message(), None, true),
-        Outcome::Pending(ticket) => {
-            let pending = pending_result(ticket);
-            (pending.to_string(), Some(pending), false)
-        }
-    };
+    }
     let mut result = json!({
-        "content": [{"type": "text", "text": text}],
-        "isError": is_error,
+        "content": [{"type": "text", "text": outcome_text(outcome)}],
+        "isError": !outcome.is_completed(),
     });
-    if let (Some(structured), Some(fields)) = (structured, result.as_object_mut()) {
-        fields.insert("structuredContent".into(), structured);
+    if let (Some(output @ Value::Object(_)), Some(fields)) =
+        (outcome.output(), result.as_object_mut())
+    {
+        fields.insert("structuredContent".into(), output.clone());
     }
     json!({"jsonrpc": "2.0", "id": call.request_id, "result": result})
 }

@@ -1,5 +1,5 @@
 //! Tool calls and results on the wire: reading each provider's tool calls into
-//! [`ToolCall`](crate::ToolCall)s, rendering each [`Outcome`](crate::Outcome) as the provider's
+//! [`ToolCall`](crate::ToolCall)s, rendering each [`Outcome`] as the provider's
 //! result message, and the providers' `tool_choice` values.
 //!
 //! One module per provider, each with a `parse` side (the provider's response in, the calls

@@ -73,7 +73,7 @@ fn chat_call(call: &Node<'_>) -> Result<ToolCall, WireError> {
 
 /// The `tool` message that answers a Chat Completions call:
 /// `{"role":"tool","tool_call_id","content"}`, the content as
-/// [`outcome_text`](super::outcome_text) renders it. Every call of a response needs one, in
+/// [`outcome_text`] renders it. Every call of a response needs one, in
 /// the messages that follow the assistant's.
 pub fn reply_chat(call: &ToolCall, outcome: &Outcome) -> Value {
     json!({
@@ -120,7 +120,7 @@ pub fn parse_responses(response: &Value) -> Result<Vec<ToolCall>, WireError> {
 
 /// The input item that answers a Responses API call:
 /// `{"type":"function_call_output","call_id","output"}`, the output as
-/// [`outcome_text`](super::outcome_text) renders it.
+/// [`outcome_text`] renders it.
 pub fn reply_responses(call: &ToolCall, outcome: &Outcome) -> Value {
     json!({
         "type": "function_call_output",
