@@ -369,3 +369,35 @@ fn a_hand_written_contract_names_an_existing_argument() {
     let error = contract.check().unwrap_err();
     assert!(error.reason.contains("`productId`"), "{error}");
 }
+
+/// What the exported schema of a caller accepts, the gates accept for that caller, and what it
+/// refuses, they refuse (the parity test of `tests/parity.rs`, for the schema of a context).
+#[tokio::test]
+async fn the_export_for_a_context_and_the_gates_agree() {
+    let cases = [
+        json!({"productIds": ["p-anvil"], "pack_size": 6}),
+        json!({"productIds": ["p-anvil", "p-rocket"], "coupon": "SPRING", "pack_size": 12}),
+        json!({"productIds": ["p-laser"], "pack_size": 6}),
+        json!({"productIds": ["p-anvil", "p-anvil"], "coupon": null, "pack_size": 12.0}),
+        json!({"productIds": [], "coupon": "FREE", "pack_size": 6}),
+        json!({"productIds": [], "pack_size": 7}),
+        json!({"productIds": [null], "pack_size": 6}),
+        json!({"productIds": ["p-anvil"], "coupon": "SPRING", "pack_size": "6"}),
+    ];
+    let registry = registry();
+    for name in ["acme", "globex", "initech"] {
+        let ctx = tenant(name);
+        let schema = input_schema(&ctx, "start_sale");
+        let validator = jsonschema::draft202012::new(&schema).expect("the schema compiles");
+        for (index, arguments) in cases.iter().enumerate() {
+            // One id per call: a repeated id would get the first call's outcome back.
+            let call = ToolCall::new(format!("{name}_{index}"), "start_sale", arguments.clone());
+            let outcome = registry.dispatch(&ctx, &call).await;
+            assert_eq!(
+                outcome.output().is_some(),
+                validator.is_valid(arguments),
+                "tenant {name}, {arguments}: {outcome:?}"
+            );
+        }
+    }
+}

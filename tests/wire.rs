@@ -361,7 +361,7 @@ async fn a_tool_choice_holds_the_step_to_its_tools() {
     let outcome = registry.dispatch(&only_list, &delete).await;
     let rejection = outcome.rejection().expect("another tool is refused");
     assert_eq!(rejection.code(), RejectionCode::ToolNotAllowed);
-    assert_eq!(rejection.gate(), portcullis::Gate::Authorize);
+    assert_eq!(rejection.gate(), portcullis::Gate::Resolve);
     assert!(rejection.message().contains("`list_tables`"));
     assert!(rejection.retryable());
     assert!(registry.dispatch(&only_list, &list).await.is_completed());
@@ -387,9 +387,9 @@ async fn a_tool_choice_holds_the_step_to_its_tools() {
         vec![
             (
                 "delete_database_record".to_owned(),
-                Some("authorize".to_owned())
+                Some("resolve".to_owned())
             ),
-            ("list_tables".to_owned(), Some("authorize".to_owned())),
+            ("list_tables".to_owned(), Some("resolve".to_owned())),
         ]
     );
 }

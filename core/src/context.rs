@@ -103,7 +103,7 @@ impl CallContext {
     }
 
     /// Restricts the calls of this step to the tools `choice` allows, as the `tool_choice` sent
-    /// to the model did: the authorize gate refuses any other tool with `tool_not_allowed`.
+    /// to the model did: the resolve gate refuses any other tool with `tool_not_allowed`.
     /// The default, [`ToolChoice::Auto`], allows every tool.
     ///
     /// ```

@@ -326,7 +326,8 @@ impl ToolContract {
         &self.sensitive
     }
 
-    /// The JSON Schema (2020-12) of the arguments.
+    /// The JSON Schema (2020-12) of the arguments, without the current values of dynamic
+    /// arguments: what the model is shown is [`input_schema_for`](Self::input_schema_for).
     pub fn input_schema(&self) -> &Value {
         &self.input_schema
     }

@@ -15,7 +15,7 @@ use crate::gate::authorize::{Rules, authorize_arguments, authorize_caller, judge
 use crate::gate::budget::Budget;
 use crate::gate::decode::decode;
 use crate::gate::execute::{Contained, Execution, contained, execute};
-use crate::gate::resolve::resolve;
+use crate::gate::resolve::{check_choice, resolve};
 use crate::gate::validate::{check_allowed_values, validate};
 use crate::idempotency::RanCalls;
 use crate::rejection::shorten;
@@ -465,12 +465,15 @@ impl Registry {
         snapshots: &Snapshots,
     ) -> (Outcome, Option<&ToolContract>) {
         let tool = match resolve(&self.inner.tools, &call.name, |tool| {
-            tool.contract().grants(ctx)
+            tool.contract().grants(ctx) && ctx.tool_choice().allows(tool.contract().name())
         }) {
             Ok(tool) => tool,
             Err(rejection) => return (Outcome::Rejected(rejection), None),
         };
         let contract = tool.contract();
+        if let Err(rejection) = check_choice(contract.name(), ctx) {
+            return (Outcome::Rejected(rejection), Some(contract));
+        }
         if let Err(rejection) = authorize_caller(contract, ctx) {
             return (Outcome::Rejected(rejection), Some(contract));
         }

@@ -14,6 +14,9 @@ use crate::gate::Gate;
 pub enum RejectionCode {
     /// No tool of that name is registered.
     UnknownTool,
+    /// The tool choice of this step does not allow the tool; see
+    /// [`CallContext::with_tool_choice`](crate::CallContext::with_tool_choice).
+    ToolNotAllowed,
     /// The arguments are not valid JSON.
     MalformedJson,
     /// An object in the arguments names the same key twice.
@@ -37,9 +40,6 @@ pub enum RejectionCode {
     ConstraintViolation,
     /// The caller holds none of the roles the tool requires.
     RoleDenied,
-    /// The tool choice of this step does not allow the tool; see
-    /// [`CallContext::with_tool_choice`](crate::CallContext::with_tool_choice).
-    ToolNotAllowed,
     /// The call runs in an environment the tool does not allow, or names another environment
     /// than the one it runs in.
     EnvironmentMismatch,
@@ -111,7 +111,7 @@ impl RejectionCode {
     /// The gate that refuses with this code.
     pub fn gate(self) -> Gate {
         match self {
-            RejectionCode::UnknownTool => Gate::Resolve,
+            RejectionCode::UnknownTool | RejectionCode::ToolNotAllowed => Gate::Resolve,
             RejectionCode::MalformedJson
             | RejectionCode::DuplicateKey
             | RejectionCode::ArgumentsTooLarge
@@ -123,7 +123,6 @@ impl RejectionCode {
             | RejectionCode::InvalidValue => Gate::Decode,
             RejectionCode::ConstraintViolation => Gate::Validate,
             RejectionCode::RoleDenied
-            | RejectionCode::ToolNotAllowed
             | RejectionCode::EnvironmentMismatch
             | RejectionCode::TenantMismatch
             | RejectionCode::PolicyDenied

@@ -1,7 +1,6 @@
 //! The authorize gate: this caller may make this call.
 //!
-//! It runs in two steps. Before the arguments are read: the step's tool choice must allow the
-//! tool (`tool_not_allowed`), the caller must hold one of the tool's
+//! It runs in two steps. Before the arguments are read: the caller must hold one of the tool's
 //! roles (`role_denied`) and run in one of its environments (`environment_mismatch`), so a
 //! caller who may not use a tool learns nothing of its arguments. After they are validated:
 //! the argument marked `#[tenant]` must name the caller's tenant (`tenant_mismatch`), and the one
@@ -16,7 +15,6 @@ use serde_json::Value;
 
 use super::execute::Contained;
 use crate::tool::BoxFuture;
-use crate::wire::ToolChoice;
 use crate::{
     Arguments, CallContext, Decision, Policy, PolicyError, PolicyRequest, Rejection, RejectionCode,
     Tool, ToolContract,
@@ -117,7 +115,6 @@ pub(crate) fn authorize_caller(
     contract: &ToolContract,
     ctx: &CallContext,
 ) -> Result<(), Rejection> {
-    authorize_choice(contract, ctx)?;
     if !contract.grants(ctx) {
         return Err(Rejection::new(
             RejectionCode::RoleDenied,
@@ -142,28 +139,6 @@ pub(crate) fn authorize_caller(
         }
     }
     Ok(())
-}
-
-/// The tool choice of the step allows this tool: a model told to call one tool, or none, may
-/// still call another, and only code can hold it to the choice.
-fn authorize_choice(contract: &ToolContract, ctx: &CallContext) -> Result<(), Rejection> {
-    let choice = ctx.tool_choice();
-    if choice.allows(contract.name()) {
-        return Ok(());
-    }
-    Err(match choice {
-        ToolChoice::Tool(allowed) => Rejection::new(
-            RejectionCode::ToolNotAllowed,
-            format!("this step allows only the tool `{allowed}`"),
-        )
-        .with_hint(format!("call `{allowed}` instead")),
-        ToolChoice::None | ToolChoice::Auto | ToolChoice::Required => Rejection::new(
-            RejectionCode::ToolNotAllowed,
-            "this step allows no tool call",
-        )
-        .with_hint("answer without calling a tool")
-        .with_retryable(false),
-    })
 }
 
 /// The checks on what the arguments name, once they are valid.
@@ -240,29 +215,6 @@ mod tests {
         );
         let open = contract().build();
         assert_eq!(code(authorize_caller(&open, &viewer)), None);
-    }
-
-    #[test]
-    fn the_tool_choice_allows_its_tools_only() {
-        let tool = contract().build();
-        let ctx = CallContext::new("a");
-        let choice = |choice| {
-            code(authorize_caller(
-                &tool,
-                &ctx.clone().with_tool_choice(choice),
-            ))
-        };
-        assert_eq!(choice(ToolChoice::Auto), None);
-        assert_eq!(choice(ToolChoice::Required), None);
-        assert_eq!(choice(ToolChoice::Tool("t".into())), None);
-        assert_eq!(
-            choice(ToolChoice::Tool("other".into())),
-            Some(RejectionCode::ToolNotAllowed)
-        );
-        assert_eq!(
-            choice(ToolChoice::None),
-            Some(RejectionCode::ToolNotAllowed)
-        );
     }
 
     #[test]

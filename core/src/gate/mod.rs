@@ -69,7 +69,7 @@ impl Gate {
     pub fn codes(self) -> &'static [RejectionCode] {
         use RejectionCode::*;
         match self {
-            Gate::Resolve => &[UnknownTool],
+            Gate::Resolve => &[UnknownTool, ToolNotAllowed],
             Gate::Decode => &[
                 MalformedJson,
                 DuplicateKey,
@@ -84,7 +84,6 @@ impl Gate {
             Gate::Validate => &[ConstraintViolation],
             Gate::Authorize => &[
                 RoleDenied,
-                ToolNotAllowed,
                 EnvironmentMismatch,
                 TenantMismatch,
                 PolicyDenied,

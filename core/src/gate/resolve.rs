@@ -1,7 +1,8 @@
-//! The resolve gate: the tool exists.
+//! The resolve gate: the tool exists, and the step's tool choice allows it.
 
 use crate::suggest;
-use crate::{Rejection, RejectionCode};
+use crate::wire::ToolChoice;
+use crate::{CallContext, Rejection, RejectionCode};
 
 /// Looks `name` up exactly in `tools` (sorted by name): no case folding, no Unicode
 /// normalization, so a look-alike or a name with an invisible character never reaches a real
@@ -31,6 +32,28 @@ pub(crate) fn resolve<'a, T>(
             format!("there is no tool named {shown:?}"),
         )
         .with_hint(hint)
+    })
+}
+
+/// The tool choice of the step allows the tool named `name`: a model told to call one tool, or
+/// none, may still call another, and only code can hold it to the choice.
+pub(crate) fn check_choice(name: &str, ctx: &CallContext) -> Result<(), Rejection> {
+    let choice = ctx.tool_choice();
+    if choice.allows(name) {
+        return Ok(());
+    }
+    Err(match choice {
+        ToolChoice::Tool(allowed) => Rejection::new(
+            RejectionCode::ToolNotAllowed,
+            format!("this step allows only the tool `{allowed}`"),
+        )
+        .with_hint(format!("call `{allowed}` instead")),
+        _ => Rejection::new(
+            RejectionCode::ToolNotAllowed,
+            "this step allows no tool call",
+        )
+        .with_hint("answer without calling a tool")
+        .with_retryable(false),
     })
 }
 
@@ -71,5 +94,23 @@ mod tests {
             Some("the available tools are a"),
             "no hint toward `b`"
         );
+    }
+
+    #[test]
+    fn the_tool_choice_allows_its_tools_only() {
+        let ctx = CallContext::new("a");
+        let code = |choice| {
+            check_choice("t", &ctx.clone().with_tool_choice(choice))
+                .err()
+                .map(|rejection| rejection.code())
+        };
+        assert_eq!(code(ToolChoice::Auto), None);
+        assert_eq!(code(ToolChoice::Required), None);
+        assert_eq!(code(ToolChoice::Tool("t".into())), None);
+        assert_eq!(
+            code(ToolChoice::Tool("other".into())),
+            Some(RejectionCode::ToolNotAllowed)
+        );
+        assert_eq!(code(ToolChoice::None), Some(RejectionCode::ToolNotAllowed));
     }
 }
