@@ -246,6 +246,27 @@ fn the_providers_sdks_accept_every_export() {
                 .collect::<Vec<_>>()
         })
         .collect();
+    // The shop as exported for a caller: with the current values of its dynamic enums.
+    let shop = Profile::ALL
+        .into_iter()
+        .fold(shop::shop_tools(), |builder, profile| {
+            builder.profile(profile)
+        })
+        .build()
+        .unwrap();
+    let caller = shop::shop_admin().with_tenant("outdoor");
+    let mut cases = cases;
+    for profile in Profile::ALL {
+        let tools = shop.export(&caller, profile).unwrap();
+        let definitions = match profile {
+            Profile::Gemini | Profile::GeminiJsonSchema => tools[0]["functionDeclarations"].clone(),
+            _ => tools,
+        };
+        for definition in definitions.as_array().unwrap() {
+            cases.push(json!({"profile": profile.name(), "tool": "shop export",
+                "definition": definition}));
+        }
+    }
     assert!(cases.len() > 100, "only {} cases", cases.len());
 
     let Ok(python) = std::env::var("PORTCULLIS_REFEREE_PYTHON") else {

@@ -34,7 +34,8 @@ const CONTEXT_LINES: usize = 2;
 
 impl Registry {
     /// Every tool's contract as a stable, sorted JSON document: tools by name, roles and
-    /// environments sorted, and the argument schema as a SHA-256 of its canonical JSON.
+    /// environments sorted, the arguments whose values come from a function (`one_of`), and
+    /// the argument schema as a SHA-256 of its canonical JSON.
     ///
     /// ```
     /// use portcullis_core::Registry;
@@ -55,6 +56,8 @@ fn entry(contract: &ToolContract) -> Value {
     environments.sort();
     let mut sensitive = contract.sensitive().to_vec();
     sensitive.sort();
+    let mut dynamic: Vec<&str> = contract.dynamic_arguments().collect();
+    dynamic.sort();
     json!({
         "name": contract.name(),
         "risk": contract.risk(),
@@ -73,6 +76,7 @@ fn entry(contract: &ToolContract) -> Value {
         "tenant_argument": contract.tenant_argument(),
         "environment_argument": contract.environment_argument(),
         "sensitive": sensitive,
+        "one_of": dynamic,
         // Object keys are sorted, so equal schemas hash equally.
         "input_schema_sha256": sha256_hex(contract.input_schema().to_string().as_bytes()),
     })

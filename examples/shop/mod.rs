@@ -63,12 +63,24 @@ fn ten() -> u8 {
     10
 }
 
+/// The categories the caller's shop sells today: a dynamic enum, asked again at every export
+/// and every call.
+pub fn active_categories(ctx: &CallContext) -> Vec<&'static str> {
+    match ctx.tenant() {
+        Some("outdoor") => vec!["tents", "boots"],
+        _ => vec!["lamps", "chairs", "tables"],
+    }
+}
+
 /// Search the product catalogue.
 #[tool(read_only, idempotent, open_world = false)]
 pub fn search_products(
     /// Words to look for in product names and descriptions.
     #[validate(length(min = 1, max = 100))]
     query: String,
+    /// Only products of this category.
+    #[one_of(active_categories)]
+    category: Option<String>,
     /// How many products to return.
     #[validate(range(min = 1, max = 50))]
     #[serde(default = "ten")]
@@ -79,8 +91,8 @@ pub fn search_products(
     #[serde(default)]
     tags: Vec<String>,
 ) -> Result<Vec<String>, ToolError> {
-    let _ = (sort, tags);
-    Ok(vec![format!("{} results for {query}", max_results)])
+    let _ = (category, sort, tags);
+    Ok(vec![format!("{max_results} results for {query}")])
 }
 
 /// A postal address.
