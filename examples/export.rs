@@ -37,7 +37,7 @@ fn main() -> ExitCode {
     };
     match registry.export(&shop::shop_admin(), profile) {
         Ok(tools) => {
-            println!("// The `tools` of a {profile} request, for a caller who may use every tool:");
+            println!("// {profile}: the request's `tools`, for a caller who may use every tool");
             println!(
                 "{}",
                 serde_json::to_string_pretty(&tools).unwrap_or_default()
