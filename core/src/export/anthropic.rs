@@ -6,8 +6,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::ANY_TYPE;
-use super::definitions::Definitions;
+use super::definitions::{ANY_VALUE, Definitions, rebuild_with_definitions, typed_node};
 use crate::ToolContract;
 
 /// String formats strict tool use supports.
@@ -67,28 +66,11 @@ pub(super) fn strict_schema(schema: &Value) -> Result<Value, String> {
     if schema.get("anyOf").is_some() || schema.get("oneOf").is_some() {
         return Err("the arguments are a union at the root; strict tool use refuses it".into());
     }
-    let definitions = Definitions::of(schema);
-    let mut strict = strict_node(schema, &definitions)?;
-    let defs = definitions
-        .iter()
-        .map(|(name, definition)| Ok((name.clone(), strict_node(definition, &definitions)?)))
-        .collect::<Result<Map<String, Value>, String>>()?;
-    if let (Value::Object(root), false) = (&mut strict, defs.is_empty()) {
-        root.insert("$defs".into(), Value::Object(defs));
-    }
-    Ok(strict)
+    rebuild_with_definitions(schema, strict_node)
 }
 
 fn strict_node(node: &Value, definitions: &Definitions<'_>) -> Result<Value, String> {
-    let input = match node {
-        Value::Object(input) if !input.is_empty() => input,
-        Value::Object(_) | Value::Bool(true) => return Err(ANY_TYPE.into()),
-        _ => {
-            return Err(format!(
-                "the schema `{node}` is not an object; strict tool use cannot take it"
-            ));
-        }
-    };
+    let input = typed_node(node, "strict tool use")?;
     if let Some(standalone) = definitions.standalone(input)? {
         return strict_node(&standalone, definitions);
     }
@@ -102,13 +84,14 @@ fn strict_node(node: &Value, definitions: &Definitions<'_>) -> Result<Value, Str
 
     let mut output = Map::new();
     let mut described = Map::new();
-    let literal = ["enum", "const"]
-        .into_iter()
-        .filter(|keyword| input.contains_key(*keyword))
-        .fold(false, |_, keyword| {
-            output.insert(keyword.into(), input[keyword].clone());
-            true
-        });
+    // With an enum or a constant, the type says nothing more, and the SDK drops it.
+    let mut literal = false;
+    for keyword in ["enum", "const"] {
+        if let Some(value) = input.get(keyword) {
+            output.insert(keyword.into(), value.clone());
+            literal = true;
+        }
+    }
 
     let union = ["anyOf", "oneOf"]
         .into_iter()
@@ -127,7 +110,7 @@ fn strict_node(node: &Value, definitions: &Definitions<'_>) -> Result<Value, Str
         );
     } else if !literal {
         let Some(node_type) = input.get("type") else {
-            return Err(ANY_TYPE.into());
+            return Err(ANY_VALUE.into());
         };
         output.insert("type".into(), node_type.clone());
     }

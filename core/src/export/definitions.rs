@@ -106,6 +106,43 @@ impl<'a> Definitions<'a> {
     }
 }
 
+/// Rebuilds a root schema and each of its definitions with `rebuild_node`, one provider's
+/// transformation of a schema node.
+pub(super) fn rebuild_with_definitions(
+    schema: &Value,
+    rebuild_node: impl Fn(&Value, &Definitions<'_>) -> Result<Value, String>,
+) -> Result<Value, String> {
+    let definitions = Definitions::of(schema);
+    let mut rebuilt = rebuild_node(schema, &definitions)?;
+    let defs = definitions
+        .iter()
+        .map(|(name, definition)| Ok((name.clone(), rebuild_node(definition, &definitions)?)))
+        .collect::<Result<Map<String, Value>, String>>()?;
+    if let (Value::Object(root), false) = (&mut rebuilt, defs.is_empty()) {
+        root.insert("$defs".into(), Value::Object(defs));
+    }
+    Ok(rebuilt)
+}
+
+/// Why a strict mode refuses a schema node that accepts any value.
+pub(super) const ANY_VALUE: &str =
+    "a value of any type (e.g. `serde_json::Value`) has no strict form; give it a type";
+
+/// The keywords of a schema node that gives a strict mode something to hold the model to:
+/// refuses `true` and `{}`, which accept any value, and anything that is not a schema.
+pub(super) fn typed_node<'v>(
+    node: &'v Value,
+    mode: &str,
+) -> Result<&'v Map<String, Value>, String> {
+    match node {
+        Value::Object(input) if !input.is_empty() => Ok(input),
+        Value::Object(_) | Value::Bool(true) => Err(ANY_VALUE.into()),
+        _ => Err(format!(
+            "the schema `{node}` is not an object; {mode} cannot take it"
+        )),
+    }
+}
+
 /// Every `$ref` under `schema`.
 fn collect_refs<'v>(schema: &'v Value, found: &mut Vec<&'v str>) {
     match schema {

@@ -37,10 +37,6 @@ use serde_json::Value;
 
 use crate::{CallContext, Registry, ToolContract};
 
-/// Why a strict profile refuses a schema that accepts anything.
-const ANY_TYPE: &str =
-    "a value of any type (e.g. `serde_json::Value`) has no strict form; give it a type";
-
 /// One provider's tool format.
 ///
 /// The [`name`](Profile::name)s are stable and parse back with [`FromStr`]:

@@ -3,8 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::ANY_TYPE;
-use super::definitions::Definitions;
+use super::definitions::{Definitions, rebuild_with_definitions, typed_node};
 use crate::ToolContract;
 
 /// String formats strict mode supports; any other `format` must not be sent.
@@ -84,7 +83,6 @@ fn parameters(schema: &Value, strict: bool) -> Result<Value, String> {
 /// The schema in strict mode's form: every property required, optional ones nullable,
 /// every object closed, `oneOf` as `anyOf`, and only supported keywords.
 pub(super) fn strict_schema(schema: &Value) -> Result<Value, String> {
-    let definitions = Definitions::of(schema);
     if schema.get("anyOf").is_some() || schema.get("oneOf").is_some() {
         return Err(
             "the arguments are a union at the root; strict mode needs a plain object".into(),
@@ -93,27 +91,11 @@ pub(super) fn strict_schema(schema: &Value) -> Result<Value, String> {
     if schema.get("type") != Some(&json!("object")) {
         return Err("the arguments are not a plain object; strict mode needs one".into());
     }
-    let mut strict = strict_node(schema, &definitions)?;
-    let defs = definitions
-        .iter()
-        .map(|(name, definition)| Ok((name.clone(), strict_node(definition, &definitions)?)))
-        .collect::<Result<Map<String, Value>, String>>()?;
-    if let (Value::Object(root), false) = (&mut strict, defs.is_empty()) {
-        root.insert("$defs".into(), Value::Object(defs));
-    }
-    Ok(strict)
+    rebuild_with_definitions(schema, strict_node)
 }
 
 fn strict_node(node: &Value, definitions: &Definitions<'_>) -> Result<Value, String> {
-    let input = match node {
-        Value::Object(input) if !input.is_empty() => input,
-        Value::Object(_) | Value::Bool(true) => return Err(ANY_TYPE.into()),
-        _ => {
-            return Err(format!(
-                "the schema `{node}` is not an object; strict mode cannot take it"
-            ));
-        }
-    };
+    let input = typed_node(node, "strict mode")?;
     if let Some(standalone) = definitions.standalone(input)? {
         return strict_node(&standalone, definitions);
     }
