@@ -294,3 +294,67 @@ fn the_providers_sdks_accept_every_export() {
     let report: Value = serde_json::from_str(&report).expect("the referee reports JSON");
     assert_eq!(report["checked"], json!(cases.len()));
 }
+
+#[test]
+fn each_unsupported_shape_refuses_the_build_naming_tool_and_reason() {
+    let strict_chat = Profile::OpenAiChat { strict: true };
+    let strict_responses = Profile::OpenAiResponses { strict: true };
+    let strict_anthropic = Profile::Anthropic { strict: true };
+    let cases = [
+        (
+            Registry::builder().tool(shapes::LabelTicket),
+            strict_chat,
+            "label_ticket",
+            "map with free-form keys",
+        ),
+        (
+            Registry::builder().tool(shapes::StoreDocument),
+            strict_responses,
+            "store_document",
+            "any type",
+        ),
+        (
+            Registry::builder().tool(shapes::StoreNested),
+            strict_chat,
+            "store_nested",
+            "nest 11 levels",
+        ),
+        (
+            Registry::builder().tool(shapes::LabelTicket),
+            strict_anthropic,
+            "label_ticket",
+            "map with free-form keys",
+        ),
+        (
+            Registry::builder().tool(shapes::StoreDocument),
+            strict_anthropic,
+            "store_document",
+            "any type",
+        ),
+        (
+            Registry::builder().tool(shapes::SaveTree),
+            Profile::Gemini,
+            "save_tree",
+            "recursion",
+        ),
+        (
+            Registry::builder().tool(shapes::ResetSecondFactor),
+            Profile::GeminiJsonSchema,
+            "2fa_reset",
+            "start with a letter",
+        ),
+    ];
+    for (builder, profile, tool, word) in cases {
+        let error = builder.profile(profile).build().unwrap_err();
+        let message = error.to_string();
+        let portcullis::BuildError::Profile(error) = error else {
+            panic!("{profile} {tool}: expected a profile error, got {error:?}");
+        };
+        assert_eq!((error.profile, error.tool.as_str()), (profile, tool));
+        assert!(error.reason.contains(word), "{message}");
+        assert!(
+            message.starts_with(&format!("profile `{profile}` cannot take tool `{tool}`: ")),
+            "{message}"
+        );
+    }
+}

@@ -454,4 +454,50 @@ mod tests {
         let error = parameters(&schema, true).unwrap_err();
         assert!(error.contains("11 levels"), "{error}");
     }
+
+    #[test]
+    fn a_root_union_and_schemas_over_the_size_limits_are_refused() {
+        let union = json!({"anyOf": [{"type": "object"}, {"type": "string"}]});
+        assert!(
+            strict_schema(&union)
+                .unwrap_err()
+                .contains("union at the root")
+        );
+
+        let many: Map<String, Value> = (0..=MAX_PROPERTIES)
+            .map(|index| (format!("p{index}"), json!({"type": "boolean"})))
+            .collect();
+        let wide = json!({"type": "object", "properties": many});
+        assert!(
+            parameters(&wide, true)
+                .unwrap_err()
+                .contains("5001 properties")
+        );
+
+        let values: Vec<Value> = (0..=MAX_ENUM_VALUES)
+            .map(|index| json!(format!("v{index}")))
+            .collect();
+        let long_enum = json!({"type": "object", "properties": {"v": {"type": "string", "enum": values}},
+            "required": ["v"]});
+        assert!(
+            parameters(&long_enum, true)
+                .unwrap_err()
+                .contains("1001 enum values")
+        );
+
+        let long_names: Map<String, Value> = (0..20)
+            .map(|index| {
+                (
+                    format!("{index}{}", "n".repeat(6_000)),
+                    json!({"type": "boolean"}),
+                )
+            })
+            .collect();
+        let verbose = json!({"type": "object", "properties": long_names});
+        assert!(
+            parameters(&verbose, true)
+                .unwrap_err()
+                .contains("characters")
+        );
+    }
 }
