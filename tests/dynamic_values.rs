@@ -2,6 +2,7 @@
 //! context. The export shows the values the caller may use now, and a call with any other value
 //! is refused with `invalid_value`, on every path a call takes.
 
+use portcullis::export::Profile;
 use portcullis::prelude::*;
 use portcullis::{ApprovalDecision, Invocation};
 use serde_json::{Value, json};
@@ -400,4 +401,46 @@ async fn the_export_for_a_context_and_the_gates_agree() {
             );
         }
     }
+}
+
+/// A `#[one_of]` function that panics (its catalogue is unreachable, say) takes only its own
+/// tool down: the export leaves that tool out and lists the others, and a call to it is
+/// refused with `tool_panicked` rather than unwinding through the agent.
+#[tokio::test]
+async fn a_panicking_values_function_takes_only_its_own_tool_down() {
+    fn unreachable_catalogue(_: &CallContext) -> Vec<String> {
+        panic!("the catalogue service is unreachable")
+    }
+
+    /// Restock a product of the catalogue.
+    #[tool(risk = "medium")]
+    fn restock(#[one_of(unreachable_catalogue)] product_id: String) -> Result<String, ToolError> {
+        Ok(product_id)
+    }
+
+    let registry = Registry::builder()
+        .tool(Restock)
+        .tool(OrderProduct)
+        .profile(Profile::Anthropic { strict: false })
+        .build()
+        .expect("the functions are not called at build");
+    let ctx = tenant("acme");
+
+    let names = |tools: &Value| -> Vec<String> {
+        tools
+            .as_array()
+            .expect("a list")
+            .iter()
+            .map(|tool| tool["name"].as_str().expect("a name").to_owned())
+            .collect()
+    };
+    let exported = registry
+        .export(&ctx, Profile::Anthropic { strict: false })
+        .expect("the other tools still export");
+    assert_eq!(names(&exported), ["order_product"]);
+    assert_eq!(names(&registry.export_json_schema(&ctx)), ["order_product"]);
+
+    let call = ToolCall::new("call_1", "restock", json!({"product_id": "p-anvil"}));
+    let outcome = registry.dispatch(&ctx, &call).await;
+    assert_eq!(outcome.code(), Some(RejectionCode::ToolPanicked));
 }

@@ -1,7 +1,9 @@
 //! The registry: the set of tools an agent may call, and the dispatcher that forces every call
 //! through the gates.
 
+use std::borrow::Cow;
 use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -510,17 +512,41 @@ impl Registry {
     /// same contracts.
     pub fn export_json_schema(&self, ctx: &CallContext) -> Value {
         Value::Array(
-            self.contracts()
-                .filter(|contract| contract.grants(ctx))
-                .map(|contract| {
+            self.shown_to(ctx)
+                .map(|(contract, schema)| {
                     json!({
                         "name": contract.name(),
                         "description": contract.description(),
-                        "input_schema": contract.input_schema_for(ctx),
+                        "input_schema": schema,
                     })
                 })
                 .collect(),
         )
+    }
+
+    /// The tools an export shows `ctx`, with their argument schemas as `ctx` sees them: those
+    /// its roles may use, less any whose dynamic values could not be listed because a
+    /// `#[one_of]` function panicked. Such a tool is left out rather than failing the whole
+    /// list: the dispatch would refuse its calls (`tool_panicked`), and the other tools still
+    /// serve. The panic's message goes to the process's panic hook.
+    pub(crate) fn shown_to<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+    ) -> impl Iterator<Item = (&'a ToolContract, Cow<'a, Value>)> {
+        self.contracts()
+            .filter(|contract| contract.grants(ctx))
+            .filter_map(|contract| {
+                match catch_unwind(AssertUnwindSafe(|| contract.input_schema_for(ctx))) {
+                    Ok(schema) => Some((contract, schema)),
+                    Err(_) => {
+                        tracing::error!(
+                            tool = contract.name(),
+                            "a `#[one_of]` function panicked; the tool is left out of the export"
+                        );
+                        None
+                    }
+                }
+            })
     }
 }
 

@@ -285,14 +285,11 @@ impl Registry {
             return Err(ExportError::UndeclaredProfile(profile));
         }
         let definitions = self
-            .contracts()
-            .filter(|contract| contract.grants(ctx))
-            .map(|contract| {
-                profile
-                    .transform(contract, &contract.input_schema_for(ctx))
-                    .map_err(|reason| {
-                        ExportError::Unfit(ProfileError::new(profile, contract.name(), reason))
-                    })
+            .shown_to(ctx)
+            .map(|(contract, schema)| {
+                profile.transform(contract, &schema).map_err(|reason| {
+                    ExportError::Unfit(ProfileError::new(profile, contract.name(), reason))
+                })
             })
             .collect::<Result<Vec<Value>, ExportError>>()?;
         Ok(profile.tools_field(definitions))

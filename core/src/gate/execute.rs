@@ -52,8 +52,8 @@ pub(crate) fn execute<'a, T: Tool>(
 }
 
 /// Runs `start` (a call's decode, validate and execute, where the tool author's code runs: the
-/// tool, custom deserializers and validators, the output's serialization) and the future it may
-/// leave running, turning any panic into a `tool_panicked` refusal.
+/// tool, custom deserializers and validators, `#[one_of]` functions, the output's serialization)
+/// and the future it may leave running, turning any panic into a `tool_panicked` refusal.
 pub(crate) fn contained<'a>(start: impl FnOnce() -> Execution<'a>) -> Execution<'a> {
     match catch_unwind(AssertUnwindSafe(start)) {
         Ok(Execution::Finished(outcome)) => Execution::Finished(outcome),
