@@ -37,7 +37,11 @@ fn main() -> ExitCode {
     };
     match registry.export(&shop::shop_admin(), profile) {
         Ok(tools) => {
-            println!("// {profile}: the request's `tools`, for a caller who may use every tool");
+            let place = match profile {
+                Profile::Mcp => "the `tools` of a `tools/list` result",
+                _ => "the request's `tools` field",
+            };
+            println!("// {profile}: {place}, for a caller who may use every tool");
             println!(
                 "{}",
                 serde_json::to_string_pretty(&tools).unwrap_or_default()
