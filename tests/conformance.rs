@@ -143,8 +143,37 @@ mod shapes {
         Ok(true)
     }
 
+    #[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Carrier {
+        /// The postal service.
+        Post,
+        /// A courier, the same day.
+        Courier,
+        /// A drone, where the law allows.
+        Drone,
+    }
+
+    pub fn carriers_today(_ctx: &CallContext) -> Vec<Carrier> {
+        vec![Carrier::Post, Carrier::Courier]
+    }
+
+    /// Ship a parcel by one of today's carriers: dynamic values of a Rust enum type.
+    #[tool]
+    pub fn ship_parcel(
+        #[one_of(carriers_today)] carrier: Carrier,
+        #[one_of(carriers_today)] fallback: Option<Carrier>,
+        #[one_of(carriers_today)]
+        #[serde(default)]
+        avoid: Vec<Carrier>,
+    ) -> Result<usize, ToolError> {
+        let _ = (carrier, fallback);
+        Ok(avoid.len())
+    }
+
     pub fn tools(builder: portcullis::RegistryBuilder) -> portcullis::RegistryBuilder {
         builder
+            .tool(ShipParcel)
             .tool(SaveTree)
             .tool(LabelTicket)
             .tool(StoreDocument)
@@ -246,12 +275,13 @@ fn the_providers_sdks_accept_every_export() {
                 .collect::<Vec<_>>()
         })
         .collect();
-    // The shop as exported for a caller: with the current values of its dynamic enums.
+    // The tools with dynamic enums as exported for a caller, with their current values.
     let shop = Profile::ALL
         .into_iter()
-        .fold(shop::shop_tools(), |builder, profile| {
-            builder.profile(profile)
-        })
+        .fold(
+            shop::shop_tools().tool(shapes::ShipParcel),
+            |builder, profile| builder.profile(profile),
+        )
         .build()
         .unwrap();
     let caller = shop::shop_admin().with_tenant("outdoor");
@@ -262,9 +292,17 @@ fn the_providers_sdks_accept_every_export() {
             Profile::Gemini | Profile::GeminiJsonSchema => tools[0]["functionDeclarations"].clone(),
             _ => tools,
         };
-        for definition in definitions.as_array().unwrap() {
-            cases.push(json!({"profile": profile.name(), "tool": "shop export",
-                "definition": definition}));
+        let definitions = definitions.as_array().unwrap();
+        assert_eq!(
+            definitions.len(),
+            shop.contracts().count(),
+            "{profile} left a tool out for a caller who may use them all"
+        );
+        for definition in definitions {
+            cases.push(
+                json!({"profile": profile.name(), "tool": "export for a caller",
+                "definition": definition}),
+            );
         }
     }
     assert!(cases.len() > 100, "only {} cases", cases.len());

@@ -386,7 +386,7 @@ async fn the_export_for_a_context_and_the_gates_agree() {
         json!({"productIds": ["p-anvil"], "coupon": "SPRING", "pack_size": "6"}),
     ];
     let registry = registry();
-    for name in ["acme", "globex", "initech"] {
+    for name in ["acme", "globex"] {
         let ctx = tenant(name);
         let schema = input_schema(&ctx, "start_sale");
         let validator = jsonschema::draft202012::new(&schema).expect("the schema compiles");
@@ -443,4 +443,161 @@ async fn a_panicking_values_function_takes_only_its_own_tool_down() {
     let call = ToolCall::new("call_1", "restock", json!({"product_id": "p-anvil"}));
     let outcome = registry.dispatch(&ctx, &call).await;
     assert_eq!(outcome.code(), Some(RejectionCode::ToolPanicked));
+}
+
+/// The names of the tools of an export, in the plain or OpenAI Chat format.
+fn names(tools: &Value) -> Vec<&str> {
+    tools
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|tool| tool.get("function").unwrap_or(tool)["name"].as_str())
+        .collect()
+}
+
+/// A caller with no allowed value for a dynamic argument could not make one call pass: the
+/// export leaves the tool out rather than show an empty `enum`, which providers refuse.
+#[test]
+fn a_tool_with_no_allowed_value_is_left_out_of_the_export() {
+    let registry = Registry::builder()
+        .tool(OrderProduct)
+        .tool(StartSale)
+        .profile(Profile::OpenAiChat { strict: true })
+        .build()
+        .expect("valid contracts");
+    let initech = tenant("initech");
+    assert!(names(&registry.export_json_schema(&initech)).is_empty());
+    let exported = registry
+        .export(&initech, Profile::OpenAiChat { strict: true })
+        .expect("a declared profile");
+    assert_eq!(exported, json!([]));
+    let acme = registry
+        .export(&tenant("acme"), Profile::OpenAiChat { strict: true })
+        .expect("a declared profile");
+    assert_eq!(names(&acme), ["order_product", "start_sale"]);
+}
+
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+enum Carrier {
+    /// The postal service.
+    Post,
+    /// A courier, the same day.
+    Courier,
+    /// A drone, where the law allows.
+    Drone,
+}
+
+fn carriers_today(_ctx: &CallContext) -> Vec<Carrier> {
+    vec![Carrier::Post, Carrier::Courier]
+}
+
+fn single() -> u32 {
+    1
+}
+
+/// Ship a product by one of today's carriers, in packs of one unless a known size is asked.
+#[tool(risk = "medium")]
+fn ship(
+    #[one_of(carriers_today)] carrier: Carrier,
+    #[one_of(carriers_today)] fallback: Option<Carrier>,
+    #[one_of(pack_sizes)]
+    #[serde(default = "single")]
+    pack_size: u32,
+) -> Result<String, ToolError> {
+    Ok(format!("{carrier:?} or {fallback:?}, packs of {pack_size}"))
+}
+
+/// A dynamic argument of a Rust enum type is a `$ref` in the static schema; the export shows
+/// it as a schema of its own with today's values, which every profile takes.
+#[test]
+fn an_enum_argument_shows_its_current_values_in_every_profile() {
+    let registry = Profile::ALL
+        .into_iter()
+        .fold(Registry::builder().tool(Ship), |builder, profile| {
+            builder.profile(profile)
+        })
+        .build()
+        .expect("every profile takes the tool");
+    let ctx = tenant("acme");
+    let schema = &registry.export_json_schema(&ctx)[0]["input_schema"];
+    assert_eq!(
+        schema["properties"]["carrier"],
+        json!({"type": "string", "enum": ["post", "courier"]})
+    );
+    assert_eq!(
+        schema["properties"]["fallback"],
+        json!({"type": ["string", "null"], "enum": ["post", "courier", null]})
+    );
+    for profile in Profile::ALL {
+        let exported = registry.export(&ctx, profile).expect("a declared profile");
+        let text = exported.to_string();
+        assert!(
+            text.contains(r#"["post","courier"]"#) && !text.contains("drone"),
+            "{profile}: {exported}"
+        );
+    }
+}
+
+/// A defaulted dynamic argument the model leaves out takes the default the tool's author
+/// chose, even one the model may not choose; sent explicitly, the same value is refused.
+#[tokio::test]
+async fn a_default_is_the_authors_choice_not_the_models() {
+    let registry = Registry::builder()
+        .tool(Ship)
+        .profile(Profile::OpenAiChat { strict: true })
+        .build()
+        .expect("valid contracts");
+    let ctx = tenant("acme");
+    for (id, arguments) in [
+        json!({"carrier": "post"}),
+        json!({"carrier": "post", "fallback": null, "pack_size": null}),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let call = ToolCall::new(format!("call_{id}"), "ship", arguments.clone());
+        let outcome = registry.dispatch(&ctx, &call).await;
+        assert_eq!(
+            outcome.output(),
+            Some(&json!("Post or None, packs of 1")),
+            "{arguments}"
+        );
+    }
+    let call = ToolCall::new("call_9", "ship", json!({"carrier": "post", "pack_size": 1}));
+    invalid_value(&registry.dispatch(&ctx, &call).await, "/pack_size");
+    let call = ToolCall::new("call_10", "ship", json!({"carrier": "drone"}));
+    invalid_value(&registry.dispatch(&ctx, &call).await, "/carrier");
+}
+
+fn every_sku(_ctx: &CallContext) -> Vec<u32> {
+    (0..1_001).collect()
+}
+
+/// Audit the stock of one SKU.
+#[tool(read_only)]
+fn audit_stock(#[one_of(every_sku)] sku: u32) -> Result<u32, ToolError> {
+    Ok(sku)
+}
+
+/// Values beyond what a provider takes (strict OpenAI's 1,000 `enum` values) cost only their
+/// own tool: the export leaves it out and lists the others.
+#[test]
+fn values_beyond_a_providers_limits_take_only_their_own_tool_out() {
+    let strict = Profile::OpenAiChat { strict: true };
+    let relaxed = Profile::OpenAiChat { strict: false };
+    let registry = Registry::builder()
+        .tool(AuditStock)
+        .tool(OrderProduct)
+        .profile(strict)
+        .profile(relaxed)
+        .build()
+        .expect("the values are not asked for at build");
+    let ctx = tenant("acme");
+    let names_in = |profile| -> Vec<String> {
+        let exported = registry.export(&ctx, profile).expect("a declared profile");
+        names(&exported).into_iter().map(str::to_owned).collect()
+    };
+    assert_eq!(names_in(strict), ["order_product"]);
+    assert_eq!(names_in(relaxed), ["audit_stock", "order_product"]);
 }

@@ -6,7 +6,10 @@ use std::fmt;
 use std::time::Duration;
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
+
+use crate::export::definitions::drop_unreferenced;
+use crate::schema::type_includes;
 
 /// How much harm a wrong call can do. Ordered: `Low < Medium < High < Critical`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
@@ -335,13 +338,22 @@ impl ToolContract {
     /// The JSON Schema of the arguments as `ctx` sees it: [`input_schema`](Self::input_schema)
     /// with the current values of every dynamic argument ([`ContractBuilder::one_of`]) as its
     /// `enum` (on `items` for a list), plus `null` where the argument accepts null. Borrowed
-    /// when the tool has no dynamic argument.
-    pub fn input_schema_for(&self, ctx: &crate::CallContext) -> Cow<'_, Value> {
+    /// when the tool has no dynamic argument; `None` when a dynamic argument has no allowed
+    /// value in `ctx`, so that no call could pass and the tool is not worth showing.
+    ///
+    /// A dynamic argument whose values are strings, numbers or booleans is shown as a schema
+    /// of its own, their types and the `enum`, keeping only its description and title: the
+    /// shape it had (a `$ref` to a Rust enum, a union for an `Option`) says less than the
+    /// values, and providers take a `$ref` or a union beside an `enum` badly or not at all.
+    pub fn input_schema_for(&self, ctx: &crate::CallContext) -> Option<Cow<'_, Value>> {
         if self.dynamic_values.is_empty() {
-            return Cow::Borrowed(&self.input_schema);
+            return Some(Cow::Borrowed(&self.input_schema));
         }
         let mut schema = self.input_schema.clone();
         for allowed in self.allowed_values(ctx) {
+            if allowed.values.is_empty() {
+                return None;
+            }
             let Some(property) = schema
                 .get_mut("properties")
                 .and_then(|properties| properties.get_mut(allowed.argument))
@@ -353,10 +365,11 @@ impl ToolContract {
                 ValuesApply::EachElement { .. } => property.get_mut("items"),
             };
             if let Some(Value::Object(target)) = target {
-                target.insert("enum".to_owned(), Value::Array(allowed.values));
+                restrict_to(target, allowed.values);
             }
         }
-        Cow::Owned(schema)
+        drop_unreferenced(&mut schema);
+        Some(Cow::Owned(schema))
     }
 
     /// The arguments whose allowed values come from a function (names as the model sees them).
@@ -377,7 +390,7 @@ impl ToolContract {
                     .get("properties")
                     .and_then(|properties| properties.get(&dynamic.argument));
                 let items = property
-                    .filter(|property| has_type(property, "array"))
+                    .filter(|property| type_includes(property.get("type"), "array"))
                     .and_then(|property| property.get("items"));
                 let (applies, values_schema) = match (property, items) {
                     (Some(property), Some(items)) => (
@@ -481,24 +494,55 @@ impl ToolContract {
     }
 }
 
-/// Whether `schema`'s `type` is `name` or lists it.
-fn has_type(schema: &Value, name: &str) -> bool {
-    match schema.get("type") {
-        Some(Value::String(single)) => single == name,
-        Some(Value::Array(types)) => types.iter().any(|listed| listed == name),
-        _ => false,
+/// Makes `node` the schema of exactly `values` (see [`ToolContract::input_schema_for`]).
+fn restrict_to(node: &mut Map<String, Value>, values: Vec<Value>) {
+    if let Some(types) = scalar_types(&values) {
+        node.retain(|keyword, _| matches!(keyword.as_str(), "description" | "title"));
+        let types = match types.as_slice() {
+            [single] => Value::from(*single),
+            several => Value::from(several.to_vec()),
+        };
+        node.insert("type".to_owned(), types);
     }
+    node.insert("enum".to_owned(), Value::Array(values));
+}
+
+/// The JSON types of `values` in order of first use, an integer counting as a number where
+/// both occur; `None` if one of them is an object or an array.
+fn scalar_types(values: &[Value]) -> Option<Vec<&'static str>> {
+    let mut types = Vec::new();
+    for value in values {
+        let name = match value {
+            Value::Null => "null",
+            Value::Bool(_) => "boolean",
+            Value::String(_) => "string",
+            Value::Number(number) if number.is_f64() => "number",
+            Value::Number(_) => "integer",
+            Value::Array(_) | Value::Object(_) => return None,
+        };
+        if !types.contains(&name) {
+            types.push(name);
+        }
+    }
+    if types.contains(&"number") {
+        types.retain(|name| *name != "integer");
+    }
+    Some(types)
 }
 
 /// Whether `schema` accepts `null`: by its `type`, or by a branch of an `anyOf`/`oneOf` (how
 /// schemars writes `Option` of a type with a `$ref`).
 fn accepts_null(schema: &Value) -> bool {
-    has_type(schema, "null")
+    type_includes(schema.get("type"), "null")
         || ["anyOf", "oneOf"].iter().any(|keyword| {
             schema
                 .get(keyword)
                 .and_then(Value::as_array)
-                .is_some_and(|branches| branches.iter().any(|branch| has_type(branch, "null")))
+                .is_some_and(|branches| {
+                    branches
+                        .iter()
+                        .any(|branch| type_includes(branch.get("type"), "null"))
+                })
         })
 }
 
@@ -763,10 +807,98 @@ mod tests {
     }
 
     #[test]
+    fn scalar_values_replace_a_reference_or_a_union_with_their_own_schema() {
+        let schema = json!({
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {
+                "sort": {"$ref": "#/$defs/Sort", "description": "order", "default": "asc"},
+                "size": {"anyOf": [{"$ref": "#/$defs/Size"}, {"type": "null"}]},
+                "sizes": {"type": "array", "items": {"$ref": "#/$defs/Size"}},
+                "weight": {"type": "number"},
+            },
+            "$defs": {
+                "Sort": {"type": "string", "enum": ["asc", "desc"]},
+                "Size": {"type": "integer", "minimum": 0},
+            },
+        });
+        let contract = ToolContract::builder("a", "b", schema)
+            .one_of("sort", |_| vec![json!("desc")])
+            .one_of("size", |_| vec![json!(1), json!(2)])
+            .one_of("sizes", |_| vec![json!(3)])
+            .one_of("weight", |_| vec![json!(1), json!(2.5)])
+            .build();
+        let exported = contract
+            .input_schema_for(&crate::CallContext::new("alice"))
+            .unwrap();
+        let properties = &exported["properties"];
+        assert_eq!(
+            properties["sort"],
+            json!({"description": "order", "type": "string", "enum": ["desc"]})
+        );
+        assert_eq!(
+            properties["size"],
+            json!({"type": ["integer", "null"], "enum": [1, 2, null]})
+        );
+        assert_eq!(
+            properties["sizes"]["items"],
+            json!({"type": "integer", "enum": [3]})
+        );
+        assert_eq!(
+            properties["weight"],
+            json!({"type": "number", "enum": [1, 2.5]})
+        );
+    }
+
+    #[test]
+    fn structured_values_keep_the_shape_beside_their_enum() {
+        let schema = json!({
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {"point": {"$ref": "#/$defs/Point"}},
+            "$defs": {"Point": {"type": "object"}},
+        });
+        let contract = ToolContract::builder("a", "b", schema)
+            .one_of("point", |_| vec![json!({"x": 1})])
+            .build();
+        let exported = contract
+            .input_schema_for(&crate::CallContext::new("alice"))
+            .unwrap();
+        assert_eq!(
+            exported["properties"]["point"],
+            json!({"$ref": "#/$defs/Point", "enum": [{"x": 1}]})
+        );
+    }
+
+    #[test]
+    fn no_allowed_value_means_no_schema_to_show() {
+        let schema = json!({
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {
+                "product": {"type": "string"},
+                "products": {"type": "array", "items": {"type": "string"}},
+            },
+        });
+        let ctx = crate::CallContext::new("alice");
+        let whole = ToolContract::builder("a", "b", schema.clone())
+            .one_of("product", |_| Vec::new())
+            .build();
+        assert!(whole.input_schema_for(&ctx).is_none());
+        let each = ToolContract::builder("a", "b", schema)
+            .one_of("products", |_| Vec::new())
+            .build();
+        assert!(each.input_schema_for(&ctx).is_none());
+    }
+
+    #[test]
     fn only_dynamic_arguments_make_a_schema_of_their_own() {
         let ctx = crate::CallContext::new("alice");
         let fixed = builder("a").build();
-        assert!(matches!(fixed.input_schema_for(&ctx), Cow::Borrowed(_)));
+        assert!(matches!(
+            fixed.input_schema_for(&ctx),
+            Some(Cow::Borrowed(_))
+        ));
 
         let schema = json!({
             "type": "object",
@@ -780,7 +912,7 @@ mod tests {
             .one_of("product", two_products)
             .one_of("products", two_products)
             .build();
-        let exported = dynamic.input_schema_for(&ctx);
+        let exported = dynamic.input_schema_for(&ctx).unwrap();
         assert_eq!(
             exported["properties"]["product"],
             json!({"type": ["string", "null"], "enum": ["p-1", "p-2", null]})

@@ -34,8 +34,9 @@ const CONTEXT_LINES: usize = 2;
 
 impl Registry {
     /// Every tool's contract as a stable, sorted JSON document: tools by name, roles and
-    /// environments sorted, the arguments whose values come from a function (`one_of`), and
-    /// the argument schema as a SHA-256 of its canonical JSON.
+    /// environments sorted, the description the model reads, the arguments whose values come
+    /// from a function (`one_of`), and the argument and output schemas as SHA-256s of their
+    /// canonical JSON.
     ///
     /// ```
     /// use portcullis_core::Registry;
@@ -60,6 +61,7 @@ fn entry(contract: &ToolContract) -> Value {
     dynamic.sort();
     json!({
         "name": contract.name(),
+        "description": contract.description(),
         "risk": contract.risk(),
         "roles": roles,
         "environments": environments,
@@ -77,9 +79,48 @@ fn entry(contract: &ToolContract) -> Value {
         "environment_argument": contract.environment_argument(),
         "sensitive": sensitive,
         "one_of": dynamic,
-        // Object keys are sorted, so equal schemas hash equally.
-        "input_schema_sha256": sha256_hex(contract.input_schema().to_string().as_bytes()),
+        "input_schema_sha256": schema_hash(contract.input_schema()),
+        "output_schema_sha256": contract.output_schema().map(schema_hash),
     })
+}
+
+/// The SHA-256 of `schema` as compact JSON with every object's keys sorted, whatever order
+/// the map keeps (serde_json keeps insertion order when any crate in the build turns on its
+/// `preserve_order` feature), so that equal schemas hash equally.
+fn schema_hash(schema: &Value) -> String {
+    let mut canonical = String::new();
+    write_canonical(schema, &mut canonical);
+    sha256_hex(canonical.as_bytes())
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(members) => {
+            let mut members: Vec<(&String, &Value)> = members.iter().collect();
+            members.sort_by_key(|(key, _)| *key);
+            out.push('{');
+            for (index, (key, member)) in members.into_iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::from(key.as_str()).to_string());
+                out.push(':');
+                write_canonical(member, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
 }
 
 /// Why a registry's manifest does not match its lock file.
@@ -228,8 +269,19 @@ mod tests {
 
     #[test]
     fn equal_schemas_hash_equally_whatever_their_key_order() {
-        let one: Value = serde_json::from_str(r#"{"a": 1, "b": 2}"#).unwrap();
-        let two: Value = serde_json::from_str(r#"{"b": 2, "a": 1}"#).unwrap();
-        assert_eq!(one.to_string(), two.to_string());
+        let mut one = serde_json::Map::new();
+        one.insert("a".into(), json!([1, {"y": "\"", "x": null}]));
+        one.insert("b".into(), json!(2));
+        let mut two = serde_json::Map::new();
+        two.insert("b".into(), json!(2));
+        two.insert("a".into(), json!([1, {"x": null, "y": "\""}]));
+        let mut canonical = String::new();
+        write_canonical(&Value::Object(two.clone()), &mut canonical);
+        assert_eq!(canonical, r#"{"a":[1,{"x":null,"y":"\""}],"b":2}"#);
+        assert_eq!(
+            schema_hash(&Value::Object(one)),
+            schema_hash(&Value::Object(two))
+        );
+        assert_ne!(schema_hash(&json!({"a": 1})), schema_hash(&json!({"a": 2})));
     }
 }

@@ -15,7 +15,7 @@ use crate::export::{Profile, ProfileError, check_all};
 use crate::gate::approve::Approvals;
 use crate::gate::authorize::{Rules, authorize_arguments, authorize_caller, judge};
 use crate::gate::budget::Budget;
-use crate::gate::decode::decode;
+use crate::gate::decode::{decode, decode_noting_left_out};
 use crate::gate::execute::{Contained, Execution, contained, execute};
 use crate::gate::resolve::{check_choice, resolve};
 use crate::gate::validate::{check_allowed_values, validate};
@@ -91,13 +91,15 @@ impl<T: Tool> ErasedTool for T {
             ..
         } = settings;
         let arguments = &call.arguments;
-        let args = match decode::<T::Args>(arguments, limits) {
-            Ok(args) => args,
+        let contract = Tool::contract(self);
+        let decoded =
+            decode_noting_left_out::<T::Args>(arguments, limits, contract.dynamic_arguments());
+        let (args, left_out) = match decoded {
+            Ok(decoded) => decoded,
             Err(rejection) => return Execution::Finished(Outcome::Rejected(rejection)),
         };
-        let contract = Tool::contract(self);
         let argument_json = |argument: &str| self.argument_json(&args, argument);
-        if let Err(rejection) = check_allowed_values(contract, ctx, argument_json) {
+        if let Err(rejection) = check_allowed_values(contract, ctx, &left_out, argument_json) {
             return Execution::Finished(Outcome::Rejected(rejection));
         }
         if let Err(rejection) = validate(self.validate_args(&args), contract.input_schema()) {
@@ -525,10 +527,11 @@ impl Registry {
     }
 
     /// The tools an export shows `ctx`, with their argument schemas as `ctx` sees them: those
-    /// its roles may use, less any whose dynamic values could not be listed because a
-    /// `#[one_of]` function panicked. Such a tool is left out rather than failing the whole
-    /// list: the dispatch would refuse its calls (`tool_panicked`), and the other tools still
-    /// serve. The panic's message goes to the process's panic hook.
+    /// its roles may use, less any with a dynamic argument that has no allowed value now (no
+    /// call could pass) or whose dynamic values could not be listed because a `#[one_of]`
+    /// function panicked. Such a tool is left out rather than failing the whole list: the
+    /// dispatch would refuse its calls (`invalid_value`, `tool_panicked`), and the other
+    /// tools still serve. A panic's message goes to the process's panic hook.
     pub(crate) fn shown_to<'a>(
         &'a self,
         ctx: &'a CallContext,
@@ -537,7 +540,14 @@ impl Registry {
             .filter(|contract| contract.grants(ctx))
             .filter_map(|contract| {
                 match catch_unwind(AssertUnwindSafe(|| contract.input_schema_for(ctx))) {
-                    Ok(schema) => Some((contract, schema)),
+                    Ok(Some(schema)) => Some((contract, schema)),
+                    Ok(None) => {
+                        tracing::debug!(
+                            tool = contract.name(),
+                            "a dynamic argument has no allowed value; the tool is left out of the export"
+                        );
+                        None
+                    }
                     Err(_) => {
                         tracing::error!(
                             tool = contract.name(),

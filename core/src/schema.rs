@@ -24,6 +24,15 @@ pub fn schema_for<T: JsonSchema>() -> Value {
     schema
 }
 
+/// Whether a schema's `type` keyword is `name` or lists it.
+pub(crate) fn type_includes(type_keyword: Option<&Value>, name: &str) -> bool {
+    match type_keyword {
+        Some(Value::String(single)) => single == name,
+        Some(Value::Array(types)) => types.iter().any(|listed| listed == name),
+        _ => false,
+    }
+}
+
 /// The inclusive range of an integer or float `format` written by schemars.
 fn format_range(format: &str) -> Option<(Value, Value)> {
     Some(match format {

@@ -143,21 +143,64 @@ pub(super) fn typed_node<'v>(
     }
 }
 
+/// Removes the definitions that nothing outside `$defs` refers to, directly or through other
+/// definitions: after a dynamic argument's `$ref` gives way to its current values, its
+/// definition would only show the model values it may not use.
+pub(crate) fn drop_unreferenced(root: &mut Value) {
+    let Value::Object(root) = root else {
+        return;
+    };
+    let Some(Value::Object(defs)) = root.get("$defs") else {
+        return;
+    };
+    let mut pending = Vec::new();
+    for (key, value) in root.iter().filter(|(key, _)| *key != "$defs") {
+        collect_refs_of_keyword(key, value, &mut pending);
+    }
+    let mut reached = BTreeSet::new();
+    while let Some(reference) = pending.pop() {
+        if let Some(name) = Definitions::name(reference)
+            && let Some(definition) = defs.get(&name)
+            && reached.insert(name)
+        {
+            collect_refs(definition, &mut pending);
+        }
+    }
+    if reached.len() == defs.len() {
+        return;
+    }
+    if let Some(Value::Object(defs)) = root.get_mut("$defs") {
+        defs.retain(|name, _| reached.contains(name));
+        if defs.is_empty() {
+            root.remove("$defs");
+        }
+    }
+}
+
 /// Every `$ref` under `schema`.
 fn collect_refs<'v>(schema: &'v Value, found: &mut Vec<&'v str>) {
     match schema {
         Value::Object(object) => {
             for (key, value) in object {
-                match (key.as_str(), value) {
-                    ("$ref", Value::String(reference)) => found.push(reference),
-                    // Data, not schemas.
-                    ("enum" | "const" | "default" | "examples", _) => {}
-                    _ => collect_refs(value, found),
-                }
+                collect_refs_of_keyword(key, value, found);
             }
         }
         Value::Array(items) => items.iter().for_each(|item| collect_refs(item, found)),
         _ => {}
+    }
+}
+
+/// Every `$ref` under the value of one keyword of a schema.
+fn collect_refs_of_keyword<'v>(keyword: &str, value: &'v Value, found: &mut Vec<&'v str>) {
+    match (keyword, value) {
+        ("$ref", Value::String(reference)) => found.push(reference),
+        // Data, not schemas.
+        ("enum" | "const" | "default" | "examples", _) => {}
+        // Schemas by name: a property may be named like a keyword.
+        ("properties" | "patternProperties" | "$defs", Value::Object(schemas)) => schemas
+            .values()
+            .for_each(|schema| collect_refs(schema, found)),
+        _ => collect_refs(value, found),
     }
 }
 
@@ -178,6 +221,36 @@ mod tests {
         assert!(definitions.is_recursive("Tree"));
         assert!(definitions.is_recursive("Branch"));
         assert!(!definitions.is_recursive("Leaf"));
+    }
+
+    #[test]
+    fn a_property_named_like_a_keyword_is_still_searched() {
+        let root = json!({"$defs": {
+            "Tree": {"type": "object", "properties": {"enum": {"$ref": "#/$defs/Tree"}}},
+        }});
+        assert!(Definitions::of(&root).is_recursive("Tree"));
+    }
+
+    #[test]
+    fn definitions_nothing_reaches_are_dropped() {
+        let mut root = json!({
+            "properties": {"sort": {"type": "string", "enum": ["asc"]},
+                           "tree": {"$ref": "#/$defs/Tree"}},
+            "$defs": {
+                "Sort": {"type": "string", "enum": ["asc", "desc"]},
+                "Tree": {"type": "array", "items": {"$ref": "#/$defs/Leaf"}},
+                "Leaf": {"type": "string"},
+            },
+        });
+        drop_unreferenced(&mut root);
+        assert_eq!(
+            root["$defs"],
+            json!({"Tree": {"type": "array", "items": {"$ref": "#/$defs/Leaf"}},
+                   "Leaf": {"type": "string"}})
+        );
+        let mut root = json!({"properties": {}, "$defs": {"Sort": {"type": "string"}}});
+        drop_unreferenced(&mut root);
+        assert_eq!(root, json!({"properties": {}}));
     }
 
     #[test]

@@ -25,7 +25,7 @@
 //! ```
 
 mod anthropic;
-mod definitions;
+pub(crate) mod definitions;
 mod gemini;
 mod mcp;
 mod openai;
@@ -117,6 +117,10 @@ impl Profile {
 
     /// The provider's definition of one tool, with the arguments' schema as declared (dynamic
     /// enums without their values: [`Registry::export`] fills those in for a context).
+    ///
+    /// A registry reads a `null` sent for an optional argument as "absent" only when it
+    /// declares a profile that [sends null for absent](Self::sends_null_for_absent): serve the
+    /// strict OpenAI definitions from a registry that declares them.
     ///
     /// ```
     /// use portcullis_core::export::Profile;
@@ -241,8 +245,6 @@ pub enum ExportError {
     /// [`RegistryBuilder::profile`](crate::RegistryBuilder::profile), which checks every tool
     /// against it once, at build.
     UndeclaredProfile(Profile),
-    /// A tool does not fit the profile with the values its dynamic enums have now.
-    Unfit(ProfileError),
 }
 
 impl fmt::Display for ExportError {
@@ -253,7 +255,6 @@ impl fmt::Display for ExportError {
                 "the registry was not built for profile `{profile}`: add \
                  `.profile(Profile::...)` to the registry builder"
             ),
-            ExportError::Unfit(error) => error.fmt(f),
         }
     }
 }
@@ -278,6 +279,11 @@ impl Registry {
     /// sorted by name, with only the tools `ctx` may use (least privilege: a tool the caller
     /// may not use is not shown to the model) and the current values of dynamic enums.
     ///
+    /// A tool drops out of the list, and only that tool, when one of its dynamic arguments has
+    /// no allowed value now, when its `#[one_of]` function panics, or when its current values
+    /// go beyond what the provider takes (more than strict OpenAI's 1,000 `enum` values, say);
+    /// the last two are logged as errors with `tracing`. The build has checked everything else.
+    ///
     /// The profile must be one the registry was built for
     /// ([`RegistryBuilder::profile`](crate::RegistryBuilder::profile)).
     pub fn export(&self, ctx: &CallContext, profile: Profile) -> Result<Value, ExportError> {
@@ -286,12 +292,21 @@ impl Registry {
         }
         let definitions = self
             .shown_to(ctx)
-            .map(|(contract, schema)| {
-                profile.transform(contract, &schema).map_err(|reason| {
-                    ExportError::Unfit(ProfileError::new(profile, contract.name(), reason))
-                })
-            })
-            .collect::<Result<Vec<Value>, ExportError>>()?;
+            .filter_map(
+                |(contract, schema)| match profile.transform(contract, &schema) {
+                    Ok(definition) => Some(definition),
+                    Err(reason) => {
+                        tracing::error!(
+                            tool = contract.name(),
+                            %profile,
+                            reason,
+                            "the tool's dynamic values do not fit the profile; the tool is left out of the export"
+                        );
+                        None
+                    }
+                },
+            )
+            .collect();
         Ok(profile.tools_field(definitions))
     }
 

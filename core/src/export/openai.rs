@@ -5,6 +5,7 @@ use serde_json::{Map, Value, json};
 
 use super::definitions::{Definitions, rebuild_with_definitions, typed_node};
 use crate::ToolContract;
+use crate::schema::type_includes;
 
 /// String formats strict mode supports; any other `format` must not be sent.
 const STRICT_FORMATS: [&str; 9] = [
@@ -131,11 +132,7 @@ fn strict_node(node: &Value, definitions: &Definitions<'_>) -> Result<Value, Str
     if node_type.is_none() && input.contains_key("properties") {
         node_type = Some(json!("object"));
     }
-    let is_object = match &node_type {
-        Some(Value::String(name)) => name == "object",
-        Some(Value::Array(names)) => names.iter().any(|name| name == "object"),
-        _ => false,
-    };
+    let is_object = type_includes(node_type.as_ref(), "object");
     if let Some(node_type) = node_type {
         output.insert("type".into(), node_type);
     }
@@ -207,7 +204,7 @@ pub(super) fn nullable(schema: Value) -> Value {
     let Value::Object(mut object) = schema else {
         return schema;
     };
-    if accepts_null(&object) {
+    if admits_null(&object) {
         return Value::Object(object);
     }
     if let Some(Value::Array(values)) = object.get_mut("enum") {
@@ -246,12 +243,9 @@ pub(super) fn nullable(schema: Value) -> Value {
     Value::Object(union)
 }
 
-fn accepts_null(object: &Map<String, Value>) -> bool {
-    let in_type = match object.get("type") {
-        Some(Value::String(name)) => name == "null",
-        Some(Value::Array(names)) => names.iter().any(|name| name == "null"),
-        _ => false,
-    };
+/// Whether a strict node already lets `null` through: by its type, its values or a branch.
+fn admits_null(object: &Map<String, Value>) -> bool {
+    let in_type = type_includes(object.get("type"), "null");
     let in_enum = object
         .get("enum")
         .and_then(Value::as_array)
@@ -263,7 +257,7 @@ fn accepts_null(object: &Map<String, Value>) -> bool {
             branches.iter().any(|branch| {
                 branch
                     .as_object()
-                    .is_some_and(|branch| accepts_null(branch) && !branch.contains_key("$ref"))
+                    .is_some_and(|branch| admits_null(branch) && !branch.contains_key("$ref"))
             })
         });
     in_type || in_enum || in_branches || object.get("const") == Some(&Value::Null)

@@ -26,13 +26,18 @@ const LISTED_VALUES: usize = 20;
 /// Refuses a call whose dynamic argument holds a value its contract's function does not allow
 /// for `ctx`; `argument_json` gives an argument's decoded value as JSON, by its name as the
 /// model sees it. The decoded value is compared, not the text the model sent, so `1.0` for an
-/// integer is `1`.
+/// integer is `1`. The arguments the model `left_out` are not checked: they hold the default
+/// the tool's author chose, which need not be one the model may choose.
 pub(crate) fn check_allowed_values(
     contract: &ToolContract,
     ctx: &CallContext,
+    left_out: &[&str],
     argument_json: impl Fn(&str) -> Option<Value>,
 ) -> Result<(), Rejection> {
     for allowed in contract.allowed_values(ctx) {
+        if left_out.contains(&allowed.argument) {
+            continue;
+        }
         let path = vec![Segment::Key(allowed.argument.to_owned())];
         let Some(value) = argument_json(allowed.argument) else {
             // The tool cannot show the value: fail closed rather than let it through unchecked.
@@ -441,7 +446,7 @@ mod tests {
             .build();
         let ctx = CallContext::new("alice");
         let rejection =
-            check_allowed_values(&contract, &ctx, |_| Some(Value::from("c-99"))).unwrap_err();
+            check_allowed_values(&contract, &ctx, &[], |_| Some(Value::from("c-99"))).unwrap_err();
         assert_eq!(rejection.path(), Some("/code"));
         let hint = rejection.hint().unwrap_or_default();
         assert!(
@@ -449,7 +454,7 @@ mod tests {
             "{hint}"
         );
         assert!(hint.ends_with("`c-20`, and 10 more"), "{hint}");
-        assert!(check_allowed_values(&contract, &ctx, |_| Some(Value::from("c-30"))).is_ok());
+        assert!(check_allowed_values(&contract, &ctx, &[], |_| Some(Value::from("c-30"))).is_ok());
     }
 
     #[test]

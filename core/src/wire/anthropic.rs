@@ -33,7 +33,9 @@ use crate::{Outcome, ToolCall};
 /// );
 /// ```
 pub fn parse(message: &Value) -> Result<Vec<ToolCall>, WireError> {
-    let content = Node::root(message).field("content")?;
+    let message = Node::root(message);
+    message.check_role("assistant")?;
+    let content = message.field("content")?;
     if content.value().is_string() {
         return Ok(Vec::new());
     }
@@ -107,6 +109,12 @@ mod tests {
         assert_eq!(
             code(json!({"role": "assistant"})),
             ("missing_field", "/content".into())
+        );
+        assert_eq!(
+            code(json!({"role": "user", "content": [
+                {"type": "tool_use", "id": "t", "name": "refund", "input": {}}
+            ]})),
+            ("invalid_value", "/role".into())
         );
         assert_eq!(
             code(json!({"content": 3})),

@@ -109,6 +109,7 @@ pub fn parse(response: &Value) -> Result<Vec<GeminiCall>, WireError> {
             "expected a generateContent response (with `candidates`) or a content (with `parts`)",
         ));
     };
+    content.check_role("model")?;
     let Some(parts) = content.optional("parts")? else {
         return Ok(Vec::new());
     };
@@ -242,6 +243,10 @@ mod tests {
         assert_eq!(
             code(json!({"text": "hi"})),
             ("malformed_response", "".into())
+        );
+        assert_eq!(
+            code(json!({"role": "user", "parts": [{"functionCall": {"name": "a", "args": {}}}]})),
+            ("invalid_value", "/role".into())
         );
         assert_eq!(
             code(json!({"candidates": {}})),

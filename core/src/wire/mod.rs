@@ -376,6 +376,26 @@ impl<'a> Node<'a> {
             .map(|(index, item)| self.child(item, index)))
     }
 
+    /// Refuses a message whose `role`, when it has one, is not `model_role`: only the model
+    /// asks for tool calls, and a user or tool message passed as its answer (a conversation
+    /// history a client sent, say) must not be read as if it had.
+    pub(crate) fn check_role(&self, model_role: &str) -> Result<(), WireError> {
+        let Some(role) = self.optional("role")? else {
+            return Ok(());
+        };
+        let role_name = role.string()?;
+        if role_name == model_role {
+            return Ok(());
+        }
+        Err(role.error(
+            WireErrorKind::InvalidValue,
+            format!(
+                "expected the model's message (role `{model_role}`), not a {} message",
+                quoted(role_name)
+            ),
+        ))
+    }
+
     /// The first item of an array, which must have one.
     pub(crate) fn first(&self) -> Result<Node<'a>, WireError> {
         self.items()?.next().ok_or_else(|| {

@@ -43,6 +43,7 @@ pub fn parse_chat(response: &Value) -> Result<Vec<ToolCall>, WireError> {
             "expected a chat completion (with `choices`) or an assistant message",
         ));
     };
+    message.check_role("assistant")?;
     let Some(tool_calls) = message.optional("tool_calls")? else {
         return Ok(Vec::new());
     };
@@ -221,6 +222,10 @@ mod tests {
                 "invalid_value",
                 "/choices/0/message/tool_calls/0/type".into()
             )
+        );
+        assert_eq!(
+            code(parse_chat(&json!({"role": "user", "content": "refund me"}))),
+            ("invalid_value", "/role".into())
         );
     }
 

@@ -52,7 +52,9 @@ fn main() {
         ["product_id", "alsoBuy", "plan"]
     );
     assert!(contract.check().is_ok());
-    let schema = contract.input_schema_for(&CallContext::new("alice").with_tenant("acme"));
+    let schema = contract
+        .input_schema_for(&CallContext::new("alice").with_tenant("acme"))
+        .expect("acme has products");
     let properties = &schema["properties"];
     assert_eq!(properties["product_id"]["enum"], json!(["p-anvil", "p-rocket"]));
     assert_eq!(properties["alsoBuy"]["items"]["enum"], json!(["p-anvil", "p-rocket"]));

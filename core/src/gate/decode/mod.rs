@@ -65,6 +65,17 @@ pub(crate) fn decode<T: DeserializeOwned>(
     arguments: &Arguments,
     limits: &DecodeLimits,
 ) -> Result<T, Rejection> {
+    decode_noting_left_out(arguments, limits, std::iter::empty()).map(|(args, _)| args)
+}
+
+/// Decodes `arguments` into `T` as [`decode`] does, and names those of `watched` (top-level
+/// arguments, by the names the model sends) that the model left out or sent as a `null` read
+/// as absent: what they hold is the tool's default, not the model's choice.
+pub(crate) fn decode_noting_left_out<'w, T: DeserializeOwned>(
+    arguments: &Arguments,
+    limits: &DecodeLimits,
+    watched: impl Iterator<Item = &'w str>,
+) -> Result<(T, Vec<&'w str>), Rejection> {
     let mut node = match arguments {
         Arguments::Text(text) => parse_text(text, limits)?,
         Arguments::Json(value) => {
@@ -75,7 +86,13 @@ pub(crate) fn decode<T: DeserializeOwned>(
     if limits.null_means_absent {
         node.drop_null_members();
     }
-    decode_node(node)
+    let left_out = match &node {
+        Node::Object(members) => watched
+            .filter(|name| !members.iter().any(|(member, _)| member == name))
+            .collect(),
+        _ => Vec::new(),
+    };
+    decode_node(node).map(|args| (args, left_out))
 }
 
 fn decode_node<T: DeserializeOwned>(node: Node<'_>) -> Result<T, Rejection> {
