@@ -355,6 +355,60 @@ async fn a_value_the_tool_cannot_show_is_refused() {
     assert!(!rejection.retryable());
 }
 
+fn house_brand() -> String {
+    "p-house".to_owned()
+}
+
+/// Arguments whose `Deserialize` reads a key the schema does not list.
+#[derive(serde::Deserialize, schemars::JsonSchema, validator::Validate)]
+#[serde(deny_unknown_fields)]
+struct AliasedArgs {
+    #[serde(alias = "sku", default = "house_brand")]
+    product_id: String,
+}
+
+struct Aliased(ToolContract);
+
+impl Tool for Aliased {
+    type Args = AliasedArgs;
+    type Output = String;
+
+    fn contract(&self) -> &ToolContract {
+        &self.0
+    }
+
+    fn call<'a>(&'a self, _: &'a CallContext, args: AliasedArgs) -> Invocation<'a, String> {
+        Invocation::Ready(Ok(args.product_id))
+    }
+
+    fn argument_json(&self, args: &AliasedArgs, argument: &str) -> Option<Value> {
+        (argument == "product_id").then(|| json!(args.product_id))
+    }
+}
+
+/// A value sent under a key the schema does not list (a serde alias) is the model's choice,
+/// not a default: it is checked like any other.
+#[tokio::test]
+async fn a_value_sent_under_an_alias_is_not_taken_for_a_default() {
+    let contract = ToolContract::builder(
+        "order_aliased",
+        "Orders a product, the house brand unless told otherwise.",
+        json!({"type": "object", "additionalProperties": false,
+               "properties": {"product_id": {"type": "string", "default": "p-house"}}}),
+    )
+    .one_of("product_id", |ctx| {
+        active_products(ctx).into_iter().map(Value::from).collect()
+    })
+    .build();
+    let registry = Registry::builder().tool(Aliased(contract)).build().unwrap();
+    let acme = tenant("acme");
+    let aliased = ToolCall::new("call_1", "order_aliased", json!({"sku": "p-laser"}));
+    invalid_value(&registry.dispatch(&acme, &aliased).await, "/product_id");
+    let defaulted = ToolCall::new("call_2", "order_aliased", json!({}));
+    let outcome = registry.dispatch(&acme, &defaulted).await;
+    assert_eq!(outcome.output(), Some(&json!("p-house")));
+}
+
 #[test]
 fn a_hand_written_contract_names_an_existing_argument() {
     fn nothing(_: &CallContext) -> Vec<Value> {

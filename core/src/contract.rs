@@ -338,8 +338,11 @@ impl ToolContract {
     /// The JSON Schema of the arguments as `ctx` sees it: [`input_schema`](Self::input_schema)
     /// with the current values of every dynamic argument ([`ContractBuilder::one_of`]) as its
     /// `enum` (on `items` for a list), plus `null` where the argument accepts null. Borrowed
-    /// when the tool has no dynamic argument; `None` when a dynamic argument has no allowed
-    /// value in `ctx`, so that no call could pass and the tool is not worth showing.
+    /// when the tool has no dynamic argument.
+    ///
+    /// A dynamic argument with no allowed value in `ctx` is left out of the schema when the
+    /// call may leave it out (it then takes its default), and makes the whole result `None`
+    /// when the call requires it: no call could pass, so the tool is not worth showing.
     ///
     /// A dynamic argument whose values are strings, numbers or booleans is shown as a schema
     /// of its own, their types and the `enum`, keeping only its description and title: the
@@ -351,8 +354,14 @@ impl ToolContract {
         }
         let mut schema = self.input_schema.clone();
         for allowed in self.allowed_values(ctx) {
-            if allowed.values.is_empty() {
-                return None;
+            if allowed.values.iter().all(Value::is_null) {
+                if self.requires(allowed.argument) {
+                    return None;
+                }
+                if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+                    properties.remove(allowed.argument);
+                }
+                continue;
             }
             let Some(property) = schema
                 .get_mut("properties")
@@ -370,6 +379,14 @@ impl ToolContract {
         }
         drop_unreferenced(&mut schema);
         Some(Cow::Owned(schema))
+    }
+
+    /// Whether the arguments' schema lists `argument` as required.
+    fn requires(&self, argument: &str) -> bool {
+        self.input_schema
+            .get("required")
+            .and_then(Value::as_array)
+            .is_some_and(|required| required.iter().any(|name| name == argument))
     }
 
     /// The arguments whose allowed values come from a function (names as the model sees them).
@@ -871,7 +888,7 @@ mod tests {
     }
 
     #[test]
-    fn no_allowed_value_means_no_schema_to_show() {
+    fn a_required_argument_with_no_allowed_value_means_no_schema_to_show() {
         let schema = json!({
             "type": "object",
             "additionalProperties": false,
@@ -879,6 +896,7 @@ mod tests {
                 "product": {"type": "string"},
                 "products": {"type": "array", "items": {"type": "string"}},
             },
+            "required": ["product", "products"],
         });
         let ctx = crate::CallContext::new("alice");
         let whole = ToolContract::builder("a", "b", schema.clone())
@@ -889,6 +907,31 @@ mod tests {
             .one_of("products", |_| Vec::new())
             .build();
         assert!(each.input_schema_for(&ctx).is_none());
+    }
+
+    #[test]
+    fn an_optional_argument_with_no_allowed_value_is_not_shown() {
+        let schema = json!({
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {
+                "coupon": {"type": ["string", "null"]},
+                "products": {"type": "array", "items": {"type": "string"}, "default": []},
+                "quantity": {"type": "integer"},
+            },
+            "required": ["quantity"],
+        });
+        let contract = ToolContract::builder("a", "b", schema)
+            .one_of("coupon", |_| Vec::new())
+            .one_of("products", |_| Vec::new())
+            .build();
+        let exported = contract
+            .input_schema_for(&crate::CallContext::new("alice"))
+            .unwrap();
+        assert_eq!(
+            exported["properties"],
+            json!({"quantity": {"type": "integer"}})
+        );
     }
 
     #[test]

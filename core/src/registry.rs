@@ -92,9 +92,8 @@ impl<T: Tool> ErasedTool for T {
         } = settings;
         let arguments = &call.arguments;
         let contract = Tool::contract(self);
-        let decoded =
-            decode_noting_left_out::<T::Args>(arguments, limits, contract.dynamic_arguments());
-        let (args, left_out) = match decoded {
+        let (args, left_out) = match decode_noting_left_out::<T::Args>(arguments, limits, contract)
+        {
             Ok(decoded) => decoded,
             Err(rejection) => return Execution::Finished(Outcome::Rejected(rejection)),
         };
@@ -527,11 +526,11 @@ impl Registry {
     }
 
     /// The tools an export shows `ctx`, with their argument schemas as `ctx` sees them: those
-    /// its roles may use, less any with a dynamic argument that has no allowed value now (no
-    /// call could pass) or whose dynamic values could not be listed because a `#[one_of]`
-    /// function panicked. Such a tool is left out rather than failing the whole list: the
-    /// dispatch would refuse its calls (`invalid_value`, `tool_panicked`), and the other
-    /// tools still serve. A panic's message goes to the process's panic hook.
+    /// its roles may use, less any with a required dynamic argument that has no allowed value
+    /// now (no call could pass: `invalid_value`) or whose dynamic values could not be listed
+    /// because a `#[one_of]` function panicked (`tool_panicked`). Such a tool is left out
+    /// rather than failing the whole list, so the other tools still serve. A panic's message
+    /// goes to the process's panic hook.
     pub(crate) fn shown_to<'a>(
         &'a self,
         ctx: &'a CallContext,
@@ -544,7 +543,7 @@ impl Registry {
                     Ok(None) => {
                         tracing::debug!(
                             tool = contract.name(),
-                            "a dynamic argument has no allowed value; the tool is left out of the export"
+                            "a required dynamic argument has no allowed value; the tool is left out of the export"
                         );
                         None
                     }

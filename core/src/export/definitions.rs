@@ -25,9 +25,11 @@ impl<'a> Definitions<'a> {
         self.defs.into_iter().flatten()
     }
 
-    /// The name of the definition `reference` points at, e.g. `Money` for `#/$defs/Money`.
+    /// The name of the definition `reference` points at, e.g. `Money` for `#/$defs/Money`:
+    /// the URI fragment percent-decoded (schemars encodes `Page<T>` as `Page%3CT%3E`), then
+    /// the JSON pointer's `~1` and `~0` unescaped.
     pub(super) fn name(reference: &str) -> Option<String> {
-        let name = reference.strip_prefix("#/$defs/")?;
+        let name = percent_decoded(reference.strip_prefix("#/$defs/")?)?;
         Some(name.replace("~1", "/").replace("~0", "~"))
     }
 
@@ -159,10 +161,13 @@ pub(crate) fn drop_unreferenced(root: &mut Value) {
     }
     let mut reached = BTreeSet::new();
     while let Some(reference) = pending.pop() {
-        if let Some(name) = Definitions::name(reference)
-            && let Some(definition) = defs.get(&name)
-            && reached.insert(name)
-        {
+        let Some((name, definition)) = Definitions::name(reference)
+            .and_then(|name| defs.get(&name).map(|definition| (name, definition)))
+        else {
+            // A reference this cannot follow: keep every definition rather than guess.
+            return;
+        };
+        if reached.insert(name) {
             collect_refs(definition, &mut pending);
         }
     }
@@ -175,6 +180,31 @@ pub(crate) fn drop_unreferenced(root: &mut Value) {
             root.remove("$defs");
         }
     }
+}
+
+/// `text` with every `%XX` replaced by its byte; `None` for a broken escape or bytes that are
+/// not UTF-8.
+fn percent_decoded(text: &str) -> Option<String> {
+    if !text.contains('%') {
+        return Some(text.to_owned());
+    }
+    let mut bytes = Vec::with_capacity(text.len());
+    let mut rest = text.as_bytes();
+    while let Some((&byte, after)) = rest.split_first() {
+        if byte == b'%' {
+            let [high, low, after @ ..] = after else {
+                return None;
+            };
+            let digit = |byte: u8| char::from(byte).to_digit(16);
+            let value = digit(*high)? * 16 + digit(*low)?;
+            bytes.push(u8::try_from(value).ok()?);
+            rest = after;
+        } else {
+            bytes.push(byte);
+            rest = after;
+        }
+    }
+    String::from_utf8(bytes).ok()
 }
 
 /// Every `$ref` under `schema`.
@@ -251,6 +281,40 @@ mod tests {
         let mut root = json!({"properties": {}, "$defs": {"Sort": {"type": "string"}}});
         drop_unreferenced(&mut root);
         assert_eq!(root, json!({"properties": {}}));
+    }
+
+    #[test]
+    fn references_are_percent_decoded_then_unescaped() {
+        assert_eq!(
+            Definitions::name("#/$defs/Page%3CT%3E").as_deref(),
+            Some("Page<T>")
+        );
+        assert_eq!(
+            Definitions::name("#/$defs/a~1b~0c").as_deref(),
+            Some("a/b~c")
+        );
+        assert_eq!(
+            Definitions::name("#/$defs/caf%C3%A9").as_deref(),
+            Some("café")
+        );
+        assert_eq!(Definitions::name("#/$defs/bad%2"), None);
+        assert_eq!(Definitions::name("#/$defs/bad%+1"), None);
+        let mut root = json!({
+            "properties": {"page": {"$ref": "#/$defs/Page%3CT%3E"}, "x": {"$ref": "#/$defs/Gone"}},
+            "$defs": {"Page<T>": {"type": "string"}, "Unused": {"type": "string"}},
+        });
+        let unchanged = root.clone();
+        drop_unreferenced(&mut root);
+        assert_eq!(
+            root, unchanged,
+            "an unresolvable reference keeps every definition"
+        );
+        let mut root = json!({
+            "properties": {"page": {"$ref": "#/$defs/Page%3CT%3E"}},
+            "$defs": {"Page<T>": {"type": "string"}, "Unused": {"type": "string"}},
+        });
+        drop_unreferenced(&mut root);
+        assert_eq!(root["$defs"], json!({"Page<T>": {"type": "string"}}));
     }
 
     #[test]

@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::call::Arguments;
 use crate::rejection::shorten;
 use crate::suggest;
-use crate::{Rejection, RejectionCode};
+use crate::{Rejection, RejectionCode, ToolContract};
 
 use deserializer::{DecodeError, NodeDeserializer, Problem};
 pub(crate) use deserializer::{Segment, pointer};
@@ -65,17 +65,47 @@ pub(crate) fn decode<T: DeserializeOwned>(
     arguments: &Arguments,
     limits: &DecodeLimits,
 ) -> Result<T, Rejection> {
-    decode_noting_left_out(arguments, limits, std::iter::empty()).map(|(args, _)| args)
+    let node = read(arguments, limits)?;
+    decode_node(node)
 }
 
-/// Decodes `arguments` into `T` as [`decode`] does, and names those of `watched` (top-level
-/// arguments, by the names the model sends) that the model left out or sent as a `null` read
-/// as absent: what they hold is the tool's default, not the model's choice.
-pub(crate) fn decode_noting_left_out<'w, T: DeserializeOwned>(
+/// Decodes `arguments` into `T` as [`decode`] does, and names the dynamic arguments of
+/// `contract` that the model left out or sent as a `null` read as absent: what they hold is
+/// the tool's default, not the model's choice.
+///
+/// Only when every member sent is a property of the contract's schema: otherwise the
+/// arguments' `Deserialize` reads keys of its own (a serde `alias`, say, in a hand-written
+/// tool), and a value sent under such a key would pass for a default.
+pub(crate) fn decode_noting_left_out<'c, T: DeserializeOwned>(
     arguments: &Arguments,
     limits: &DecodeLimits,
-    watched: impl Iterator<Item = &'w str>,
-) -> Result<(T, Vec<&'w str>), Rejection> {
+    contract: &'c ToolContract,
+) -> Result<(T, Vec<&'c str>), Rejection> {
+    let node = read(arguments, limits)?;
+    let properties = contract
+        .input_schema()
+        .get("properties")
+        .and_then(Value::as_object)
+        .filter(|_| contract.dynamic_arguments().next().is_some());
+    let left_out = match (&node, properties) {
+        (Node::Object(members), Some(properties))
+            if members
+                .iter()
+                .all(|(member, _)| properties.contains_key(member.as_ref())) =>
+        {
+            contract
+                .dynamic_arguments()
+                .filter(|name| !members.iter().any(|(member, _)| member == name))
+                .collect()
+        }
+        _ => Vec::new(),
+    };
+    decode_node(node).map(|args| (args, left_out))
+}
+
+/// The arguments as a tree, within the limits, with `null` members dropped where they mean
+/// "absent".
+fn read<'a>(arguments: &'a Arguments, limits: &DecodeLimits) -> Result<Node<'a>, Rejection> {
     let mut node = match arguments {
         Arguments::Text(text) => parse_text(text, limits)?,
         Arguments::Json(value) => {
@@ -86,13 +116,7 @@ pub(crate) fn decode_noting_left_out<'w, T: DeserializeOwned>(
     if limits.null_means_absent {
         node.drop_null_members();
     }
-    let left_out = match &node {
-        Node::Object(members) => watched
-            .filter(|name| !members.iter().any(|(member, _)| member == name))
-            .collect(),
-        _ => Vec::new(),
-    };
-    decode_node(node).map(|args| (args, left_out))
+    Ok(node)
 }
 
 fn decode_node<T: DeserializeOwned>(node: Node<'_>) -> Result<T, Rejection> {
