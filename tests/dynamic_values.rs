@@ -480,14 +480,6 @@ async fn a_panicking_values_function_takes_only_its_own_tool_down() {
         .expect("the functions are not called at build");
     let ctx = tenant("acme");
 
-    let names = |tools: &Value| -> Vec<String> {
-        tools
-            .as_array()
-            .expect("a list")
-            .iter()
-            .map(|tool| tool["name"].as_str().expect("a name").to_owned())
-            .collect()
-    };
     let exported = registry
         .export(&ctx, Profile::Anthropic { strict: false })
         .expect("the other tools still export");
@@ -505,7 +497,11 @@ fn names(tools: &Value) -> Vec<&str> {
         .as_array()
         .expect("a list")
         .iter()
-        .filter_map(|tool| tool.get("function").unwrap_or(tool)["name"].as_str())
+        .map(|tool| {
+            tool.get("function").unwrap_or(tool)["name"]
+                .as_str()
+                .expect("a name")
+        })
         .collect()
 }
 

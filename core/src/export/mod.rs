@@ -279,8 +279,8 @@ impl Registry {
     /// sorted by name, with only the tools `ctx` may use (least privilege: a tool the caller
     /// may not use is not shown to the model) and the current values of dynamic enums.
     ///
-    /// A tool drops out of the list, and only that tool, when one of its dynamic arguments has
-    /// no allowed value now, when its `#[one_of]` function panics, or when its current values
+    /// A tool drops out of the list, and only that tool, when a dynamic argument it requires
+    /// has no allowed value now, when its `#[one_of]` function panics, or when its current values
     /// go beyond what the provider takes (more than strict OpenAI's 1,000 `enum` values, say);
     /// the last two are logged as errors with `tracing`. The build has checked everything else.
     ///
