@@ -14,6 +14,12 @@
 //! it shows what serializing such an output adds. Dispatch borrows the `ToolCall`, built once,
 //! as (a) borrows its text.
 //!
+//! (d) is the whole pipeline on `delete_guarded`, the same arguments with every gate configured:
+//! the caller's role, the tool's environments and an `#[environment]` argument, the tool's own
+//! policy, a registry-wide policy that reads the arguments as JSON, an intent check, budgets
+//! (calls and cost per task, per-tool calls, rate limit, circuit breaker) and a hash-chained
+//! audit record per call, kept in memory.
+//!
 //! The dispatch future is polled by hand with a no-op waker: a sync tool finishes on the first
 //! poll, so no async runtime is measured. After the run, each benchmark's mean is read back
 //! from criterion's `new/estimates.json` and the ratios to the floor are printed. The target is
@@ -35,7 +41,11 @@ use std::time::{Duration, SystemTime};
 
 use common::{Environment, TABLE_NAME};
 use criterion::Criterion;
+use portcullis::audit::{AuditRecord, AuditSink};
 use portcullis::prelude::*;
+use portcullis::{
+    BudgetLimits, CircuitBreaker, Decision, PolicyError, PolicyRequest, RateLimit, ReadOnlyRequests,
+};
 use serde_json::Value;
 use validator::Validate;
 
@@ -47,6 +57,8 @@ const FLOOR: &str = "a_serde_validator";
 const DISPATCH: &str = "b_registry_dispatch";
 const DISPATCH_REFERENCE: &str = "b2_registry_dispatch_object_output";
 const SCHEMA: &str = "c_jsonschema";
+const PIPELINE: &str = "d_whole_pipeline";
+const GUARDED_TOOL: &str = "delete_guarded";
 
 /// Delete one record from a database table (the reference tool's arguments, a scalar output).
 #[tool(
@@ -65,6 +77,88 @@ fn delete_record(
 ) -> Result<u64, ToolError> {
     let _ = (table_name, environment, confirm_force, admin_note);
     Ok(record_id)
+}
+
+/// User 1 of the `users` table is never deleted.
+async fn protect_user_one(
+    _ctx: &CallContext,
+    args: &DeleteGuardedArgs,
+) -> Result<Decision, PolicyError> {
+    Ok(if args.table_name == "users" && args.record_id == 1 {
+        Decision::deny("super_admin_protected", "user 1 is never deleted")
+    } else {
+        Decision::Allow
+    })
+}
+
+/// Delete one record from a database table, with every gate configured.
+#[tool(
+    risk = "high",
+    role = "admin",
+    environments = ["staging", "production"],
+    policy = protect_user_one,
+    cost = 2,
+    max_calls_per_task = 1_000_000_000,
+    irreversible = "a benchmark deletes nothing"
+)]
+fn delete_guarded(
+    #[validate(length(min = 3, max = 50), regex(path = *TABLE_NAME))] table_name: String,
+    #[validate(range(min = 1))] record_id: u64,
+    #[environment] environment: Environment,
+    #[serde(default)] confirm_force: bool,
+    #[validate(length(max = 200))]
+    #[sensitive]
+    admin_note: Option<String>,
+) -> Result<u64, ToolError> {
+    let _ = (table_name, environment, confirm_force, admin_note);
+    Ok(record_id)
+}
+
+/// Keeps only the latest record: the chain and its hashes are computed for every call, and
+/// the benchmark's memory stays flat.
+#[derive(Default)]
+struct LatestRecord(std::sync::Mutex<Option<AuditRecord>>);
+
+impl AuditSink for LatestRecord {
+    fn write(&self, record: &AuditRecord) -> std::io::Result<()> {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(record.clone());
+        Ok(())
+    }
+}
+
+/// The registry of (d): every gate has something to check.
+fn guarded_registry() -> Registry {
+    let huge = Some(u64::MAX);
+    Registry::builder()
+        .tool(DeleteGuarded)
+        .policy(|request: &PolicyRequest<'_>| {
+            Ok(if request.arguments["record_id"].as_u64() == Some(0) {
+                Decision::deny("no_record_zero", "record 0 does not exist")
+            } else {
+                Decision::Allow
+            })
+        })
+        .intent_check(ReadOnlyRequests::default())
+        .budget(BudgetLimits {
+            max_calls_per_task: huge,
+            max_cost_per_task: huge,
+            stalled_loop_after: None,
+            rate_limit: Some(RateLimit {
+                calls: u32::MAX,
+                per: Duration::from_secs(1),
+            }),
+            circuit_breaker: Some(CircuitBreaker {
+                failures: 5,
+                cool_down: Duration::from_secs(30),
+            }),
+        })
+        .audit(LatestRecord::default())
+        .remembered_calls(0)
+        .build()
+        .expect("the guarded tool forms a registry")
 }
 
 /// Polls `future` to completion with a no-op waker; for futures that finish without waiting
@@ -115,6 +209,18 @@ fn main() {
             poll_to_end(registry.dispatch(&ctx, &ToolCall::new("call-0", tool, ARGUMENTS)));
         assert!(outcome.is_completed(), "dispatch completes: {outcome:?}");
     }
+    let guarded = guarded_registry();
+    let guarded_ctx = common::admin()
+        .with_environment("staging")
+        .with_request("Delete record 4242 of user_records, it is a duplicate.");
+    let outcome = poll_to_end(guarded.dispatch(
+        &guarded_ctx,
+        &ToolCall::new("call-0", GUARDED_TOOL, ARGUMENTS),
+    ));
+    assert!(
+        outcome.is_completed(),
+        "the whole pipeline completes: {outcome:?}"
+    );
     let schema = registry
         .contract(TOOL)
         .expect("the tool is registered")
@@ -152,6 +258,10 @@ fn main() {
                 b.iter(|| poll_to_end(registry.dispatch(&ctx, black_box(&call))))
             });
         }
+        let call = ToolCall::new("call-1", GUARDED_TOOL, ARGUMENTS);
+        group.bench_function(PIPELINE, |b| {
+            b.iter(|| poll_to_end(guarded.dispatch(&guarded_ctx, black_box(&call))))
+        });
         group.bench_function(SCHEMA, |b| {
             b.iter(|| {
                 let value: Value =
@@ -163,12 +273,12 @@ fn main() {
     }
     criterion.final_summary();
 
-    let means: Vec<Option<f64>> = [FLOOR, DISPATCH, DISPATCH_REFERENCE, SCHEMA]
+    let means: Vec<Option<f64>> = [FLOOR, DISPATCH, DISPATCH_REFERENCE, SCHEMA, PIPELINE]
         .iter()
         .map(|function| mean_ns(&output, function, started))
         .collect();
-    let (Some(floor), Some(dispatch), Some(reference), Some(schema)) =
-        (means[0], means[1], means[2], means[3])
+    let (Some(floor), Some(dispatch), Some(reference), Some(schema), Some(pipeline)) =
+        (means[0], means[1], means[2], means[3], means[4])
     else {
         println!(
             "no fresh estimates under {} (not run with `cargo bench`?); no ratios to print",
@@ -205,6 +315,12 @@ fn main() {
         "(c) serde_json::Value + jsonschema",
         schema,
         schema / floor
+    );
+    println!(
+        "  {:<44} {:>7.0} ns  {:>7.2}x  (d/a: every gate configured, audit in memory)",
+        "(d) the whole pipeline",
+        pipeline,
+        pipeline / floor
     );
     println!("  (estimates from {})", output.join(GROUP).display());
 }
