@@ -21,7 +21,7 @@ fn the_attribute_records_every_contract_key() {
     assert_eq!(delete.rollback(), Some("restore_database_record"));
     assert_eq!(delete.irreversible(), None);
     assert_eq!(delete.approval(), &Approval::Default);
-    assert_eq!(delete.sensitive(), ["admin_note"]);
+    assert_eq!(delete.sensitive(), ["/admin_note"]);
 
     let transfer = TransferFunds.contract();
     assert_eq!(transfer.name(), "transfer-funds");
@@ -316,7 +316,7 @@ fn contracts_serialize_for_review() {
     assert_eq!(contract["risk"], "critical");
     assert_eq!(contract["approval"], json!({"when": "required"}));
     assert_eq!(contract["timeout"], 2000);
-    assert_eq!(contract["sensitive"], json!(["pin"]));
+    assert_eq!(contract["sensitive"], json!(["/pin"]));
 }
 
 #[test]

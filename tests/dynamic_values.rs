@@ -313,18 +313,27 @@ async fn transactions_check_the_values_too() {
     transaction.commit();
 }
 
-/// A hand-written tool that restricts an argument in its contract but cannot show its value.
+/// Arguments whose `Serialize` leaves the restricted argument out of the canonical arguments.
+#[derive(serde::Deserialize, serde::Serialize, schemars::JsonSchema, validator::Validate)]
+#[serde(deny_unknown_fields)]
+struct UnreadableArgs {
+    #[serde(skip_serializing)]
+    product_id: String,
+    quantity: u32,
+}
+
+/// A hand-written tool that restricts an argument in its contract but does not write it.
 struct Unreadable(ToolContract);
 
 impl Tool for Unreadable {
-    type Args = OrderProductArgs;
+    type Args = UnreadableArgs;
     type Output = ();
 
     fn contract(&self) -> &ToolContract {
         &self.0
     }
 
-    fn call<'a>(&'a self, _: &'a CallContext, _: OrderProductArgs) -> Invocation<'a, ()> {
+    fn call<'a>(&'a self, _: &'a CallContext, _: UnreadableArgs) -> Invocation<'a, ()> {
         Invocation::Ready(Ok(()))
     }
 }
@@ -360,7 +369,7 @@ fn house_brand() -> String {
 }
 
 /// Arguments whose `Deserialize` reads a key the schema does not list.
-#[derive(serde::Deserialize, schemars::JsonSchema, validator::Validate)]
+#[derive(serde::Deserialize, serde::Serialize, schemars::JsonSchema, validator::Validate)]
 #[serde(deny_unknown_fields)]
 struct AliasedArgs {
     #[serde(alias = "sku", default = "house_brand")]
@@ -379,10 +388,6 @@ impl Tool for Aliased {
 
     fn call<'a>(&'a self, _: &'a CallContext, args: AliasedArgs) -> Invocation<'a, String> {
         Invocation::Ready(Ok(args.product_id))
-    }
-
-    fn argument_json(&self, args: &AliasedArgs, argument: &str) -> Option<Value> {
-        (argument == "product_id").then(|| json!(args.product_id))
     }
 }
 

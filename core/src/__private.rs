@@ -21,13 +21,13 @@ use serde_json::Value;
 
 /// The bound every tool parameter must meet, with the error message a user sees when it does not.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be a tool parameter: it must implement `serde::Deserialize` and `schemars::JsonSchema`",
+    message = "`{Self}` cannot be a tool parameter: it must implement `serde::Deserialize`, `serde::Serialize` and `schemars::JsonSchema`",
     label = "this parameter type",
-    note = "derive both on your type: `#[derive(serde::Deserialize, schemars::JsonSchema)]`; borrowed types such as `&str` must be owned (`String`)"
+    note = "derive them on your type: `#[derive(serde::Deserialize, serde::Serialize, schemars::JsonSchema)]` (the gates read the arguments as the type writes them); borrowed types such as `&str` must be owned (`String`)"
 )]
-pub trait ToolParameter: DeserializeOwned + JsonSchema {}
+pub trait ToolParameter: DeserializeOwned + serde::Serialize + JsonSchema {}
 
-impl<T: DeserializeOwned + JsonSchema> ToolParameter for T {}
+impl<T: DeserializeOwned + serde::Serialize + JsonSchema> ToolParameter for T {}
 
 /// Compile-time check that `T` may be a tool parameter.
 pub const fn assert_tool_parameter<T: ToolParameter>() {}
@@ -199,23 +199,6 @@ impl<T: serde::Serialize> OneOfList for Vec<T> {
     }
 }
 
-/// The bound of a `#[one_of]` argument: its decoded value is compared, as JSON, with the
-/// function's values.
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be a `#[one_of]` argument: it must implement `serde::Serialize`",
-    label = "this parameter type",
-    note = "the decoded value is written as JSON to be compared with the allowed values: derive `serde::Serialize` on it"
-)]
-pub trait OneOfArgument: serde::Serialize {}
-
-impl<T: serde::Serialize> OneOfArgument for T {}
-
-/// The decoded value of a `#[one_of]` argument as JSON; `None` when it cannot be written, which
-/// the validate gate refuses.
-pub fn argument_json<T: OneOfArgument>(value: &T) -> Option<Value> {
-    serde_json::to_value(value).ok()
-}
-
 /// The schema of a tool's arguments. The root description is dropped: it documents the Rust
 /// type, and the tool's own description is what the model reads.
 pub fn arguments_schema<T: JsonSchema>() -> Value {
@@ -264,24 +247,24 @@ impl<T> OutputHasNoSchema for &OutputSchema<T> {
 pub use validator::ValidationErrors;
 
 pub use crate::{
-    Approval, ArgumentScope, BoxFuture, CallContext, Decision, IntoToolResult, Invocation,
+    Approval, BoxFuture, CallContext, Decision, IntoToolResult, Invocation,
     PolicyError, Risk, Tool, ToolContract, ToolError, schema_for,
 };
 pub use std::result::Result;
 
 /// The bound an `#[args]` type must meet.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be the `#[args]` of a tool: it must implement `Deserialize`, `JsonSchema` and `Validate`",
+    message = "`{Self}` cannot be the `#[args]` of a tool: it must implement `Deserialize`, `Serialize`, `JsonSchema` and `Validate`",
     label = "this arguments type",
-    note = "derive them: `#[derive(serde::Deserialize, schemars::JsonSchema, validator::Validate)]` with `#[serde(deny_unknown_fields)]`"
+    note = "derive them: `#[derive(serde::Deserialize, serde::Serialize, schemars::JsonSchema, validator::Validate)]` with `#[serde(deny_unknown_fields)]`"
 )]
 pub trait ToolArguments:
-    DeserializeOwned + JsonSchema + validator::Validate + Send + Sync + 'static
+    DeserializeOwned + serde::Serialize + JsonSchema + validator::Validate + Send + Sync + 'static
 {
 }
 
-impl<T: DeserializeOwned + JsonSchema + validator::Validate + Send + Sync + 'static> ToolArguments
-    for T
+impl<T> ToolArguments for T where
+    T: DeserializeOwned + serde::Serialize + JsonSchema + validator::Validate + Send + Sync + 'static
 {
 }
 
@@ -289,7 +272,7 @@ impl<T: DeserializeOwned + JsonSchema + validator::Validate + Send + Sync + 'sta
 pub const fn assert_tool_arguments<T: ToolArguments>() {}
 
 /// What `Debug` shows for a `#[sensitive]` argument: the audit's marker.
-pub use crate::audit::REDACTED;
+pub use crate::contract::REDACTED;
 
 /// Shows an argument in `Debug` when its type implements `Debug`, and a placeholder otherwise,
 /// so that arguments need not implement `Debug`.

@@ -7,18 +7,15 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-mod approval;
 pub mod audit;
-mod budget;
 mod call;
 mod context;
 mod contract;
 pub mod export;
 mod gate;
-mod idempotency;
 pub mod manifest;
 mod outcome;
-mod policy;
+mod pipeline;
 mod registry;
 mod rejection;
 mod schema;
@@ -27,21 +24,21 @@ mod tool;
 mod transaction;
 pub mod wire;
 
-pub use approval::{
+pub use gate::approve::store::{
     ApprovalDecision, ApprovalStore, Approver, AutoApprove, AutoReject, InMemoryApprovalStore,
     PendingCall, Ticket,
 };
-pub use budget::{
+pub use gate::budget::store::{
     BudgetLimits, BudgetStore, Charge, CircuitBreaker, InMemoryBudgetStore, RateLimit,
 };
 pub use call::{Arguments, ToolCall};
-pub use context::CallContext;
+pub use context::{CallContext, ToolChoice};
 pub use contract::{
     AllowedValuesFn, Approval, ContractBuilder, ContractError, Risk, ToolContract, name_problem,
 };
-pub use gate::{ArgumentScope, DecodeLimits, Gate};
+pub use gate::{DecodeLimits, Gate};
 pub use outcome::Outcome;
-pub use policy::{Decision, Policy, PolicyError, PolicyRequest, ReadOnlyRequests};
+pub use gate::authorize::policy::{Decision, Policy, PolicyError, PolicyRequest, ReadOnlyRequests};
 pub use registry::{BuildError, Registry, RegistryBuilder};
 pub use rejection::{Rejection, RejectionCode, Violation};
 pub use schema::schema_for;

@@ -1,160 +1,25 @@
-//! The registry: the set of tools an agent may call, and the dispatcher that forces every call
-//! through the gates.
+//! The registry: the set of tools an agent may call, and its builder, which checks them. How a
+//! call passes through the gates is the pipeline's business (`pipeline.rs`).
 
 use std::borrow::Cow;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::approval::now_ms;
-use crate::audit::{AuditLog, AuditSink, Decided, Snapshots};
+use crate::audit::{AuditLog, AuditSink};
 use crate::export::{Profile, ProfileError, check_all};
 use crate::gate::approve::Approvals;
-use crate::gate::authorize::{Rules, authorize_arguments, authorize_caller, judge};
+use crate::gate::authorize::Rules;
 use crate::gate::budget::Budget;
-use crate::gate::decode::{decode, decode_noting_left_out};
-use crate::gate::execute::{Contained, Execution, contained, execute};
-use crate::gate::resolve::{check_choice, resolve};
-use crate::gate::validate::{check_allowed_values, validate};
-use crate::idempotency::RanCalls;
-use crate::rejection::shorten;
-use crate::tool::BoxFuture;
+use crate::gate::repeat::RanCalls;
+use crate::pipeline::ErasedTool;
 use crate::{
-    ApprovalDecision, ApprovalStore, Approver, Arguments, BudgetLimits, BudgetStore, CallContext,
-    ContractError, DecodeLimits, InMemoryApprovalStore, InMemoryBudgetStore, Outcome, PendingCall,
-    Policy, Rejection, RejectionCode, Ticket, Tool, ToolCall, ToolContract,
+    ApprovalStore, Approver, BudgetLimits, BudgetStore, CallContext, ContractError, DecodeLimits,
+    InMemoryApprovalStore, InMemoryBudgetStore, Policy, Ticket, Tool, ToolContract,
 };
-use crate::{CompensationResult, ToolError};
-
-/// A tool with its types erased, so tools of different argument types can live in one map.
-trait ErasedTool: Send + Sync {
-    fn contract(&self) -> &ToolContract;
-
-    /// The compensation of a completed call, from its arguments and output.
-    fn compensation<'a>(
-        &'a self,
-        ctx: &'a CallContext,
-        arguments: &Arguments,
-        output: Value,
-        limits: &DecodeLimits,
-    ) -> Option<BoxFuture<'a, Result<(), ToolError>>>;
-
-    /// Decode, validate, authorize (the steps that read the arguments) and execute.
-    fn run<'a>(
-        &'a self,
-        ctx: &'a CallContext,
-        call: &'a ToolCall,
-        settings: &'a Settings,
-        approved: bool,
-        snapshots: &'a Snapshots,
-    ) -> Execution<'a>;
-}
-
-impl<T: Tool> ErasedTool for T {
-    fn contract(&self) -> &ToolContract {
-        Tool::contract(self)
-    }
-
-    fn compensation<'a>(
-        &'a self,
-        ctx: &'a CallContext,
-        arguments: &Arguments,
-        output: Value,
-        limits: &DecodeLimits,
-    ) -> Option<BoxFuture<'a, Result<(), ToolError>>> {
-        // The arguments decoded when the call ran; they decode the same way again.
-        match decode::<T::Args>(arguments, limits) {
-            Ok(args) => self.compensate_call(ctx, args, output),
-            Err(rejection) => Some(Box::pin(std::future::ready(Err(ToolError::new(
-                "compensation_arguments_unreadable",
-                rejection.message().to_owned(),
-            ))))),
-        }
-    }
-
-    fn run<'a>(
-        &'a self,
-        ctx: &'a CallContext,
-        call: &'a ToolCall,
-        settings: &'a Settings,
-        approved: bool,
-        snapshots: &'a Snapshots,
-    ) -> Execution<'a> {
-        let Settings {
-            limits,
-            rules,
-            budget,
-            approvals,
-            ..
-        } = settings;
-        let arguments = &call.arguments;
-        let contract = Tool::contract(self);
-        let (args, left_out) = match decode_noting_left_out::<T::Args>(arguments, limits, contract)
-        {
-            Ok(decoded) => decoded,
-            Err(rejection) => return Execution::Finished(Outcome::Rejected(rejection)),
-        };
-        let argument_json = |argument: &str| self.argument_json(&args, argument);
-        if let Err(rejection) = check_allowed_values(contract, ctx, &left_out, argument_json) {
-            return Execution::Finished(Outcome::Rejected(rejection));
-        }
-        if let Err(rejection) = validate(self.validate_args(&args), contract.input_schema()) {
-            return Execution::Finished(Outcome::Rejected(rejection));
-        }
-        if let Err(rejection) = authorize_arguments(contract, ctx, self.scope(&args)) {
-            return Execution::Finished(Outcome::Rejected(rejection));
-        }
-        let counted = budget.applies_to(contract);
-        let needs_approval =
-            !approved && approvals.required(contract, self.approval_required(ctx, &args));
-        let observed = contract.snapshot().is_some();
-        if !rules.apply_to(contract) && !counted && !needs_approval && !observed {
-            return execute(self, ctx, args);
-        }
-        Execution::Running(Box::pin(async move {
-            if let Err(rejection) = judge(self, ctx, &args, arguments, rules).await {
-                return Outcome::Rejected(rejection);
-            }
-            // Budgets count a call when it runs: a call waiting for a human counts nothing yet.
-            if needs_approval {
-                return Outcome::Pending(Box::new(approvals.ticket(ctx, contract, call)));
-            }
-            if counted {
-                if let Err(rejection) = budget.reserve(ctx, contract, arguments).await {
-                    return Outcome::Rejected(rejection);
-                }
-            }
-            if let Some(snapshot) = self.snapshot(ctx, &args) {
-                Snapshots::keep(&snapshots.before, snapshot.await);
-            }
-            // Contained here, not only around the whole call, so that a panic still counts
-            // as a failure for the circuit breaker and the state after it is still seen.
-            let outcome = finish(contained(|| execute(self, ctx, args))).await;
-            if counted {
-                budget.settle(contract, &outcome).await;
-            }
-            if observed {
-                // The arguments went into the tool; they decode the same way again.
-                if let Ok(args) = decode::<T::Args>(arguments, limits) {
-                    if let Some(snapshot) = self.snapshot(ctx, &args) {
-                        Snapshots::keep(&snapshots.after, snapshot.await);
-                    }
-                }
-            }
-            outcome
-        }))
-    }
-}
-
-async fn finish(execution: Execution<'_>) -> Outcome {
-    match execution {
-        Execution::Finished(outcome) => outcome,
-        Execution::Running(running) => running.await,
-    }
-}
 
 /// The tools an agent may call, and the one way to call them: [`Registry::dispatch`].
 ///
@@ -178,15 +43,15 @@ struct Inner {
 }
 
 /// What the gates after resolve need from the registry.
-struct Settings {
-    limits: DecodeLimits,
-    rules: Rules,
-    budget: Budget,
-    approvals: Approvals,
-    audit: Option<AuditLog>,
-    ran_calls: RanCalls,
+pub(crate) struct Settings {
+    pub(crate) limits: DecodeLimits,
+    pub(crate) rules: Rules,
+    pub(crate) budget: Budget,
+    pub(crate) approvals: Approvals,
+    pub(crate) audit: Option<AuditLog>,
+    pub(crate) ran_calls: RanCalls,
     /// The provider profiles the registry was built for, each checked against every tool.
-    profiles: Vec<Profile>,
+    pub(crate) profiles: Vec<Profile>,
 }
 
 impl Registry {
@@ -217,204 +82,7 @@ impl Registry {
         }
     }
 
-    /// Sends one model-produced call through every gate and, if all pass, runs the tool.
-    ///
-    /// Never panics and never returns an error: whatever the model sent, the answer is an
-    /// [`Outcome`], completed or refused with a stable code. The call is borrowed: keep it to
-    /// answer the provider with its id.
-    pub async fn dispatch(&self, ctx: &CallContext, call: &ToolCall) -> Outcome {
-        // The clock is read only for the audit: it costs as much as a gate.
-        let started = self.inner.settings.audit.as_ref().map(|_| Instant::now());
-        let snapshots = Snapshots::default();
-        let (outcome, contract, resolution) = match self.repeated(ctx, call) {
-            Some((earlier, contract)) => (earlier, contract, Some("repeated call id".to_owned())),
-            None => {
-                let (outcome, contract) = self.decide(ctx, call, false, &snapshots).await;
-                self.remember(ctx, call, contract, &outcome);
-                (outcome, contract, None)
-            }
-        };
-        if let Some(started) = started {
-            self.record(Decided {
-                ctx,
-                call,
-                contract,
-                outcome: &outcome,
-                duration: started.elapsed(),
-                resolution,
-                original_arguments: None,
-                snapshots: Some(&snapshots),
-            });
-        }
-        let Outcome::Pending(ticket) = &outcome else {
-            return outcome;
-        };
-        let approvals = &self.inner.settings.approvals;
-        approvals
-            .store
-            .insert(PendingCall {
-                ticket: (**ticket).clone(),
-                ctx: ctx.clone(),
-                arguments: call.arguments.clone(),
-            })
-            .await;
-        match &approvals.approver {
-            Some(approver) => {
-                let decision = approver.decide(ticket).await;
-                self.resume(&ticket.id, decision).await
-            }
-            None => outcome,
-        }
-    }
-
-    /// Decides a pending call: runs it as it was (approve) or with the reviewer's arguments
-    /// (edit), which pass decode, validate, authorize and budget again, or refuses it with the
-    /// reviewer's message (reject). The call is the one stored with the ticket; a ticket is
-    /// decided once, and not after it expired.
-    pub async fn resume(&self, ticket_id: &str, decision: ApprovalDecision) -> Outcome {
-        let started = Instant::now();
-        let Some(pending) = self.inner.settings.approvals.store.take(ticket_id).await else {
-            return Outcome::Rejected(
-                Rejection::new(
-                    RejectionCode::TicketNotPending,
-                    "no call waits under this ticket: it is unknown or was decided already",
-                )
-                .with_retryable(false),
-            );
-        };
-        let PendingCall {
-            ticket,
-            ctx,
-            arguments,
-        } = pending;
-        let original = ToolCall {
-            id: ticket.call_id.clone(),
-            name: ticket.tool.clone(),
-            arguments,
-        };
-        let reviewer = decision.reviewer().to_owned();
-        let snapshots = Snapshots::default();
-        let (call, outcome, contract, approval) = if ticket.is_expired(now_ms()) {
-            let rejection = Rejection::new(
-                RejectionCode::ApprovalExpired,
-                "nobody approved the call in time",
-            )
-            .with_retryable(false);
-            let contract = self.contract(&ticket.tool);
-            (
-                &original,
-                Outcome::Rejected(rejection),
-                contract,
-                "expired".to_owned(),
-            )
-        } else {
-            match decision {
-                ApprovalDecision::Reject { message, .. } => {
-                    let rejection = Rejection::new(
-                        RejectionCode::ApprovalRejected,
-                        format!("a reviewer rejected the call: {}", shorten(&message, 500)),
-                    )
-                    .with_retryable(false);
-                    let contract = self.contract(&ticket.tool);
-                    (
-                        &original,
-                        Outcome::Rejected(rejection),
-                        contract,
-                        format!("rejected by {reviewer}"),
-                    )
-                }
-                ApprovalDecision::Approve { .. } => {
-                    let (outcome, contract) = self.decide(&ctx, &original, true, &snapshots).await;
-                    self.remember(&ctx, &original, contract, &outcome);
-                    (
-                        &original,
-                        outcome,
-                        contract,
-                        format!("approved by {reviewer}"),
-                    )
-                }
-                ApprovalDecision::Edit { arguments, .. } => {
-                    let edited = ToolCall {
-                        arguments: Arguments::Json(arguments),
-                        ..original.clone()
-                    };
-                    let (outcome, contract) = self.decide(&ctx, &edited, true, &snapshots).await;
-                    self.remember(&ctx, &edited, contract, &outcome);
-                    self.record(Decided {
-                        ctx: &ctx,
-                        call: &edited,
-                        contract,
-                        outcome: &outcome,
-                        duration: started.elapsed(),
-                        resolution: Some(format!("edited by {reviewer}")),
-                        original_arguments: Some(&original.arguments),
-                        snapshots: Some(&snapshots),
-                    });
-                    return outcome;
-                }
-            }
-        };
-        self.record(Decided {
-            ctx: &ctx,
-            call,
-            contract,
-            outcome: &outcome,
-            duration: started.elapsed(),
-            resolution: Some(approval),
-            original_arguments: None,
-            snapshots: Some(&snapshots),
-        });
-        outcome
-    }
-
-    /// Runs the compensation of a completed call, contained and audited.
-    pub(crate) async fn compensate(
-        &self,
-        ctx: &CallContext,
-        call: &ToolCall,
-        output: Value,
-    ) -> CompensationResult {
-        let started = Instant::now();
-        let Some(tool) = self.tool(&call.name) else {
-            return CompensationResult::NothingToUndo;
-        };
-        let limits = &self.inner.settings.limits;
-        let Some(compensation) = tool.compensation(ctx, &call.arguments, output, limits) else {
-            return CompensationResult::NothingToUndo;
-        };
-        let result = match (Contained {
-            future: compensation,
-        })
-        .await
-        {
-            Ok(Ok(())) => CompensationResult::Compensated,
-            Ok(Err(error)) => CompensationResult::Failed(error),
-            Err(()) => CompensationResult::Failed(ToolError::new(
-                "compensation_panicked",
-                "the compensation failed unexpectedly",
-            )),
-        };
-        let outcome = match &result {
-            CompensationResult::Failed(error) => Outcome::Rejected(
-                Rejection::new(RejectionCode::ToolFailed, error.message())
-                    .with_reason(error.code()),
-            ),
-            _ => Outcome::Completed(Value::Null),
-        };
-        self.record(Decided {
-            ctx,
-            call,
-            contract: Some(tool.contract()),
-            outcome: &outcome,
-            duration: started.elapsed(),
-            resolution: Some("compensation".to_owned()),
-            original_arguments: None,
-            snapshots: None,
-        });
-        result
-    }
-
-    fn tool(&self, name: &str) -> Option<&dyn ErasedTool> {
+    pub(crate) fn tool(&self, name: &str) -> Option<&dyn ErasedTool> {
         let tools = &self.inner.tools;
         let index = tools
             .binary_search_by(|(candidate, _)| candidate.as_str().cmp(name))
@@ -422,69 +90,17 @@ impl Registry {
         Some(&*tools[index].1)
     }
 
-    /// The first outcome of this call id in this task, for a tool that is not idempotent.
-    fn repeated(
-        &self,
-        ctx: &CallContext,
-        call: &ToolCall,
-    ) -> Option<(Outcome, Option<&ToolContract>)> {
-        let contract = self
-            .contract(&call.name)
-            .filter(|contract| !contract.idempotent())?;
-        let earlier = self.inner.settings.ran_calls.earlier(ctx, call)?;
-        Some((earlier, Some(contract)))
-    }
-
-    fn remember(
-        &self,
-        ctx: &CallContext,
-        call: &ToolCall,
-        contract: Option<&ToolContract>,
-        outcome: &Outcome,
-    ) {
-        if contract.is_some_and(|contract| !contract.idempotent()) {
-            self.inner.settings.ran_calls.remember(ctx, call, outcome);
-        }
-    }
-
     /// The calls waiting for a human, oldest first.
     pub async fn pending_tickets(&self) -> Vec<Ticket> {
         self.inner.settings.approvals.store.pending().await
     }
 
-    fn record(&self, decided: Decided<'_>) {
-        if let Some(log) = &self.inner.settings.audit {
-            log.append(decided);
-        }
+    pub(crate) fn tools(&self) -> &[(String, Box<dyn ErasedTool>)] {
+        &self.inner.tools
     }
 
-    /// Every gate, in order; the outcome and the contract of the tool, if it was found.
-    /// `approved` skips the approve gate, for a call a reviewer approved.
-    async fn decide(
-        &self,
-        ctx: &CallContext,
-        call: &ToolCall,
-        approved: bool,
-        snapshots: &Snapshots,
-    ) -> (Outcome, Option<&ToolContract>) {
-        let tool = match resolve(&self.inner.tools, &call.name, |tool| {
-            tool.contract().grants(ctx) && ctx.tool_choice().allows(tool.contract().name())
-        }) {
-            Ok(tool) => tool,
-            Err(rejection) => return (Outcome::Rejected(rejection), None),
-        };
-        let contract = tool.contract();
-        if let Err(rejection) = check_choice(contract.name(), ctx) {
-            return (Outcome::Rejected(rejection), Some(contract));
-        }
-        if let Err(rejection) = authorize_caller(contract, ctx) {
-            return (Outcome::Rejected(rejection), Some(contract));
-        }
-        let outcome = finish(contained(|| {
-            tool.run(ctx, call, &self.inner.settings, approved, snapshots)
-        }))
-        .await;
-        (outcome, Some(contract))
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.inner.settings
     }
 
     /// The contract of the tool named `name`.

@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use validator::{Validate, ValidationErrors};
 
-use crate::{Approval, ArgumentScope, CallContext, Decision, PolicyError, ToolContract};
+use crate::{Approval, CallContext, Decision, PolicyError, ToolContract};
 
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -27,8 +27,10 @@ pub enum Invocation<'a, T> {
 /// (`delete_record` gets `DeleteRecord`); implement it by hand only for tools that a function
 /// cannot express.
 pub trait Tool: Send + Sync + 'static {
-    /// The typed arguments: strict serde, JSON Schema, and validator constraints.
-    type Args: DeserializeOwned + JsonSchema + Validate + Send + Sync + 'static;
+    /// The typed arguments: strict serde, JSON Schema, and validator constraints. Their
+    /// `Serialize` writes the canonical arguments every gate after decode reads, so it must
+    /// mirror `Deserialize`: the same names, every field written.
+    type Args: DeserializeOwned + Serialize + JsonSchema + Validate + Send + Sync + 'static;
     /// What a successful call returns.
     type Output: Serialize + Send + 'static;
 
@@ -44,24 +46,6 @@ pub trait Tool: Send + Sync + 'static {
     /// every constraint the schema shows is enforced.
     fn validate_args(&self, args: &Self::Args) -> Result<(), ValidationErrors> {
         args.validate()
-    }
-
-    /// The decoded value of the argument named `argument` (its name as the model sees it) as
-    /// JSON, for the check against the values its contract allows
-    /// ([`ContractBuilder::one_of`](crate::ContractBuilder::one_of)). `#[tool]` answers for
-    /// every `#[one_of]` argument. `None`, the default, fails closed: a call whose contract
-    /// restricts an argument the tool cannot show is refused.
-    fn argument_json(&self, args: &Self::Args, argument: &str) -> Option<serde_json::Value> {
-        let _ = (args, argument);
-        None
-    }
-
-    /// The values of the arguments that name a tenant and an environment, for the authorize
-    /// gate. `#[tool]` returns those of the parameters marked `#[tenant]` and
-    /// `#[environment]`; the contract says which arguments they are.
-    fn scope(&self, args: &Self::Args) -> ArgumentScope {
-        let _ = args;
-        ArgumentScope::default()
     }
 
     /// The tool's own policy over its typed arguments, if the contract names one

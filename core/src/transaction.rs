@@ -15,6 +15,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
 
+use serde_json::Value;
+
+use crate::pipeline::Facts;
 use crate::{CallContext, Gate, Outcome, Registry, ToolCall, ToolError};
 
 /// A sequence of calls that stands or falls together.
@@ -38,9 +41,11 @@ pub struct Transaction {
     finished: bool,
 }
 
-/// A completed step: the call as it ran and its outcome.
+/// A completed step: the call, its canonical arguments (what the tool received) and its
+/// outcome.
 struct Step {
     call: ToolCall,
+    canonical: Value,
     outcome: Outcome,
 }
 
@@ -111,13 +116,18 @@ impl Transaction {
         if let Some(step) = repeated {
             return step.outcome.clone();
         }
-        let outcome = self.registry.dispatch(&self.ctx, call).await;
-        match &outcome {
-            Outcome::Completed(_) => self.steps.push(Step {
+        let facts = Facts {
+            keep_canonical: true,
+            ..Facts::default()
+        };
+        let outcome = self.registry.dispatch_with(&self.ctx, call, &facts).await;
+        match (&outcome, facts.canonical.into_inner()) {
+            (Outcome::Completed(_), Some(canonical)) => self.steps.push(Step {
                 call: call.clone(),
+                canonical,
                 outcome: outcome.clone(),
             }),
-            Outcome::Rejected(rejection) if rejection.gate() == Gate::Execute => {
+            (Outcome::Rejected(rejection), _) if rejection.gate() == Gate::Execute => {
                 self.report = self.roll_back().await;
                 self.finished = true;
             }
@@ -148,7 +158,7 @@ impl Transaction {
             let output = step.outcome.output().cloned().unwrap_or_default();
             let result = self
                 .registry
-                .compensate(&self.ctx, &step.call, output)
+                .compensate(&self.ctx, &step.call, &step.canonical, output)
                 .await;
             report.push(Compensation {
                 tool: step.call.name,

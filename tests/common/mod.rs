@@ -65,7 +65,7 @@ pub async fn restore_database_record(
     Ok(())
 }
 
-#[derive(Debug, Deserialize, JsonSchema, Validate)]
+#[derive(Debug, Deserialize, Serialize, JsonSchema, Validate)]
 #[serde(deny_unknown_fields)]
 pub struct Order {
     /// Who buys.
@@ -97,7 +97,7 @@ pub struct LineItem {
     pub unit_price: f64,
 }
 
-#[derive(Debug, Deserialize, JsonSchema, Validate)]
+#[derive(Debug, Deserialize, Serialize, JsonSchema, Validate)]
 #[serde(deny_unknown_fields)]
 pub struct Address {
     #[validate(length(min = 1, max = 100))]
@@ -274,7 +274,7 @@ pub fn admin() -> CallContext {
         .with_environment("development")
 }
 
-#[derive(Debug, Deserialize, JsonSchema, Validate)]
+#[derive(Debug, Deserialize, Serialize, JsonSchema, Validate)]
 #[serde(deny_unknown_fields)]
 pub struct Window {
     #[validate(range(max = 23))]

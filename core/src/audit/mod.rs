@@ -19,12 +19,13 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::rejection::shorten;
+use crate::gate::decode::longer_than;
+use crate::pipeline::Facts;
 use crate::{Arguments, CallContext, Outcome, ToolCall, ToolContract};
 
 pub use sinks::{JsonLinesAuditSink, MemoryAuditSink, TracingAuditSink, read_json_lines};
 
-/// What replaces a `#[sensitive]` argument's value in a record, a ticket and `Debug`.
-pub const REDACTED: &str = "[redacted]";
+pub use crate::contract::REDACTED;
 
 /// Arguments longer than this, as JSON text, are recorded by size only.
 const RECORDED_ARGUMENTS_LIMIT: usize = 64 * 1024;
@@ -48,8 +49,10 @@ pub struct AuditRecord {
     pub tool: String,
     /// The provider's call id.
     pub call_id: String,
-    /// The arguments, with `#[sensitive]` ones redacted (text that is not JSON is kept as a
-    /// string; very long arguments are recorded by size only).
+    /// The arguments, with `#[sensitive]` values redacted: the canonical arguments (what the
+    /// tool received, or would have) once decoded; before that, the arguments as sent. Text that
+    /// is not JSON, and arguments over 64 KiB, are recorded by their size and SHA-256 only:
+    /// `{"unrecorded": {"bytes": N, "sha256": "..."}}`.
     pub arguments: Value,
     /// `completed` or `rejected`.
     pub decision: String,
@@ -66,7 +69,7 @@ pub struct AuditRecord {
     /// `rejected by ...` or `expired` for a call a reviewer decided, `compensation` for the
     /// compensation of an earlier call of a transaction.
     pub resolution: Option<String>,
-    /// For a call a reviewer edited: the arguments before the edit (redacted alike).
+    /// For a call a reviewer edited: the arguments before the edit, as the ticket showed them.
     pub original_arguments: Option<Value>,
     /// The tool's snapshot of the state the call changes, taken just before it ran.
     pub snapshot_before: Option<Value>,
@@ -145,10 +148,10 @@ pub(crate) struct Decided<'a> {
     pub(crate) duration: Duration,
     /// The reviewer's decision, or `compensation`; see [`AuditRecord::resolution`].
     pub(crate) resolution: Option<String>,
-    /// The arguments before a reviewer edited them.
-    pub(crate) original_arguments: Option<&'a Arguments>,
-    /// What the tool's snapshot hook saw before and after the call.
-    pub(crate) snapshots: Option<&'a Snapshots>,
+    /// The arguments before a reviewer edited them, as the ticket showed them.
+    pub(crate) original_arguments: Option<Value>,
+    /// What the gates learnt of the call: its canonical arguments, its snapshots.
+    pub(crate) facts: Option<&'a Facts>,
 }
 
 impl AuditLog {
@@ -185,8 +188,10 @@ fn record_of(decided: &Decided<'_>) -> AuditRecord {
         duration,
         resolution,
         original_arguments,
-        snapshots,
+        facts,
     } = decided;
+    let snapshots = facts.map(|facts| &facts.snapshots);
+    let canonical = facts.and_then(|facts| facts.canonical.get());
     let rejection = outcome.rejection();
     // The budget gate counts a call right before it runs: a call that reached execute was
     // counted.
@@ -208,7 +213,10 @@ fn record_of(decided: &Decided<'_>) -> AuditRecord {
         tenant: ctx.tenant().map(str::to_owned),
         tool: shorten(&call.name, 200).into_owned(),
         call_id: shorten(&call.id, 200).into_owned(),
-        arguments: recorded_arguments(&call.arguments, *contract),
+        arguments: match canonical {
+            Some(canonical) => recorded_canonical(canonical, *contract),
+            None => recorded_arguments(&call.arguments, *contract),
+        },
         decision: match outcome {
             Outcome::Completed(_) => "completed",
             Outcome::Rejected(_) => "rejected",
@@ -222,8 +230,7 @@ fn record_of(decided: &Decided<'_>) -> AuditRecord {
             .map(str::to_owned),
         summary,
         resolution: resolution.clone(),
-        original_arguments: original_arguments
-            .map(|arguments| recorded_arguments(arguments, *contract)),
+        original_arguments: original_arguments.clone(),
         snapshot_before: snapshots.and_then(|snapshots| Snapshots::taken(&snapshots.before)),
         snapshot_after: snapshots.and_then(|snapshots| Snapshots::taken(&snapshots.after)),
         budget_calls: u64::from(counted && !pending && contract.is_some()),
@@ -237,29 +244,40 @@ fn record_of(decided: &Decided<'_>) -> AuditRecord {
     }
 }
 
-/// The arguments as recorded: JSON with the contract's sensitive arguments redacted.
+/// Arguments as sent, as recorded: JSON with the contract's sensitive values redacted, or, for
+/// text that is not JSON (which may hold a secret the redaction cannot find) and arguments too
+/// long to keep, their size and SHA-256.
 pub(crate) fn recorded_arguments(arguments: &Arguments, contract: Option<&ToolContract>) -> Value {
-    let size = match arguments {
-        Arguments::Text(text) => text.len(),
-        Arguments::Json(value) => value.to_string().len(),
-    };
-    if size > RECORDED_ARGUMENTS_LIMIT {
-        return Value::String(format!("[{size} bytes of arguments, not recorded]"));
-    }
-    let mut value = match arguments {
-        Arguments::Text(text) => {
-            serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.clone()))
-        }
-        Arguments::Json(value) => value.clone(),
-    };
-    if let (Some(contract), Value::Object(entries)) = (contract, &mut value) {
-        for name in contract.sensitive() {
-            if let Some(argument) = entries.get_mut(name) {
-                *argument = Value::String(REDACTED.to_owned());
+    let parsed = match arguments {
+        Arguments::Text(text) if text.len() <= RECORDED_ARGUMENTS_LIMIT => {
+            match serde_json::from_str::<Value>(text) {
+                Ok(value) => Ok(value),
+                Err(_) => Err(text.as_bytes().to_vec()),
             }
         }
+        Arguments::Text(text) => Err(text.as_bytes().to_vec()),
+        Arguments::Json(value) => Ok(value.clone()),
+    };
+    match parsed {
+        Ok(value) => recorded_canonical(&value, contract),
+        Err(bytes) => unrecorded(&bytes),
+    }
+}
+
+/// Arguments already parsed, as recorded: redacted, or by size and SHA-256 when too long.
+pub(crate) fn recorded_canonical(arguments: &Value, contract: Option<&ToolContract>) -> Value {
+    if longer_than(arguments, RECORDED_ARGUMENTS_LIMIT) {
+        return unrecorded(arguments.to_string().as_bytes());
+    }
+    let mut value = arguments.clone();
+    if let Some(contract) = contract {
+        contract.redact(&mut value);
     }
     value
+}
+
+fn unrecorded(bytes: &[u8]) -> Value {
+    serde_json::json!({"unrecorded": {"bytes": bytes.len(), "sha256": sha256_hex(bytes)}})
 }
 
 /// Where a log's chain breaks.
@@ -366,7 +384,7 @@ mod tests {
                 duration: Duration::from_micros(5),
                 resolution: None,
                 original_arguments: None,
-                snapshots: None,
+                facts: None,
             });
         }
         sink.records()

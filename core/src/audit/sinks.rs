@@ -133,7 +133,7 @@ mod tests {
                 duration: Duration::ZERO,
                 resolution: None,
                 original_arguments: None,
-                snapshots: None,
+                facts: None,
             });
         }
         let records = read_json_lines(&path).unwrap();

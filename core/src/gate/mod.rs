@@ -13,10 +13,10 @@ pub(crate) mod authorize;
 pub(crate) mod budget;
 pub(crate) mod decode;
 pub(crate) mod execute;
+pub(crate) mod repeat;
 pub(crate) mod resolve;
 pub(crate) mod validate;
 
-pub use authorize::ArgumentScope;
 pub use decode::DecodeLimits;
 
 /// One named step of the pipeline.

@@ -35,6 +35,7 @@
 //! assert!(reply["content"].as_str().unwrap().starts_with(r#"{"error":"unknown_argument""#));
 //! ```
 
+pub use crate::context::ToolChoice;
 use std::fmt;
 
 use serde_json::{Map, Value, json};
@@ -145,44 +146,7 @@ impl fmt::Display for WireError {
 
 impl std::error::Error for WireError {}
 
-/// Which tools the model may call in one step: the `tool_choice` of the request, rendered for
-/// each provider, and enforced on the calls that come back with
-/// [`CallContext::with_tool_choice`](crate::CallContext::with_tool_choice).
-///
-/// ```
-/// use portcullis_core::wire::ToolChoice;
-/// use serde_json::json;
-///
-/// let choice = ToolChoice::Tool("search".into());
-/// assert_eq!(choice.openai_chat(), json!({"type": "function", "function": {"name": "search"}}));
-/// assert_eq!(choice.anthropic(), json!({"type": "tool", "name": "search"}));
-/// assert_eq!(ToolChoice::Required.openai_chat(), json!("required"));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum ToolChoice {
-    /// No tool: the model answers in text.
-    None,
-    /// The model decides whether to call tools, and which.
-    #[default]
-    Auto,
-    /// The model must call at least one tool, any of them. (That it calls one at all cannot be
-    /// checked on the calls; dispatch allows every tool.)
-    Required,
-    /// The model must call this tool, and no other.
-    Tool(String),
-}
-
 impl ToolChoice {
-    /// Whether a call of `tool` fits the choice.
-    pub fn allows(&self, tool: &str) -> bool {
-        match self {
-            ToolChoice::None => false,
-            ToolChoice::Auto | ToolChoice::Required => true,
-            ToolChoice::Tool(name) => name == tool,
-        }
-    }
-
     /// The `tool_choice` of an OpenAI Chat Completions request:
     /// `"none"`, `"auto"`, `"required"` or `{"type":"function","function":{"name"}}`.
     pub fn openai_chat(&self) -> Value {

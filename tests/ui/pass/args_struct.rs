@@ -3,11 +3,11 @@
 
 use portcullis::prelude::*;
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use validator::Validate;
 
-#[derive(Debug, Deserialize, JsonSchema, Validate)]
+#[derive(Debug, Deserialize, Serialize, JsonSchema, Validate)]
 #[serde(deny_unknown_fields)]
 struct Order {
     /// Who buys.

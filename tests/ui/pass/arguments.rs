@@ -110,7 +110,7 @@ fn main() {
     assert!(reference.contains("no_test_reference"), "{reference}");
 
     // `#[sensitive]` names the wire name and redacts `Debug`.
-    assert_eq!(contract.sensitive(), ["pinCode"]);
+    assert_eq!(contract.sensitive(), ["/pinCode"]);
     let args: TransferFundsArgs = serde_json::from_value(valid()).unwrap();
     let debug = format!("{args:?}");
     assert!(!debug.contains("123456"), "{debug}");

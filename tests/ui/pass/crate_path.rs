@@ -29,7 +29,7 @@ async fn through_alias(#[sensitive] secret: String) -> Result<usize, ToolError> 
 fn main() {
     assert_eq!(Absolute.contract().name(), "absolute");
     assert_eq!(ThroughReexport.contract().risk(), Risk::Medium);
-    assert_eq!(ThroughAlias.contract().sensitive(), ["secret"]);
+    assert_eq!(ThroughAlias.contract().sensitive(), ["/secret"]);
     Registry::builder()
         .tool(Absolute)
         .tool(ThroughReexport)

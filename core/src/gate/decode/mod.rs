@@ -6,11 +6,15 @@
 //! anything but an object at the top (`not_an_object`); and last whatever the typed arguments
 //! cannot hold: `unknown_argument`, `missing_argument`, `invalid_type`, `invalid_value`.
 
+mod canonical;
 mod deserializer;
 mod strict_json;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+
+pub(crate) use strict_json::longer_than;
+pub(crate) use canonical::{Canonical, canonical_of, canonical_text};
 
 use crate::call::Arguments;
 use crate::rejection::shorten;
@@ -60,34 +64,45 @@ impl Default for DecodeLimits {
     }
 }
 
-/// Decodes `arguments` into `T`, refusing with the decode gate's codes.
-pub(crate) fn decode<T: DeserializeOwned>(
-    arguments: &Arguments,
-    limits: &DecodeLimits,
-) -> Result<T, Rejection> {
-    let node = read(arguments, limits)?;
-    decode_node(node)
+/// The typed arguments of a call, decoded once.
+pub(crate) struct Decoded<'c, A> {
+    pub(crate) args: A,
+    /// The dynamic arguments of the contract the model left out, or sent as a `null` read as
+    /// absent: what they hold is the tool's default, not the model's choice.
+    pub(crate) left_out: Vec<&'c str>,
 }
 
-/// Decodes `arguments` into `T` as [`decode`] does, and names the dynamic arguments of
-/// `contract` that the model left out or sent as a `null` read as absent: what they hold is
-/// the tool's default, not the model's choice.
-///
-/// Only when every member sent is a property of the contract's schema: otherwise the
-/// arguments' `Deserialize` reads keys of its own (a serde `alias`, say, in a hand-written
-/// tool), and a value sent under such a key would pass for a default.
-pub(crate) fn decode_noting_left_out<'c, T: DeserializeOwned>(
+/// The decode gate: `arguments` into the typed arguments of a tool with `contract`, refusing
+/// with the gate's codes. A refusal about a `#[sensitive]` argument does not repeat its value.
+pub(crate) fn decode<'c, A: DeserializeOwned>(
+    contract: &'c ToolContract,
     arguments: &Arguments,
     limits: &DecodeLimits,
-    contract: &'c ToolContract,
-) -> Result<(T, Vec<&'c str>), Rejection> {
+) -> Result<Decoded<'c, A>, Rejection> {
     let node = read(arguments, limits)?;
+    let left_out = left_out(&node, contract);
+    let args = decode_node(node, |path| contract.is_sensitive(path))?;
+    Ok(Decoded { args, left_out })
+}
+
+/// Decodes canonical arguments (which passed the gate once) into the typed arguments again.
+pub(crate) fn typed<A: DeserializeOwned>(canonical: &Value) -> Result<A, Rejection> {
+    decode_node(Node::borrowed(canonical), |_| true)
+}
+
+/// The dynamic arguments the model left out, where the arguments hold no member the schema
+/// does not show: otherwise the arguments' `Deserialize` reads keys of its own (a serde
+/// `alias`, say, in a hand-written tool), and a value sent under such a key would pass for a
+/// default.
+fn left_out<'c>(node: &Node<'_>, contract: &'c ToolContract) -> Vec<&'c str> {
+    if contract.dynamic_arguments().next().is_none() {
+        return Vec::new();
+    }
     let properties = contract
         .input_schema()
         .get("properties")
-        .and_then(Value::as_object)
-        .filter(|_| contract.dynamic_arguments().next().is_some());
-    let left_out = match (&node, properties) {
+        .and_then(Value::as_object);
+    match (node, properties) {
         (Node::Object(members), Some(properties))
             if members
                 .iter()
@@ -99,8 +114,7 @@ pub(crate) fn decode_noting_left_out<'c, T: DeserializeOwned>(
                 .collect()
         }
         _ => Vec::new(),
-    };
-    decode_node(node).map(|args| (args, left_out))
+    }
 }
 
 /// The arguments as a tree, within the limits, with `null` members dropped where they mean
@@ -119,7 +133,10 @@ fn read<'a>(arguments: &'a Arguments, limits: &DecodeLimits) -> Result<Node<'a>,
     Ok(node)
 }
 
-fn decode_node<T: DeserializeOwned>(node: Node<'_>) -> Result<T, Rejection> {
+fn decode_node<T: DeserializeOwned>(
+    node: Node<'_>,
+    sensitive: impl Fn(&[Segment]) -> bool,
+) -> Result<T, Rejection> {
     if !matches!(node, Node::Object(_)) {
         return Err(Rejection::new(
             RejectionCode::NotAnObject,
@@ -130,7 +147,10 @@ fn decode_node<T: DeserializeOwned>(node: Node<'_>) -> Result<T, Rejection> {
         )
         .with_hint("send the arguments as an object of named values, e.g. {\"name\": value}"));
     }
-    T::deserialize(NodeDeserializer::new(node)).map_err(refusal)
+    T::deserialize(NodeDeserializer::new(node)).map_err(|error| {
+        let path: Vec<Segment> = error.path().cloned().collect();
+        refusal(error, sensitive(&path))
+    })
 }
 
 fn too_large(limits: &DecodeLimits) -> Rejection {
@@ -204,9 +224,17 @@ fn backticked(names: &[&str]) -> String {
     quoted.join(", ")
 }
 
-/// Turns a typed decoding error into the refusal the model sees.
-fn refusal(error: DecodeError) -> Rejection {
+/// Turns a typed decoding error into the refusal the model sees. About a `sensitive` value it
+/// says what was expected and nothing of what was found.
+fn refusal(error: DecodeError, sensitive: bool) -> Rejection {
     let path = pointer(error.path());
+    let found = |found: &str| {
+        if sensitive {
+            String::new()
+        } else {
+            format!(", found {found}")
+        }
+    };
     match error.problem {
         Problem::UnknownField { field, expected } => {
             let hint = suggest::did_you_mean(&field, expected.iter().copied())
@@ -232,30 +260,38 @@ fn refusal(error: DecodeError) -> Rejection {
             format!("the key `{field}` appears more than once in the same object"),
         )
         .with_path(path),
-        Problem::InvalidType { found, expected } => Rejection::new(
+        Problem::InvalidType { found: what, expected } => Rejection::new(
             RejectionCode::InvalidType,
-            format!("expected {expected}, found {found}"),
+            format!("expected {expected}{}", found(&what)),
         )
         .with_path(path),
-        Problem::InvalidValue { found, expected } => Rejection::new(
+        Problem::InvalidValue { found: what, expected } => Rejection::new(
             RejectionCode::InvalidValue,
-            format!("expected {expected}, found {found}"),
+            format!("expected {expected}{}", found(&what)),
         )
         .with_path(path),
-        Problem::UnknownVariant { variant, expected } => Rejection::new(
-            RejectionCode::InvalidValue,
-            format!(
-                "`{}` is not one of the allowed values",
-                shorten(&variant, 64)
-            ),
-        )
-        .with_path(path)
-        .with_hint(format!("the allowed values are {}", backticked(expected))),
+        Problem::UnknownVariant { variant, expected } => {
+            let message = if sensitive {
+                "the value is not one of the allowed values".to_owned()
+            } else {
+                format!(
+                    "`{}` is not one of the allowed values",
+                    shorten(&variant, 64)
+                )
+            };
+            Rejection::new(RejectionCode::InvalidValue, message)
+                .with_path(path)
+                .with_hint(format!("the allowed values are {}", backticked(expected)))
+        }
         Problem::InvalidLength { len, expected } => Rejection::new(
             RejectionCode::InvalidValue,
             format!("expected {expected}, found an array of {len} elements"),
         )
         .with_path(path),
+        // A custom deserializer's message may quote the value.
+        Problem::Custom(_) if sensitive => {
+            Rejection::new(RejectionCode::InvalidValue, "the value is not valid").with_path(path)
+        }
         Problem::Custom(message) => {
             Rejection::new(RejectionCode::InvalidValue, message).with_path(path)
         }
@@ -285,16 +321,31 @@ mod tests {
         Usd,
     }
 
+    /// Decodes as the gate does for a tool whose `memo` is sensitive.
+    fn decode_as<T: DeserializeOwned>(
+        arguments: &Arguments,
+        limits: &DecodeLimits,
+    ) -> Result<T, Rejection> {
+        let contract = ToolContract::builder(
+            "transfer",
+            "Transfers.",
+            json!({"type": "object", "additionalProperties": false}),
+        )
+        .sensitive(["memo"])
+        .build();
+        decode::<T>(&contract, arguments, limits).map(|decoded| decoded.args)
+    }
+
     fn refused(arguments: impl Into<Arguments>) -> Rejection {
-        decode::<Transfer>(&arguments.into(), &DecodeLimits::default()).unwrap_err()
+        decode_as::<Transfer>(&arguments.into(), &DecodeLimits::default()).unwrap_err()
     }
 
     #[test]
     fn text_and_value_decode_alike() {
         let text = r#"{"amount": 10, "currency": "USD"}"#;
-        assert!(decode::<Transfer>(&text.into(), &DecodeLimits::default()).is_ok());
+        assert!(decode_as::<Transfer>(&text.into(), &DecodeLimits::default()).is_ok());
         let value = json!({"amount": 10.0, "currency": "CNY", "memo": null});
-        assert!(decode::<Transfer>(&value.into(), &DecodeLimits::default()).is_ok());
+        assert!(decode_as::<Transfer>(&value.into(), &DecodeLimits::default()).is_ok());
     }
 
     #[test]
@@ -355,6 +406,19 @@ mod tests {
     }
 
     #[test]
+    fn refusals_about_sensitive_values_do_not_repeat_them() {
+        let rejection = refused(json!({"amount": 1, "currency": "USD", "memo": 4242}));
+        assert_eq!(rejection.code(), RejectionCode::InvalidType);
+        assert_eq!(rejection.message(), "expected a string");
+        let rejection = refused(json!({"amount": -4242, "currency": "USD"}));
+        assert_eq!(
+            rejection.message(),
+            "expected an integer from 0 to 4294967295, found the integer -4242",
+            "the values of other arguments are shown"
+        );
+    }
+
+    #[test]
     fn limits_apply_to_text_and_values() {
         let limits = DecodeLimits {
             max_bytes: 40,
@@ -362,13 +426,13 @@ mod tests {
             null_means_absent: false,
         };
         let long = format!(r#"{{"memo": "{}"}}"#, "x".repeat(64));
-        let too_large = decode::<Transfer>(&long.as_str().into(), &limits).unwrap_err();
+        let too_large = decode_as::<Transfer>(&long.as_str().into(), &limits).unwrap_err();
         assert_eq!(too_large.code(), RejectionCode::ArgumentsTooLarge);
         let parsed: Value = serde_json::from_str(&long).unwrap();
-        let too_large = decode::<Transfer>(&parsed.into(), &limits).unwrap_err();
+        let too_large = decode_as::<Transfer>(&parsed.into(), &limits).unwrap_err();
         assert_eq!(too_large.code(), RejectionCode::ArgumentsTooLarge);
         let deep = json!({"memo": {"a": {}}});
-        let too_deep = decode::<Transfer>(&deep.into(), &limits).unwrap_err();
+        let too_deep = decode_as::<Transfer>(&deep.into(), &limits).unwrap_err();
         assert_eq!(too_deep.code(), RejectionCode::ArgumentsTooDeep);
         assert_eq!(too_deep.path(), Some("/memo/a"));
     }

@@ -8,146 +8,36 @@
 //!
 //! Before the constraints, the values of the arguments whose allowed values come from a function
 //! (`#[one_of]`) are checked against what that function returns for the call's context: the
-//! same refusal as a value outside a Rust enum, `invalid_value`.
+//! same refusal as a value outside a Rust enum, `invalid_value` (`allowed.rs`).
+
+mod allowed;
 
 use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 use validator::{ValidationError, ValidationErrors, ValidationErrorsKind};
 
-use super::decode::{Segment, pointer};
-use crate::contract::{AllowedValues, ValuesApply};
-use crate::rejection::shorten;
+use super::decode::{Canonical, Segment, pointer};
 use crate::{CallContext, Rejection, RejectionCode, ToolContract, Violation};
 
-/// How many allowed values a refusal lists: enough to choose from, bounded in size.
-const LISTED_VALUES: usize = 20;
-
-/// Refuses a call whose dynamic argument holds a value its contract's function does not allow
-/// for `ctx`; `argument_json` gives an argument's decoded value as JSON, by its name as the
-/// model sees it. The decoded value is compared, not the text the model sent, so `1.0` for an
-/// integer is `1`. The arguments the model `left_out` are not checked: they hold the default
-/// the tool's author chose, which need not be one the model may choose.
-pub(crate) fn check_allowed_values(
+/// The validate gate: the values of `#[one_of]` arguments, then the arguments' own checks
+/// (`checked`), every violation named as the model knows it.
+pub(crate) fn validate(
+    checked: Result<(), ValidationErrors>,
     contract: &ToolContract,
     ctx: &CallContext,
     left_out: &[&str],
-    argument_json: impl Fn(&str) -> Option<Value>,
+    canonical: &Canonical<'_>,
 ) -> Result<(), Rejection> {
-    for allowed in contract.allowed_values(ctx) {
-        if left_out.contains(&allowed.argument) {
-            continue;
-        }
-        let path = vec![Segment::Key(allowed.argument.to_owned())];
-        let Some(value) = argument_json(allowed.argument) else {
-            // The tool cannot show the value: fail closed rather than let it through unchecked.
-            return Err(Rejection::new(
-                RejectionCode::InvalidValue,
-                format!(
-                    "`{}` cannot be compared with its allowed values",
-                    allowed.argument
-                ),
-            )
-            .with_path(pointer(&path))
-            .with_retryable(false));
-        };
-        match (allowed.applies, &value) {
-            (ValuesApply::EachElement { nullable: true }, Value::Null) => {}
-            (ValuesApply::EachElement { .. }, Value::Array(elements)) => {
-                for (index, element) in elements.iter().enumerate() {
-                    if !is_allowed(element, &allowed.values) {
-                        let mut path = path.clone();
-                        path.push(Segment::Index(index));
-                        return Err(not_allowed(element, &allowed, &path));
-                    }
-                }
-            }
-            _ if is_allowed(&value, &allowed.values) => {}
-            _ => return Err(not_allowed(&value, &allowed, &path)),
-        }
+    if contract.dynamic_arguments().next().is_some() {
+        allowed::check_allowed_values(contract, ctx, left_out, canonical.get()?)?;
     }
-    Ok(())
+    violations(checked, contract.input_schema())
 }
 
-fn is_allowed(value: &Value, allowed: &[Value]) -> bool {
-    allowed.iter().any(|candidate| same_json(value, candidate))
-}
-
-/// JSON Schema's equality, which `enum` uses: numbers are equal by value (`1` is `1.0`), so
-/// that what the exported `enum` accepts is what the check accepts.
-fn same_json(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(a), Value::Number(b)) => {
-            let exact = |number: &serde_json::Number| {
-                number
-                    .as_i64()
-                    .map(i128::from)
-                    .or_else(|| number.as_u64().map(i128::from))
-            };
-            match (exact(a), exact(b)) {
-                (Some(a), Some(b)) => a == b,
-                _ => a.as_f64() == b.as_f64(),
-            }
-        }
-        (Value::Array(a), Value::Array(b)) => {
-            a.len() == b.len() && a.iter().zip(b).all(|(a, b)| same_json(a, b))
-        }
-        (Value::Object(a), Value::Object(b)) => {
-            a.len() == b.len()
-                && a.iter()
-                    .all(|(key, a)| b.get(key).is_some_and(|b| same_json(a, b)))
-        }
-        _ => a == b,
-    }
-}
-
-/// A value as a refusal shows it: a string as its text, anything else as JSON, cut short.
-fn shown(value: &Value) -> String {
-    let text = match value {
-        Value::String(text) => Cow::Borrowed(text.as_str()),
-        other => Cow::Owned(other.to_string()),
-    };
-    shorten(&text, 64).into_owned()
-}
-
-fn not_allowed(value: &Value, allowed: &AllowedValues<'_>, path: &[Segment]) -> Rejection {
-    let rejection = Rejection::new(
-        RejectionCode::InvalidValue,
-        format!("`{}` is not one of the allowed values", shown(value)),
-    )
-    .with_path(pointer(path));
-    let listed: Vec<Value> = allowed
-        .values
-        .iter()
-        .filter(|value| !value.is_null())
-        .cloned()
-        .collect();
-    if listed.is_empty() {
-        // Nothing is allowed for this caller now: no other value would do either.
-        return rejection
-            .with_hint(format!(
-                "`{}` has no allowed value for this caller now",
-                allowed.argument
-            ))
-            .with_retryable(false);
-    }
-    let mut hint: Vec<String> = listed
-        .iter()
-        .take(LISTED_VALUES)
-        .map(|value| format!("`{}`", shown(value)))
-        .collect();
-    if listed.len() > LISTED_VALUES {
-        hint.push(format!("and {} more", listed.len() - LISTED_VALUES));
-    }
-    rejection.with_hint(format!("the allowed values are {}", hint.join(", ")))
-}
-
-/// Turns the outcome of the arguments' constraint checks into the gate's verdict; `schema` is
-/// the arguments' schema, used to name each violation as the model knows it.
-pub(crate) fn validate(
-    checked: Result<(), ValidationErrors>,
-    schema: &Value,
-) -> Result<(), Rejection> {
+/// Turns the outcome of the arguments' constraint checks into a refusal; `schema` is the
+/// arguments' schema, used to name each violation as the model knows it.
+fn violations(checked: Result<(), ValidationErrors>, schema: &Value) -> Result<(), Rejection> {
     let Err(errors) = checked else {
         return Ok(());
     };
@@ -402,7 +292,7 @@ mod tests {
             quantity: 0,
             lines: vec![Line { unit_price: 1.0 }, Line { unit_price: 0.0 }],
         };
-        let rejection = validate(order.validate(), &schema_for::<Order>()).unwrap_err();
+        let rejection = violations(order.validate(), &schema_for::<Order>()).unwrap_err();
         assert_eq!(rejection.code(), RejectionCode::ConstraintViolation);
         let found: Vec<(&str, &str)> = rejection
             .violations()
@@ -430,43 +320,6 @@ mod tests {
         assert!(rejection.violations()[2].params.get("value").is_none());
     }
 
-    fn thirty_codes(_: &CallContext) -> Vec<Value> {
-        (1..=30).map(|n| Value::from(format!("c-{n}"))).collect()
-    }
-
-    #[test]
-    fn a_refusal_lists_a_bounded_number_of_allowed_values() {
-        let schema = serde_json::json!({
-            "type": "object",
-            "additionalProperties": false,
-            "properties": {"code": {"type": "string"}},
-        });
-        let contract = ToolContract::builder("pick", "Picks a code.", schema)
-            .one_of("code", thirty_codes)
-            .build();
-        let ctx = CallContext::new("alice");
-        let rejection =
-            check_allowed_values(&contract, &ctx, &[], |_| Some(Value::from("c-99"))).unwrap_err();
-        assert_eq!(rejection.path(), Some("/code"));
-        let hint = rejection.hint().unwrap_or_default();
-        assert!(
-            hint.starts_with("the allowed values are `c-1`, `c-2`"),
-            "{hint}"
-        );
-        assert!(hint.ends_with("`c-20`, and 10 more"), "{hint}");
-        assert!(check_allowed_values(&contract, &ctx, &[], |_| Some(Value::from("c-30"))).is_ok());
-    }
-
-    #[test]
-    fn values_are_equal_as_json_schema_compares_them() {
-        use serde_json::json;
-        assert!(same_json(&json!(12), &json!(12.0)));
-        assert!(same_json(&json!([1, {"a": 2.0}]), &json!([1.0, {"a": 2}])));
-        assert!(!same_json(&json!(1), &json!("1")));
-        assert!(!same_json(&json!(-1), &json!(u64::MAX)));
-        assert!(!same_json(&json!({"a": 1}), &json!({"a": 1, "b": 2})));
-    }
-
     #[test]
     fn valid_arguments_pass() {
         let order = Order {
@@ -474,6 +327,6 @@ mod tests {
             quantity: 3,
             lines: vec![Line { unit_price: 2.5 }],
         };
-        assert!(validate(order.validate(), &schema_for::<Order>()).is_ok());
+        assert!(violations(order.validate(), &schema_for::<Order>()).is_ok());
     }
 }

@@ -1,9 +1,14 @@
 //! The approve gate: whether a call needs a human, and the ticket that asks one.
 
+pub(crate) mod store;
+
 use std::time::Duration;
 
-use crate::approval::{ApprovalStore, Approver, Ticket, expiry_ms, now_ms};
-use crate::audit::recorded_arguments;
+use serde_json::Value;
+
+pub(crate) use store::now_ms;
+use store::{ApprovalStore, Approver, Ticket, expiry_ms};
+use crate::audit::recorded_canonical;
 use crate::{Approval, CallContext, Risk, ToolCall, ToolContract};
 
 /// The registry's approval settings.
@@ -28,14 +33,16 @@ impl Approvals {
             }
     }
 
-    /// The ticket for `call`, for the reviewer: arguments with sensitive ones redacted.
+    /// The ticket for `call`, for the reviewer: its canonical arguments, the sensitive ones
+    /// redacted.
     pub(crate) fn ticket(
         &self,
         ctx: &CallContext,
         contract: &ToolContract,
         call: &ToolCall,
+        canonical: &Value,
     ) -> Ticket {
-        let arguments = recorded_arguments(&call.arguments, Some(contract));
+        let arguments = recorded_canonical(canonical, Some(contract));
         let irreversible = contract
             .irreversible()
             .map(|reason| format!(", cannot be undone: {reason}"))

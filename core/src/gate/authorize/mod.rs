@@ -8,16 +8,16 @@
 //! tool's own policy and the registry's policies (`policy_denied`) and intent checks
 //! (`intent_mismatch`) decide, in that order.
 
-use std::borrow::Cow;
+pub(crate) mod policy;
 
-use serde::Serialize;
 use serde_json::Value;
 
+use super::decode::Canonical;
 use super::execute::Contained;
 use crate::tool::BoxFuture;
 use crate::{
-    Arguments, CallContext, Decision, Policy, PolicyError, PolicyRequest, Rejection, RejectionCode,
-    Tool, ToolContract,
+    CallContext, Decision, Policy, PolicyError, PolicyRequest, Rejection, RejectionCode, Tool,
+    ToolContract,
 };
 
 /// The registry-wide rules the authorize gate consults.
@@ -26,37 +26,30 @@ pub(crate) struct Rules {
     pub(crate) intent_checks: Vec<Box<dyn Policy>>,
 }
 
-impl Rules {
-    /// Whether a call of a tool with `contract` must wait for a policy's decision.
-    pub(crate) fn apply_to(&self, contract: &ToolContract) -> bool {
-        contract.policy().is_some() || !self.policies.is_empty() || !self.intent_checks.is_empty()
-    }
-}
-
-/// Consults the tool's own policy, then the registry's policies, then its intent checks; the
-/// first denial refuses the call.
-pub(crate) async fn judge<T: Tool>(
+/// The authorize gate, once the arguments are valid: the `#[tenant]` and `#[environment]`
+/// arguments, then the tool's own policy, the registry's policies and its intent checks; the
+/// first refusal stands. Everything after the typed policy judges the canonical arguments.
+pub(crate) async fn authorize<T: Tool>(
     tool: &T,
     ctx: &CallContext,
     args: &T::Args,
-    arguments: &Arguments,
+    canonical: &Canonical<'_>,
     rules: &Rules,
 ) -> Result<(), Rejection> {
+    let contract = tool.contract();
+    if contract.tenant_argument().is_some() || contract.environment_argument().is_some() {
+        authorize_arguments(contract, ctx, canonical.get()?)?;
+    }
     if let Some(decision) = tool.policy(ctx, args) {
         verdict(decision, RejectionCode::PolicyDenied).await?;
     }
     if rules.policies.is_empty() && rules.intent_checks.is_empty() {
         return Ok(());
     }
-    let value = match arguments {
-        // Text that passed the decode gate is valid JSON.
-        Arguments::Text(text) => Cow::Owned(serde_json::from_str(text).unwrap_or(Value::Null)),
-        Arguments::Json(value) => Cow::Borrowed(value),
-    };
     let request = PolicyRequest {
         ctx,
-        contract: tool.contract(),
-        arguments: &value,
+        contract,
+        arguments: canonical.get()?,
     };
     for policy in &rules.policies {
         verdict(policy.evaluate(request), RejectionCode::PolicyDenied).await?;
@@ -87,26 +80,6 @@ async fn verdict(
             .with_retryable(false)),
         Ok(Err(_)) => Err(undecided("policy_error")),
         Err(()) => Err(undecided("policy_panicked")),
-    }
-}
-
-/// The values of a call's scoping arguments, as JSON: what `#[tenant]` and `#[environment]`
-/// mark. `#[tool]` fills it in; a hand-written tool returns it from
-/// [`Tool::scope`](crate::Tool::scope).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ArgumentScope {
-    /// The value of the argument that names a tenant.
-    pub tenant: Option<Value>,
-    /// The value of the argument that names an environment.
-    pub environment: Option<Value>,
-}
-
-impl ArgumentScope {
-    /// The JSON form of a scoping argument: a string for strings, newtypes of strings and
-    /// unit enum variants; anything else (or a value that cannot be serialized) matches no
-    /// tenant and no environment.
-    pub fn value_of<T: Serialize>(argument: &T) -> Value {
-        serde_json::to_value(argument).unwrap_or(Value::Null)
     }
 }
 
@@ -141,14 +114,17 @@ pub(crate) fn authorize_caller(
     Ok(())
 }
 
-/// The checks on what the arguments name, once they are valid.
-pub(crate) fn authorize_arguments(
+/// The checks on what the arguments name: the canonical value of the `#[tenant]` argument is
+/// the caller's tenant, that of the `#[environment]` argument the environment the call runs in
+/// (a string: a string, a newtype of one, or a unit enum variant by its serde name).
+fn authorize_arguments(
     contract: &ToolContract,
     ctx: &CallContext,
-    scope: ArgumentScope,
+    canonical: &Value,
 ) -> Result<(), Rejection> {
+    let named = |argument: &str| canonical.get(argument).and_then(Value::as_str);
     if let Some(argument) = contract.tenant_argument() {
-        let named = scope.tenant.as_ref().and_then(Value::as_str);
+        let named = named(argument);
         match (ctx.tenant(), named) {
             (Some(tenant), Some(named)) if tenant == named => {}
             (None, _) => {
@@ -170,7 +146,7 @@ pub(crate) fn authorize_arguments(
         }
     }
     if let Some(argument) = contract.environment_argument() {
-        let named = scope.environment.as_ref().and_then(Value::as_str);
+        let named = named(argument);
         if named.is_none() || named != ctx.environment() {
             let runs_in = ctx.environment().unwrap_or("no environment");
             return Err(Rejection::new(
@@ -237,27 +213,24 @@ mod tests {
     #[test]
     fn tenants_must_match_and_exist() {
         let tool = contract().tenant_argument("tenant_id").build();
-        let scope = |tenant: Value| ArgumentScope {
-            tenant: Some(tenant),
-            environment: None,
-        };
+        let scope = |tenant: Value| json!({ "tenant_id": tenant });
         let member = CallContext::new("a").with_tenant("t_001");
         assert_eq!(
-            code(authorize_arguments(&tool, &member, scope(json!("t_001")))),
+            code(authorize_arguments(&tool, &member, &scope(json!("t_001")))),
             None
         );
-        let other = authorize_arguments(&tool, &member, scope(json!("t_999"))).unwrap_err();
+        let other = authorize_arguments(&tool, &member, &scope(json!("t_999"))).unwrap_err();
         assert_eq!(
             (other.code(), other.path()),
             (RejectionCode::TenantMismatch, Some("/tenant_id"))
         );
         assert_eq!(
-            code(authorize_arguments(&tool, &member, scope(json!(1)))),
+            code(authorize_arguments(&tool, &member, &scope(json!(1)))),
             Some(RejectionCode::TenantMismatch)
         );
         let homeless = CallContext::new("a");
         assert_eq!(
-            code(authorize_arguments(&tool, &homeless, scope(json!("t_001")))),
+            code(authorize_arguments(&tool, &homeless, &scope(json!("t_001")))),
             Some(RejectionCode::TenantMismatch)
         );
     }
@@ -265,21 +238,18 @@ mod tests {
     #[test]
     fn environment_arguments_must_name_where_the_call_runs() {
         let tool = contract().environment_argument("environment").build();
-        let scope = |environment: Value| ArgumentScope {
-            tenant: None,
-            environment: Some(environment),
-        };
+        let scope = |environment: Value| json!({ "environment": environment });
         let production = CallContext::new("a").with_environment("production");
         assert_eq!(
             code(authorize_arguments(
                 &tool,
                 &production,
-                scope(json!("production"))
+                &scope(json!("production"))
             )),
             None
         );
         let rejection =
-            authorize_arguments(&tool, &production, scope(json!("development"))).unwrap_err();
+            authorize_arguments(&tool, &production, &scope(json!("development"))).unwrap_err();
         assert_eq!(rejection.code(), RejectionCode::EnvironmentMismatch);
         assert_eq!(rejection.path(), Some("/environment"));
         let nowhere = CallContext::new("a");
@@ -287,7 +257,7 @@ mod tests {
             code(authorize_arguments(
                 &tool,
                 &nowhere,
-                scope(json!("production"))
+                &scope(json!("production"))
             )),
             Some(RejectionCode::EnvironmentMismatch)
         );

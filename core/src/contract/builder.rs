@@ -1,0 +1,170 @@
+//! [`ContractBuilder`]: how `#[tool]` and hand-written tools state a contract.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::{AllowedValuesFn, DynamicValues, pointer_of, Approval, Risk, ToolContract};
+
+/// Builds a [`ToolContract`]; see [`ToolContract::builder`].
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct ContractBuilder {
+    pub(super) contract: ToolContract,
+}
+
+impl ContractBuilder {
+    /// Sets the risk.
+    pub fn risk(mut self, risk: Risk) -> Self {
+        self.contract.risk = risk;
+        self
+    }
+
+    /// Sets the roles that may call the tool (any one of them grants).
+    pub fn roles<I, S>(mut self, roles: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.contract.roles = roles.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets the environments the tool may run in.
+    pub fn environments<I, S>(mut self, environments: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.contract.environments = environments.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Names the argument that must equal the caller's tenant.
+    pub fn tenant_argument(mut self, argument: impl Into<String>) -> Self {
+        self.contract.tenant_argument = Some(argument.into());
+        self
+    }
+
+    /// Names the argument that must equal the environment the call runs in.
+    pub fn environment_argument(mut self, argument: impl Into<String>) -> Self {
+        self.contract.environment_argument = Some(argument.into());
+        self
+    }
+
+    /// Names the tool's own policy (see [`Tool::policy`](crate::Tool::policy)).
+    pub fn policy(mut self, policy: impl Into<String>) -> Self {
+        self.contract.policy = Some(policy.into());
+        self
+    }
+
+    /// Names the snapshot hook (see [`Tool::snapshot`](crate::Tool::snapshot)).
+    pub fn snapshot(mut self, hook: impl Into<String>) -> Self {
+        self.contract.snapshot = Some(hook.into());
+        self
+    }
+
+    /// Sets when a call needs approval.
+    pub fn approval(mut self, approval: Approval) -> Self {
+        self.contract.approval = approval;
+        self
+    }
+
+    /// Names the compensating function.
+    pub fn rollback(mut self, compensation: impl Into<String>) -> Self {
+        self.contract.rollback = Some(compensation.into());
+        self
+    }
+
+    /// Declares that the effect cannot be undone, and why.
+    pub fn irreversible(mut self, reason: impl Into<String>) -> Self {
+        self.contract.irreversible = Some(reason.into());
+        self
+    }
+
+    /// Declares that the tool only touches things the registry's owner controls (MCP's
+    /// `openWorldHint: false`).
+    pub fn closed_world(mut self) -> Self {
+        self.contract.open_world = false;
+        self
+    }
+
+    /// Declares that repeating a call has the same effect as making it once.
+    pub fn idempotent(mut self) -> Self {
+        self.contract.idempotent = true;
+        self
+    }
+
+    /// Declares that the tool only reads.
+    pub fn read_only(mut self) -> Self {
+        self.contract.read_only = true;
+        self
+    }
+
+    /// Sets the cost of one call.
+    pub fn cost(mut self, cost: u64) -> Self {
+        self.contract.cost = cost;
+        self
+    }
+
+    /// Sets the most calls of this tool one task may make.
+    pub fn max_calls_per_task(mut self, calls: u64) -> Self {
+        self.contract.max_calls_per_task = Some(calls);
+        self
+    }
+
+    /// Sets how long one call may run.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.contract.timeout = Some(timeout);
+        self
+    }
+
+    /// Gives `argument` (its name as the model sees it) the values `values` returns for the
+    /// call's context: the export shows them as the argument's `enum` (on `items` for a
+    /// list), and a call with another value is refused with `invalid_value`. `#[tool]` writes
+    /// it for `#[one_of(function)]`; a hand-written tool must also implement
+    /// [`Tool::argument_json`](crate::Tool::argument_json) for the argument, or its calls are
+    /// refused. Naming the argument again replaces its function.
+    ///
+    /// The function runs at every export and at every call: keep it fast, and deterministic
+    /// for a given context, so that the values the model is shown are the values its call is
+    /// held to. A panic in it during a call refuses the call with `tool_panicked`.
+    pub fn one_of(mut self, argument: impl Into<String>, values: AllowedValuesFn) -> Self {
+        let argument = argument.into();
+        self.contract
+            .dynamic_values
+            .retain(|dynamic| dynamic.argument != argument);
+        self.contract
+            .dynamic_values
+            .push(DynamicValues { argument, values });
+        self
+    }
+
+    /// Adds sensitive values: an argument's name as the model sees it (`password`), or a JSON
+    /// pointer into the arguments where `*` stands for every element of a list or value of a
+    /// map (`/cards/*/number`).
+    pub fn sensitive<I, S>(mut self, values: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        for pointer in values.into_iter().map(|value| pointer_of(value.into())) {
+            if !self.contract.sensitive.contains(&pointer) {
+                self.contract.sensitive.push(pointer);
+            }
+        }
+        self
+    }
+
+    /// Sets the output's schema.
+    pub fn output_schema(mut self, schema: Option<Value>) -> Self {
+        self.contract.output_schema = schema;
+        self
+    }
+
+    /// Finishes the contract. Call [`ToolContract::check`] to test it against the rules.
+    pub fn build(self) -> ToolContract {
+        self.contract
+    }
+}
+

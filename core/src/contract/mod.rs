@@ -1,0 +1,309 @@
+//! What a tool declares about itself: its name, description, risk, who may call it, how it is
+//! undone, and the schema of its arguments.
+
+mod builder;
+mod check;
+mod dynamic;
+mod sensitive;
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+
+pub use builder::ContractBuilder;
+pub use check::{ContractError, name_problem};
+pub(crate) use dynamic::DynamicValues;
+pub use dynamic::AllowedValuesFn;
+pub(crate) use dynamic::{AllowedValues, ValuesApply};
+pub use sensitive::REDACTED;
+pub(crate) use sensitive::pointer_of;
+
+/// How much harm a wrong call can do. Ordered: `Low < Medium < High < Critical`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Risk {
+    /// Harmless if wrong (reads, drafts).
+    #[default]
+    Low,
+    /// A wrong call is a nuisance that is easy to undo.
+    Medium,
+    /// A wrong call does real damage; the tool must declare a rollback or why it has none.
+    High,
+    /// A wrong call does damage that matters to the business (money, production data).
+    Critical,
+}
+
+impl Risk {
+    /// The risk as written in the attribute, e.g. `"high"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Risk::Low => "low",
+            Risk::Medium => "medium",
+            Risk::High => "high",
+            Risk::Critical => "critical",
+        }
+    }
+}
+
+impl fmt::Display for Risk {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// When a call needs a human's approval before it runs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize)]
+#[serde(rename_all = "snake_case", tag = "when", content = "predicate")]
+pub enum Approval {
+    /// The registry's default for the tool's risk decides.
+    #[default]
+    Default,
+    /// Never: the contract opts out.
+    Never,
+    /// Always.
+    Required,
+    /// When the named predicate over context and arguments says so.
+    Conditional(String),
+}
+
+
+/// Everything a tool declares, as data: what the model is shown, what the gates enforce and
+/// what a reviewer reads.
+///
+/// The `#[tool]` attribute builds it; a hand-written [`Tool`](crate::Tool) builds it with
+/// [`ToolContract::builder`].
+///
+/// ```
+/// use portcullis_core::{Risk, ToolContract};
+/// use serde_json::json;
+///
+/// let schema = json!({"type": "object", "additionalProperties": false});
+/// let contract = ToolContract::builder("refund", "Refund a payment.", schema)
+///     .risk(Risk::High)
+///     .roles(["billing_admin"])
+///     .irreversible("the payment provider cannot claw a refund back")
+///     .build();
+/// assert_eq!(contract.risk(), Risk::High);
+/// assert!(contract.check().is_ok());
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolContract {
+    name: String,
+    description: String,
+    risk: Risk,
+    roles: Vec<String>,
+    environments: Vec<String>,
+    tenant_argument: Option<String>,
+    environment_argument: Option<String>,
+    policy: Option<String>,
+    snapshot: Option<String>,
+    approval: Approval,
+    rollback: Option<String>,
+    irreversible: Option<String>,
+    idempotent: bool,
+    open_world: bool,
+    read_only: bool,
+    cost: u64,
+    max_calls_per_task: Option<u64>,
+    #[serde(serialize_with = "serialize_millis")]
+    timeout: Option<Duration>,
+    sensitive: Vec<String>,
+    #[serde(rename = "one_of")]
+    dynamic_values: Vec<DynamicValues>,
+    input_schema: Value,
+    output_schema: Option<Value>,
+}
+
+fn serialize_millis<S: serde::Serializer>(
+    timeout: &Option<Duration>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    timeout
+        .map(|timeout| timeout.as_millis())
+        .serialize(serializer)
+}
+
+impl ToolContract {
+    /// Starts a contract with the three things every tool has.
+    pub fn builder(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Value,
+    ) -> ContractBuilder {
+        ContractBuilder {
+            contract: ToolContract {
+                name: name.into(),
+                description: description.into(),
+                risk: Risk::Low,
+                roles: Vec::new(),
+                environments: Vec::new(),
+                tenant_argument: None,
+                environment_argument: None,
+                policy: None,
+                snapshot: None,
+                approval: Approval::Default,
+                rollback: None,
+                irreversible: None,
+                idempotent: false,
+                open_world: true,
+                read_only: false,
+                cost: 0,
+                max_calls_per_task: None,
+                timeout: None,
+                sensitive: Vec::new(),
+                dynamic_values: Vec::new(),
+                input_schema,
+                output_schema: None,
+            },
+        }
+    }
+
+    /// The name the model calls the tool by.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// What the tool does, for the model.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// How much harm a wrong call can do.
+    pub fn risk(&self) -> Risk {
+        self.risk
+    }
+
+    /// The roles that may call the tool (any one of them grants); empty means every caller.
+    pub fn roles(&self) -> &[String] {
+        &self.roles
+    }
+
+    /// The environments the tool may run in; empty means every environment.
+    pub fn environments(&self) -> &[String] {
+        &self.environments
+    }
+
+    /// The argument (its name as the model sees it) that must equal the caller's tenant.
+    pub fn tenant_argument(&self) -> Option<&str> {
+        self.tenant_argument.as_deref()
+    }
+
+    /// The argument (its name as the model sees it) that must equal the environment the call
+    /// runs in.
+    pub fn environment_argument(&self) -> Option<&str> {
+        self.environment_argument.as_deref()
+    }
+
+    /// The name of the tool's own policy, if it declares one.
+    pub fn policy(&self) -> Option<&str> {
+        self.policy.as_deref()
+    }
+
+    /// The name of the hook that snapshots the state a call changes, if the tool declares one.
+    pub fn snapshot(&self) -> Option<&str> {
+        self.snapshot.as_deref()
+    }
+
+    /// Whether a caller with `ctx`'s roles may use the tool: the tool names no role, or the
+    /// caller holds one of them. A tool the caller may not use is not exported to it.
+    pub fn grants(&self, ctx: &crate::CallContext) -> bool {
+        self.roles.is_empty() || self.roles.iter().any(|role| ctx.has_role(role))
+    }
+
+    /// When a call needs a human's approval.
+    pub fn approval(&self) -> &Approval {
+        &self.approval
+    }
+
+    /// Whether a compensating action is declared.
+    pub fn has_rollback(&self) -> bool {
+        self.rollback.is_some()
+    }
+
+    /// The name of the compensating function, if one is declared.
+    pub fn rollback(&self) -> Option<&str> {
+        self.rollback.as_deref()
+    }
+
+    /// Why the tool's effect cannot be undone, if it cannot.
+    pub fn irreversible(&self) -> Option<&str> {
+        self.irreversible.as_deref()
+    }
+
+    /// Whether repeating a call has the same effect as making it once.
+    pub fn idempotent(&self) -> bool {
+        self.idempotent
+    }
+
+    /// Whether the tool reaches beyond a closed set of things the registry's owner controls
+    /// (the web, third-party services, other people's inboxes). Declared with
+    /// `open_world = false` for tools that only touch their own system; true by default.
+    pub fn open_world(&self) -> bool {
+        self.open_world
+    }
+
+    /// Whether the tool only reads.
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// The cost of one call, in the unit the application's budgets use.
+    pub fn cost(&self) -> u64 {
+        self.cost
+    }
+
+    /// The most calls of this tool one task may make.
+    pub fn max_calls_per_task(&self) -> Option<u64> {
+        self.max_calls_per_task
+    }
+
+    /// How long one call may run.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// The sensitive values, redacted in audit records, tickets and `Debug`, and never repeated
+    /// in a refusal: JSON pointers into the arguments, `*` standing for every element of a list
+    /// or value of a map (`/admin_note`, `/cards/*/number`).
+    pub fn sensitive(&self) -> &[String] {
+        &self.sensitive
+    }
+
+    /// The JSON Schema (2020-12) of the arguments, without the current values of dynamic
+    /// arguments: what the model is shown is [`input_schema_for`](Self::input_schema_for).
+    pub fn input_schema(&self) -> &Value {
+        &self.input_schema
+    }
+
+    /// The JSON Schema of the output, where the output type has one.
+    pub fn output_schema(&self) -> Option<&Value> {
+        self.output_schema.as_ref()
+    }
+
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn builder(name: &str) -> ContractBuilder {
+        ToolContract::builder(
+            name,
+            "Does a thing.",
+            json!({"type": "object", "additionalProperties": false}),
+        )
+    }
+
+    #[test]
+    fn serializes_for_review() {
+        let contract = builder("a").timeout(Duration::from_millis(1500)).build();
+        let value = serde_json::to_value(&contract).unwrap();
+        assert_eq!(value["timeout"], 1500);
+        assert_eq!(value["risk"], "low");
+        assert_eq!(value["approval"], json!({"when": "default"}));
+    }
+}
+

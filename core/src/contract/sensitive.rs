@@ -1,0 +1,125 @@
+//! Sensitive arguments: where they are in the arguments, and their redaction.
+//!
+//! A contract names each sensitive value by a JSON pointer into the arguments (RFC 6901), where
+//! the segment `*` stands for every element of an array or every value of a map:
+//! `/admin_note`, `/card/number`, `/cards/*/number`.
+
+use serde_json::Value;
+
+use super::ToolContract;
+use crate::gate::decode::Segment;
+
+/// What replaces a `#[sensitive]` value in a record, a ticket and `Debug`.
+pub const REDACTED: &str = "[redacted]";
+
+/// The segment of a sensitive pointer that stands for every element or map value.
+const ANY: &str = "*";
+
+impl ToolContract {
+    /// Whether the value at `path` is, or lies within, a sensitive value.
+    pub(crate) fn is_sensitive(&self, path: &[Segment]) -> bool {
+        self.sensitive.iter().any(|pointer| {
+            let segments: Vec<String> = segments(pointer).collect();
+            segments.len() <= path.len()
+                && segments.iter().zip(path).all(|(wanted, at)| match at {
+                    _ if wanted == ANY => true,
+                    Segment::Key(key) => wanted == key,
+                    Segment::Index(index) => wanted == &index.to_string(),
+                })
+        })
+    }
+
+    /// Replaces every sensitive value in `arguments` with [`REDACTED`].
+    pub(crate) fn redact(&self, arguments: &mut Value) {
+        for pointer in &self.sensitive {
+            let segments: Vec<String> = segments(pointer).collect();
+            redact_at(arguments, &segments);
+        }
+    }
+}
+
+/// A sensitive argument named as the model sees it, or a pointer already.
+pub(crate) fn pointer_of(name: String) -> String {
+    if name.starts_with('/') {
+        name
+    } else {
+        format!("/{}", name.replace('~', "~0").replace('/', "~1"))
+    }
+}
+
+/// The unescaped segments of a pointer.
+fn segments(pointer: &str) -> impl Iterator<Item = String> + '_ {
+    pointer
+        .split('/')
+        .skip(1)
+        .map(|segment| segment.replace("~1", "/").replace("~0", "~"))
+}
+
+fn redact_at(value: &mut Value, segments: &[String]) {
+    let Some((first, rest)) = segments.split_first() else {
+        *value = Value::String(REDACTED.to_owned());
+        return;
+    };
+    match value {
+        Value::Object(members) if first == ANY => {
+            members.values_mut().for_each(|member| redact_at(member, rest));
+        }
+        Value::Object(members) => {
+            if let Some(member) = members.get_mut(first) {
+                redact_at(member, rest);
+            }
+        }
+        Value::Array(items) if first == ANY => {
+            items.iter_mut().for_each(|item| redact_at(item, rest));
+        }
+        Value::Array(items) => {
+            if let Some(item) = first.parse::<usize>().ok().and_then(|at| items.get_mut(at)) {
+                redact_at(item, rest);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn contract(sensitive: &[&str]) -> ToolContract {
+        ToolContract::builder(
+            "t",
+            "A tool.",
+            json!({"type": "object", "additionalProperties": false}),
+        )
+        .sensitive(sensitive.iter().copied())
+        .build()
+    }
+
+    #[test]
+    fn pointers_reach_into_lists_and_maps() {
+        let contract = contract(&["password", "/cards/*/number", "/vault/*"]);
+        let mut arguments = json!({
+            "user": "a",
+            "password": "hunter2",
+            "cards": [{"number": "4111", "label": "work"}, {"label": "none"}],
+            "vault": {"a": 1, "b": {"c": 2}},
+        });
+        contract.redact(&mut arguments);
+        assert_eq!(
+            arguments,
+            json!({
+                "user": "a",
+                "password": REDACTED,
+                "cards": [{"number": REDACTED, "label": "work"}, {"label": "none"}],
+                "vault": {"a": REDACTED, "b": REDACTED},
+            })
+        );
+        let key = |key: &str| Segment::Key(key.into());
+        assert!(contract.is_sensitive(&[key("password")]));
+        assert!(contract.is_sensitive(&[key("cards"), Segment::Index(3), key("number")]));
+        assert!(contract.is_sensitive(&[key("vault"), key("x"), key("y")]));
+        assert!(!contract.is_sensitive(&[key("cards"), Segment::Index(0), key("label")]));
+        assert!(!contract.is_sensitive(&[]));
+    }
+}

@@ -1,0 +1,60 @@
+//! The budget gate: the task, the actor and the tool are within their limits. The counting is
+//! the [`BudgetStore`]'s; this gate builds the charge and reports how calls ended.
+
+pub(crate) mod store;
+
+use super::decode::{Canonical, canonical_text};
+use crate::{BudgetLimits, BudgetStore, CallContext, Charge, Outcome, Rejection};
+use crate::{RejectionCode, ToolContract};
+
+/// The registry's limits and the store that counts against them.
+pub(crate) struct Budget {
+    pub(crate) limits: BudgetLimits,
+    pub(crate) store: Box<dyn BudgetStore>,
+}
+
+impl Budget {
+    /// Whether calls of a tool with `contract` are counted at all.
+    pub(crate) fn applies_to(&self, contract: &ToolContract) -> bool {
+        self.limits != BudgetLimits::default() || contract.max_calls_per_task().is_some()
+    }
+
+    /// Reserves one call, or refuses it without counting anything. The stalled-loop breaker
+    /// compares canonical arguments: the same call with its keys in another order, or `5.0`
+    /// for `5`, is the same call.
+    pub(crate) async fn reserve(
+        &self,
+        ctx: &CallContext,
+        contract: &ToolContract,
+        canonical: &Canonical<'_>,
+    ) -> Result<(), Rejection> {
+        let canonical = match self.limits.stalled_loop_after {
+            Some(_) => Some(canonical_text(canonical.get()?)),
+            None => None,
+        };
+        let charge = Charge {
+            task: ctx.task_id(),
+            actor: ctx.actor(),
+            tool: contract.name(),
+            cost: contract.cost(),
+            tool_max_calls_per_task: contract.max_calls_per_task(),
+            canonical_arguments: canonical.as_deref(),
+        };
+        self.store.reserve(charge, &self.limits).await
+    }
+
+    /// Tells the store whether the tool failed, for the circuit breaker.
+    pub(crate) async fn settle(&self, contract: &ToolContract, outcome: &Outcome) {
+        let failed = matches!(
+            outcome.code(),
+            Some(
+                RejectionCode::ToolFailed
+                    | RejectionCode::ToolTimeout
+                    | RejectionCode::ToolPanicked
+            )
+        );
+        self.store
+            .settle(contract.name(), failed, &self.limits)
+            .await;
+    }
+}

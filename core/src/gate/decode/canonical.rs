@@ -1,0 +1,232 @@
+//! The canonical arguments: what the tool receives, written as JSON by the arguments' own
+//! `Serialize` (defaults filled in, numbers in the form the type holds, renames applied), and
+//! the canonical text by which two JSON values are compared.
+//!
+//! Every gate after decode judges the canonical arguments, never the model's text: `1.0` is the
+//! integer 1 to the tool, so it is the integer 1 to every policy.
+
+use std::fmt::Write as _;
+use std::sync::OnceLock;
+
+use serde::Serialize;
+use serde_json::{Number, Value};
+
+use super::strict_json::Node;
+use crate::{Rejection, RejectionCode};
+
+/// The canonical arguments of one call, written from its typed arguments the first time a gate
+/// reads them (a call no gate reads them for does not pay for them), and kept for the audit.
+pub(crate) struct Canonical<'a> {
+    write: &'a (dyn Fn() -> Result<Value, Rejection> + Sync),
+    kept: &'a OnceLock<Value>,
+}
+
+impl<'a> Canonical<'a> {
+    /// The canonical arguments of `write`'s typed arguments, kept in `kept`.
+    pub(crate) fn new(
+        write: &'a (dyn Fn() -> Result<Value, Rejection> + Sync),
+        kept: &'a OnceLock<Value>,
+    ) -> Self {
+        Canonical { write, kept }
+    }
+
+    /// The canonical arguments.
+    pub(crate) fn get(&self) -> Result<&'a Value, Rejection> {
+        if let Some(value) = self.kept.get() {
+            return Ok(value);
+        }
+        let value = (self.write)()?;
+        Ok(self.kept.get_or_init(|| value))
+    }
+}
+
+/// The canonical arguments of decoded `args`. A type whose `Serialize` fails cannot be shown to
+/// the gates that read JSON, so the call is refused rather than judged on something else.
+pub(crate) fn canonical_of<A: Serialize>(args: &A) -> Result<Value, Rejection> {
+    serde_json::to_value(args).map_err(|error| {
+        Rejection::new(
+            RejectionCode::InvalidValue,
+            format!("the decoded arguments cannot be written as JSON: {error}"),
+        )
+        .with_reason("arguments_not_serializable")
+        .with_retryable(false)
+    })
+}
+
+/// A JSON value, parsed from the model's text ([`Node`]) or built ([`Value`]), as the gates
+/// that compare and check values read it.
+pub(crate) trait JsonView: Sized {
+    /// The value's kind and contents; an object's members through the methods below.
+    fn view(&self) -> View<'_, Self>;
+
+    /// The member `key` of an object.
+    fn member(&self, key: &str) -> Option<&Self>;
+
+    /// Every member of an object, in the object's order.
+    fn for_each_member<'a>(&'a self, visit: &mut dyn FnMut(&'a str, &'a Self));
+}
+
+/// One JSON value, borrowed.
+pub(crate) enum View<'a, J> {
+    Null,
+    Bool(bool),
+    Number(&'a Number),
+    String(&'a str),
+    Array(&'a [J]),
+    /// An object, of so many members.
+    Object(usize),
+}
+
+impl JsonView for Value {
+    fn view(&self) -> View<'_, Value> {
+        match self {
+            Value::Null => View::Null,
+            Value::Bool(value) => View::Bool(*value),
+            Value::Number(number) => View::Number(number),
+            Value::String(text) => View::String(text),
+            Value::Array(items) => View::Array(items),
+            Value::Object(members) => View::Object(members.len()),
+        }
+    }
+
+    fn member(&self, key: &str) -> Option<&Value> {
+        self.as_object()?.get(key)
+    }
+
+    fn for_each_member<'a>(&'a self, visit: &mut dyn FnMut(&'a str, &'a Value)) {
+        if let Value::Object(members) = self {
+            members.iter().for_each(|(key, value)| visit(key, value));
+        }
+    }
+}
+
+impl<'n> JsonView for Node<'n> {
+    fn view(&self) -> View<'_, Node<'n>> {
+        match self {
+            Node::Null => View::Null,
+            Node::Bool(value) => View::Bool(*value),
+            Node::Number(number) => View::Number(number),
+            Node::String(text) => View::String(text),
+            Node::Array(items) => View::Array(items),
+            Node::Object(entries) => View::Object(entries.len()),
+        }
+    }
+
+    fn member(&self, key: &str) -> Option<&Node<'n>> {
+        match self {
+            Node::Object(entries) => entries
+                .iter()
+                .find(|(name, _)| name == key)
+                .map(|(_, value)| value),
+            _ => None,
+        }
+    }
+
+    fn for_each_member<'a>(&'a self, visit: &mut dyn FnMut(&'a str, &'a Node<'n>)) {
+        if let Node::Object(entries) = self {
+            entries.iter().for_each(|(key, value)| visit(key, value));
+        }
+    }
+}
+
+/// The canonical text of `value`: compact JSON with every object's members sorted by key and
+/// every number written by its value, so that two values JSON Schema calls equal have the same
+/// text, and two it calls different do not. Costs one pass and one string.
+pub(crate) fn canonical_text<J: JsonView>(value: &J) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical<J: JsonView>(value: &J, out: &mut String) {
+    match value.view() {
+        View::Null => out.push_str("null"),
+        View::Bool(value) => out.push_str(if value { "true" } else { "false" }),
+        View::Number(number) => write_number(number, out),
+        View::String(text) => {
+            // A string's JSON form is unambiguous, and `Value`'s writer cannot fail.
+            out.push_str(&Value::from(text).to_string());
+        }
+        View::Array(items) => {
+            out.push('[');
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        View::Object(len) => {
+            let mut sorted: Vec<(&str, &J)> = Vec::with_capacity(len);
+            value.for_each_member(&mut |key, item| sorted.push((key, item)));
+            sorted.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
+            out.push('{');
+            for (index, (key, item)) in sorted.into_iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::from(key).to_string());
+                out.push(':');
+                write_canonical(item, out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// A number by its value: integers (and integral floats, exactly) in decimal, other floats in
+/// the shortest form that reads back as the same float.
+fn write_number(number: &Number, out: &mut String) {
+    if let Some(value) = exact_integer(number) {
+        let _ = write!(out, "{value}");
+    } else if let Some(value) = number.as_f64() {
+        let _ = write!(out, "{value:?}");
+    }
+}
+
+/// The number as an exact integer, where it is one: `5`, `5.0` and `5e0` alike. Floats are
+/// integral only as far as they are exact, which every float within `i128` is.
+pub(crate) fn exact_integer(number: &Number) -> Option<i128> {
+    if let Some(value) = number.as_u64() {
+        return Some(value.into());
+    }
+    if let Some(value) = number.as_i64() {
+        return Some(value.into());
+    }
+    let value = number.as_f64()?;
+    const LIMIT: f64 = 1.0e38;
+    (value.fract() == 0.0 && value.abs() < LIMIT).then_some(value as i128)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn equal_values_have_one_text() {
+        assert_eq!(canonical_text(&json!(12)), canonical_text(&json!(12.0)));
+        assert_eq!(
+            canonical_text(&json!({"b": [1, {"d": 2.0, "c": "x"}], "a": null})),
+            r#"{"a":null,"b":[1,{"c":"x","d":2}]}"#
+        );
+        assert_ne!(canonical_text(&json!(1)), canonical_text(&json!("1")));
+        assert_ne!(canonical_text(&json!(-1)), canonical_text(&json!(u64::MAX)));
+        assert_ne!(
+            canonical_text(&json!(u64::MAX)),
+            canonical_text(&json!(18_446_744_073_709_551_616.0)),
+            "2^64 is not u64::MAX"
+        );
+        assert_eq!(canonical_text(&json!(0.5)), "0.5");
+        assert_eq!(canonical_text(&json!(-0.0)), "0");
+    }
+
+    #[test]
+    fn parsed_text_and_values_agree() {
+        let text = r#"{"z": 1e0, "a": ["é\n", true]}"#;
+        let node = super::super::strict_json::parse(text, 8).unwrap();
+        let value: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(canonical_text(&node), canonical_text(&value));
+    }
+}
