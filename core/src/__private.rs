@@ -247,8 +247,8 @@ impl<T> OutputHasNoSchema for &OutputSchema<T> {
 pub use validator::ValidationErrors;
 
 pub use crate::{
-    Approval, BoxFuture, CallContext, Decision, IntoToolResult, Invocation,
-    PolicyError, Risk, Tool, ToolContract, ToolError, schema_for,
+    Approval, BoxFuture, CallContext, Decision, IntoToolResult, Invocation, PolicyError, Risk,
+    Tool, ToolContract, ToolError, schema_for,
 };
 pub use std::result::Result;
 
@@ -264,7 +264,13 @@ pub trait ToolArguments:
 }
 
 impl<T> ToolArguments for T where
-    T: DeserializeOwned + serde::Serialize + JsonSchema + validator::Validate + Send + Sync + 'static
+    T: DeserializeOwned
+        + serde::Serialize
+        + JsonSchema
+        + validator::Validate
+        + Send
+        + Sync
+        + 'static
 {
 }
 

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-
 /// The caller of a tool call: actor, roles, tenant, environment, task and trace ids, the user's
 /// original request, and typed extensions for application data.
 ///

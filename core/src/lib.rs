@@ -24,21 +24,21 @@ mod tool;
 mod transaction;
 pub mod wire;
 
-pub use gate::approve::store::{
-    ApprovalDecision, ApprovalStore, Approver, AutoApprove, AutoReject, InMemoryApprovalStore,
-    PendingCall, Ticket,
-};
-pub use gate::budget::store::{
-    BudgetLimits, BudgetStore, Charge, CircuitBreaker, InMemoryBudgetStore, RateLimit,
-};
 pub use call::{Arguments, ToolCall};
 pub use context::{CallContext, ToolChoice};
 pub use contract::{
     AllowedValuesFn, Approval, ContractBuilder, ContractError, Risk, ToolContract, name_problem,
 };
+pub use gate::approve::store::{
+    ApprovalDecision, ApprovalStore, Approver, AutoApprove, AutoReject, InMemoryApprovalStore,
+    PendingCall, Ticket,
+};
+pub use gate::authorize::policy::{Decision, Policy, PolicyError, PolicyRequest, ReadOnlyRequests};
+pub use gate::budget::store::{
+    BudgetLimits, BudgetStore, Charge, CircuitBreaker, InMemoryBudgetStore, RateLimit,
+};
 pub use gate::{DecodeLimits, Gate};
 pub use outcome::Outcome;
-pub use gate::authorize::policy::{Decision, Policy, PolicyError, PolicyRequest, ReadOnlyRequests};
 pub use registry::{BuildError, Registry, RegistryBuilder};
 pub use rejection::{Rejection, RejectionCode, Violation};
 pub use schema::schema_for;

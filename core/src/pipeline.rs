@@ -31,8 +31,9 @@ use crate::gate::authorize::{authorize, authorize_caller};
 use crate::gate::decode::{self, Canonical, canonical_of};
 use crate::gate::execute::{Contained, Execution, contained, execute};
 use crate::gate::resolve::{check_choice, resolve};
+use crate::gate::validate::SchemaCheck;
 use crate::gate::validate::validate;
-use crate::registry::Settings;
+use crate::registry::{Registered, Settings};
 use crate::tool::BoxFuture;
 use crate::{
     ApprovalDecision, Arguments, CallContext, Outcome, PendingCall, Registry, Rejection,
@@ -59,6 +60,8 @@ pub(crate) trait ErasedTool: Send + Sync {
 pub(crate) struct Passage<'a> {
     pub(crate) ctx: &'a CallContext,
     pub(crate) call: &'a ToolCall,
+    /// The tool's arguments schema, compiled.
+    pub(crate) check: &'a SchemaCheck,
     pub(crate) settings: &'a Settings,
     /// A reviewer approved the call: the approve gate lets it pass.
     pub(crate) approved: bool,
@@ -82,11 +85,7 @@ impl<T: Tool> ErasedTool for T {
     }
 
     fn run<'a>(&'a self, passage: Passage<'a>) -> BoxFuture<'a, Outcome> {
-        Box::pin(async move {
-            gates(self, passage)
-                .await
-                .unwrap_or_else(Outcome::Rejected)
-        })
+        Box::pin(async move { gates(self, passage).await.unwrap_or_else(Outcome::Rejected) })
     }
 
     fn compensation<'a>(
@@ -111,6 +110,7 @@ async fn gates<T: Tool>(tool: &T, passage: Passage<'_>) -> Result<Outcome, Rejec
     let Passage {
         ctx,
         call,
+        check,
         settings,
         approved,
         facts,
@@ -118,7 +118,7 @@ async fn gates<T: Tool>(tool: &T, passage: Passage<'_>) -> Result<Outcome, Rejec
     let contract = Tool::contract(tool);
 
     // 2. decode: the typed arguments, once; the canonical arguments from them, when read.
-    let decoded = decode::decode::<T::Args>(contract, &call.arguments, &settings.limits)?;
+    let decoded = decode::decode::<T::Args>(contract, check, &call.arguments, &settings.limits)?;
     let args = decoded.args;
     let write = || canonical_of(&args);
     let canonical = Canonical::new(&write, &facts.canonical);
@@ -126,6 +126,7 @@ async fn gates<T: Tool>(tool: &T, passage: Passage<'_>) -> Result<Outcome, Rejec
     // 3. validate
     validate(
         tool.validate_args(&args),
+        decoded.violations,
         contract,
         ctx,
         &decoded.left_out,
@@ -282,8 +283,7 @@ impl Registry {
             Outcome::Rejected(Rejection::new(code, message).with_retryable(false))
         };
         let mut original_arguments = None;
-        let (outcome, contract, resolution) = if ticket.is_expired(crate::gate::approve::now_ms())
-        {
+        let (outcome, contract, resolution) = if ticket.is_expired(crate::gate::approve::now_ms()) {
             let outcome = refused(
                 RejectionCode::ApprovalExpired,
                 "nobody approved the call in time".to_owned(),
@@ -342,10 +342,11 @@ impl Registry {
             contract,
         };
         // 1. resolve: a tool the caller may not use is hinted at no more than a missing one.
-        let tool = match resolve(self.tools(), &call.name, |tool| {
-            tool.contract().grants(ctx) && ctx.tool_choice().allows(tool.contract().name())
+        let Registered { tool, check } = match resolve(self.tools(), &call.name, |entry| {
+            let contract = entry.tool.contract();
+            contract.grants(ctx) && ctx.tool_choice().allows(contract.name())
         }) {
-            Ok(tool) => tool,
+            Ok(entry) => entry,
             Err(rejection) => return refused(rejection, None),
         };
         let contract = tool.contract();
@@ -360,6 +361,7 @@ impl Registry {
         let passage = Passage {
             ctx,
             call,
+            check,
             settings: self.settings(),
             approved,
             facts,

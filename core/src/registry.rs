@@ -15,6 +15,7 @@ use crate::gate::approve::Approvals;
 use crate::gate::authorize::Rules;
 use crate::gate::budget::Budget;
 use crate::gate::repeat::RanCalls;
+use crate::gate::validate::SchemaCheck;
 use crate::pipeline::ErasedTool;
 use crate::{
     ApprovalStore, Approver, BudgetLimits, BudgetStore, CallContext, ContractError, DecodeLimits,
@@ -38,8 +39,15 @@ pub struct Registry {
 
 struct Inner {
     /// Sorted by name: looked up by binary search, exported in a stable order.
-    tools: Vec<(String, Box<dyn ErasedTool>)>,
+    tools: Vec<(String, Registered)>,
     settings: Settings,
+}
+
+/// A tool as the registry keeps it: the tool, and the check of its arguments' schema,
+/// compiled once.
+pub(crate) struct Registered {
+    pub(crate) tool: Box<dyn ErasedTool>,
+    pub(crate) check: SchemaCheck,
 }
 
 /// What the gates after resolve need from the registry.
@@ -87,7 +95,7 @@ impl Registry {
         let index = tools
             .binary_search_by(|(candidate, _)| candidate.as_str().cmp(name))
             .ok()?;
-        Some(&*tools[index].1)
+        Some(&*tools[index].1.tool)
     }
 
     /// The calls waiting for a human, oldest first.
@@ -95,7 +103,7 @@ impl Registry {
         self.inner.settings.approvals.store.pending().await
     }
 
-    pub(crate) fn tools(&self) -> &[(String, Box<dyn ErasedTool>)] {
+    pub(crate) fn tools(&self) -> &[(String, Registered)] {
         &self.inner.tools
     }
 
@@ -110,7 +118,10 @@ impl Registry {
 
     /// Every tool's contract, sorted by name.
     pub fn contracts(&self) -> impl Iterator<Item = &ToolContract> {
-        self.inner.tools.iter().map(|(_, tool)| tool.contract())
+        self.inner
+            .tools
+            .iter()
+            .map(|(_, entry)| entry.tool.contract())
     }
 
     /// Whether the registry was built for `profile`.
@@ -316,18 +327,26 @@ impl RegistryBuilder {
         }
         let mut tools = Vec::with_capacity(self.tools.len());
         for tool in self.tools {
-            tool.contract()
-                .check()
-                .map_err(BuildError::InvalidContract)?;
-            tools.push((tool.contract().name().to_owned(), tool));
+            let contract = tool.contract();
+            contract.check().map_err(BuildError::InvalidContract)?;
+            let check = SchemaCheck::compile(contract.input_schema()).map_err(|reason| {
+                BuildError::InvalidContract(ContractError {
+                    tool: contract.name().to_owned(),
+                    reason,
+                })
+            })?;
+            tools.push((contract.name().to_owned(), Registered { tool, check }));
         }
         tools.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
         if let Some(pair) = tools.windows(2).find(|pair| pair[0].0 == pair[1].0) {
             return Err(BuildError::DuplicateTool(pair[0].0.clone()));
         }
         for profile in &self.settings.profiles {
-            check_all(*profile, tools.iter().map(|(_, tool)| tool.contract()))
-                .map_err(BuildError::Profile)?;
+            check_all(
+                *profile,
+                tools.iter().map(|(_, entry)| entry.tool.contract()),
+            )
+            .map_err(BuildError::Profile)?;
         }
         Ok(Registry {
             inner: Arc::new(Inner {

@@ -56,13 +56,17 @@ fn format_range(format: &str) -> Option<(Value, Value)> {
 fn state_type_ranges(schema: &mut Value) {
     match schema {
         Value::Object(object) => {
-            if let Some((min, max)) = object
+            let format = object
                 .get("format")
                 .and_then(Value::as_str)
-                .and_then(format_range)
-            {
+                .map(str::to_owned);
+            let format = format.as_deref();
+            if let Some((min, max)) = format.and_then(format_range) {
                 tighten(object, "minimum", min, Ordering::Greater);
                 tighten(object, "maximum", max, Ordering::Less);
+            }
+            if format == Some("float") {
+                state_f32_exclusive_bounds(object);
             }
             // Keywords that hold data rather than schemas are left as they are.
             object
@@ -78,6 +82,42 @@ fn state_type_ranges(schema: &mut Value) {
         Value::Array(items) => items.iter_mut().for_each(state_type_ranges),
         _ => {}
     }
+}
+
+/// An `f32` argument is checked twice: as sent, against the schema, and as the `f32` it
+/// becomes, by its own `Validate`. A number just inside an exclusive bound can round onto it
+/// (`99.999999` is `100.0` as an `f32`), which the second check refuses and the first cannot
+/// see. So the schema also states the inclusive bound of the nearest `f32` inside: every number
+/// within it rounds to an `f32` within the exclusive bound, and every number beyond it is
+/// refused by both.
+fn state_f32_exclusive_bounds(object: &mut Map<String, Value>) {
+    let nearest_inside = |bound: f64, below: bool| {
+        let mut candidate = bound as f32;
+        while (below && f64::from(candidate) >= bound) || (!below && f64::from(candidate) <= bound)
+        {
+            candidate = step(candidate, below);
+        }
+        candidate
+    };
+    if let Some(bound) = object.get("exclusiveMaximum").and_then(Value::as_f64) {
+        let inside = f64::from(nearest_inside(bound, true));
+        tighten(object, "maximum", inside.into(), Ordering::Less);
+    }
+    if let Some(bound) = object.get("exclusiveMinimum").and_then(Value::as_f64) {
+        let inside = f64::from(nearest_inside(bound, false));
+        tighten(object, "minimum", inside.into(), Ordering::Greater);
+    }
+}
+
+/// The `f32` next to `value`, below it or above it.
+fn step(value: f32, below: bool) -> f32 {
+    if value == 0.0 {
+        let smallest = f32::from_bits(1);
+        return if below { -smallest } else { smallest };
+    }
+    let bits = value.to_bits();
+    let away_from_zero = (value > 0.0) != below;
+    f32::from_bits(if away_from_zero { bits + 1 } else { bits - 1 })
 }
 
 /// Sets `key` to `bound` unless the declared value is already as tight: equal to it, or beyond
@@ -123,6 +163,8 @@ mod tests {
         big: u64,
         maybe: Option<u32>,
         ratio: f32,
+        #[schemars(extend("exclusiveMinimum" = 0.0, "exclusiveMaximum" = 100.0))]
+        share: f32,
     }
 
     #[test]
@@ -144,6 +186,15 @@ mod tests {
         assert_eq!(properties["maybe"]["maximum"], json!(u32::MAX));
         assert_eq!(properties["ratio"]["maximum"], json!(f64::from(f32::MAX)));
         assert!(schema.get("$schema").is_none());
+        assert_eq!(
+            properties["share"]["maximum"],
+            json!(f64::from(99.99999_f32))
+        );
+        assert_eq!(properties["share"]["exclusiveMaximum"], json!(100.0));
+        assert_eq!(
+            properties["share"]["minimum"],
+            json!(f64::from(f32::from_bits(1)))
+        );
         assert!(schema.get("title").is_none());
     }
 }

@@ -457,6 +457,8 @@ struct ValidateRules {
     nested: bool,
     exclusive_min: Option<Expr>,
     exclusive_max: Option<Expr>,
+    /// `does_not_contain(pattern = "...")`: the substring, shown as `not: {pattern}`.
+    forbidden: Option<String>,
     /// Checks JSON Schema cannot express; the description names them.
     unexpressed: Vec<String>,
 }
@@ -499,7 +501,13 @@ impl ValidateRules {
                         .push(format!("the custom check `{function}`"));
                 }
                 "nested" => self.nested = true,
-                "does_not_contain" => self.unexpressed.push("a forbidden substring".to_owned()),
+                "does_not_contain" => match value("pattern") {
+                    Some(Expr::Lit(ExprLit {
+                        lit: Lit::Str(text),
+                        ..
+                    })) => self.forbidden = Some(text.value()),
+                    _ => self.unexpressed.push("a forbidden substring".to_owned()),
+                },
                 "must_match" => self
                     .unexpressed
                     .push("a match with another argument".to_owned()),
@@ -522,6 +530,11 @@ impl ValidateRules {
         if let Some(bound) = self.exclusive_max {
             attrs.push(quote!(#[schemars(extend("exclusiveMaximum" = #bound))]));
         }
+        if let Some(substring) = self.forbidden {
+            let pattern = literal_pattern(&substring);
+            attrs
+                .push(quote!(#[schemars(extend("not" = {"type": "string", "pattern": #pattern}))]));
+        }
         if !self.unexpressed.is_empty() {
             let docs = doc_text(field_attrs);
             let note = format!(
@@ -537,6 +550,20 @@ impl ValidateRules {
         }
         attrs
     }
+}
+
+/// A pattern that matches `text` literally, anywhere in a string: the characters that are
+/// special in both Rust's and ECMA-262's regular expressions are escaped, and no others (an
+/// ECMA-262 engine in Unicode mode refuses needless escapes).
+fn literal_pattern(text: &str) -> String {
+    let mut pattern = String::with_capacity(text.len());
+    for c in text.chars() {
+        if "\\^$.|?*+()[]{}".contains(c) {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern
 }
 
 /// The text of `///` comments, with the one space after `///` removed.

@@ -18,9 +18,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::rejection::shorten;
 use crate::gate::decode::longer_than;
 use crate::pipeline::Facts;
+use crate::rejection::shorten;
 use crate::{Arguments, CallContext, Outcome, ToolCall, ToolContract};
 
 pub use sinks::{JsonLinesAuditSink, MemoryAuditSink, TracingAuditSink, read_json_lines};

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{AllowedValuesFn, DynamicValues, pointer_of, Approval, Risk, ToolContract};
+use super::{AllowedValuesFn, Approval, DynamicValues, Risk, ToolContract, pointer_of};
 
 /// Builds a [`ToolContract`]; see [`ToolContract::builder`].
 #[derive(Debug, Clone)]
@@ -167,4 +167,3 @@ impl ContractBuilder {
         self.contract
     }
 }
-

@@ -200,5 +200,4 @@ mod tests {
                 .contains("deny_unknown_fields")
         );
     }
-
 }

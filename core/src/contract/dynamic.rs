@@ -337,7 +337,12 @@ mod tests {
     #[test]
     fn only_dynamic_arguments_make_a_schema_of_their_own() {
         let ctx = crate::CallContext::new("alice");
-        let fixed = ToolContract::builder("a", "b", json!({"type": "object", "additionalProperties": false})).build();
+        let fixed = ToolContract::builder(
+            "a",
+            "b",
+            json!({"type": "object", "additionalProperties": false}),
+        )
+        .build();
         assert!(matches!(
             fixed.input_schema_for(&ctx),
             Some(Cow::Borrowed(_))

@@ -14,8 +14,8 @@ use serde_json::Value;
 
 pub use builder::ContractBuilder;
 pub use check::{ContractError, name_problem};
-pub(crate) use dynamic::DynamicValues;
 pub use dynamic::AllowedValuesFn;
+pub(crate) use dynamic::DynamicValues;
 pub(crate) use dynamic::{AllowedValues, ValuesApply};
 pub use sensitive::REDACTED;
 pub(crate) use sensitive::pointer_of;
@@ -67,7 +67,6 @@ pub enum Approval {
     /// When the named predicate over context and arguments says so.
     Conditional(String),
 }
-
 
 /// Everything a tool declares, as data: what the model is shown, what the gates enforce and
 /// what a reviewer reads.
@@ -281,7 +280,6 @@ impl ToolContract {
     pub fn output_schema(&self) -> Option<&Value> {
         self.output_schema.as_ref()
     }
-
 }
 
 #[cfg(test)]
@@ -306,4 +304,3 @@ mod tests {
         assert_eq!(value["approval"], json!({"when": "default"}));
     }
 }
-

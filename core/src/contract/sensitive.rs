@@ -62,7 +62,9 @@ fn redact_at(value: &mut Value, segments: &[String]) {
     };
     match value {
         Value::Object(members) if first == ANY => {
-            members.values_mut().for_each(|member| redact_at(member, rest));
+            members
+                .values_mut()
+                .for_each(|member| redact_at(member, rest));
         }
         Value::Object(members) => {
             if let Some(member) = members.get_mut(first) {

@@ -1,7 +1,7 @@
 //! The resolve gate: the tool exists, and the step's tool choice allows it.
 
 use crate::suggest;
-use crate::{CallContext, ToolChoice, Rejection, RejectionCode};
+use crate::{CallContext, Rejection, RejectionCode, ToolChoice};
 
 /// Looks `name` up exactly in `tools` (sorted by name): no case folding, no Unicode
 /// normalization, so a look-alike or a name with an invisible character never reaches a real

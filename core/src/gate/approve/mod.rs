@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-pub(crate) use store::now_ms;
-use store::{ApprovalStore, Approver, Ticket, expiry_ms};
 use crate::audit::recorded_canonical;
 use crate::{Approval, CallContext, Risk, ToolCall, ToolContract};
+pub(crate) use store::now_ms;
+use store::{ApprovalStore, Approver, Ticket, expiry_ms};
 
 /// The registry's approval settings.
 pub(crate) struct Approvals {

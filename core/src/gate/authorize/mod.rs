@@ -230,7 +230,11 @@ mod tests {
         );
         let homeless = CallContext::new("a");
         assert_eq!(
-            code(authorize_arguments(&tool, &homeless, &scope(json!("t_001")))),
+            code(authorize_arguments(
+                &tool,
+                &homeless,
+                &scope(json!("t_001"))
+            )),
             Some(RejectionCode::TenantMismatch)
         );
     }

@@ -160,7 +160,7 @@ fn write_canonical<J: JsonView>(value: &J, out: &mut String) {
         View::Object(len) => {
             let mut sorted: Vec<(&str, &J)> = Vec::with_capacity(len);
             value.for_each_member(&mut |key, item| sorted.push((key, item)));
-            sorted.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
+            sorted.sort_unstable_by_key(|(key, _)| *key);
             out.push('{');
             for (index, (key, item)) in sorted.into_iter().enumerate() {
                 if index > 0 {
@@ -178,7 +178,7 @@ fn write_canonical<J: JsonView>(value: &J, out: &mut String) {
 /// A number by its value: integers (and integral floats, exactly) in decimal, other floats in
 /// the shortest form that reads back as the same float.
 fn write_number(number: &Number, out: &mut String) {
-    if let Some(value) = exact_integer(number) {
+    if let Some(value) = integer_value(number) {
         let _ = write!(out, "{value}");
     } else if let Some(value) = number.as_f64() {
         let _ = write!(out, "{value:?}");
@@ -187,7 +187,7 @@ fn write_number(number: &Number, out: &mut String) {
 
 /// The number as an exact integer, where it is one: `5`, `5.0` and `5e0` alike. Floats are
 /// integral only as far as they are exact, which every float within `i128` is.
-pub(crate) fn exact_integer(number: &Number) -> Option<i128> {
+pub(crate) fn integer_value(number: &Number) -> Option<i128> {
     if let Some(value) = number.as_u64() {
         return Some(value.into());
     }

@@ -215,21 +215,29 @@ impl<'de> NodeDeserializer<'de> {
         match self.node {
             Node::Null => visitor.visit_unit(),
             Node::Bool(value) => visitor.visit_bool(value),
-            Node::Number(number) => {
-                if let Some(value) = number.as_u64() {
-                    visitor.visit_u64(value)
-                } else if let Some(value) = number.as_i64() {
-                    visitor.visit_i64(value)
-                } else {
-                    visitor.visit_f64(number.as_f64().unwrap_or(f64::NAN))
-                }
-            }
+            // A whole number is an integer wherever the target is not known yet (an untagged or
+            // internally tagged enum buffers it first), as where it is: `5.0` is `5`.
+            Node::Number(number) => visit_number(&number, visitor),
             Node::String(Cow::Borrowed(value)) => visitor.visit_borrowed_str(value),
             Node::String(Cow::Owned(value)) => visitor.visit_string(value),
             Node::Array(items) => visit_array(items, visitor),
             Node::Object(entries) => visit_object(entries, visitor),
         }
     }
+}
+
+/// The number as an integer a float holds exactly: `5`, `5.0`, `5e0`, but not `1.9e18`, which
+/// may stand for another number than the one written.
+fn exact_integer(number: &Number) -> Option<i128> {
+    const EXACT_LIMIT: f64 = 9_007_199_254_740_992.0;
+    if let Some(value) = number.as_u64() {
+        return Some(value.into());
+    }
+    if let Some(value) = number.as_i64() {
+        return Some(value.into());
+    }
+    let value = number.as_f64()?;
+    (value.fract() == 0.0 && value.abs() <= EXACT_LIMIT).then_some(value as i128)
 }
 
 /// Integers in the JSON Schema sense: `5` and `5.0` alike. A number written with a fraction or
@@ -241,25 +249,23 @@ fn visit_integer<'de, V: Visitor<'de>>(
     number: &Number,
     visitor: V,
 ) -> Result<V::Value, DecodeError> {
-    const EXACT_LIMIT: f64 = 9_007_199_254_740_992.0;
-    if let Some(value) = number.as_u64() {
-        return visitor.visit_u64(value);
-    }
-    if let Some(value) = number.as_i64() {
-        return visitor.visit_i64(value);
-    }
     let value = number.as_f64().unwrap_or(f64::NAN);
-    if value.fract() != 0.0 || !value.is_finite() {
-        return visitor.visit_f64(value);
-    }
-    if value.abs() > EXACT_LIMIT {
+    if exact_integer(number).is_none() && value.fract() == 0.0 && value.is_finite() {
         return Err(de::Error::invalid_value(Unexpected::Float(value), &visitor));
     }
-    // Integral and within 2^53: the conversion is exact.
-    if value >= 0.0 {
-        visitor.visit_u64(value as u64)
-    } else {
-        visitor.visit_i64(value as i64)
+    visit_number(number, visitor)
+}
+
+/// A number as an integer where it is exactly one, as a float otherwise.
+fn visit_number<'de, V: Visitor<'de>>(
+    number: &Number,
+    visitor: V,
+) -> Result<V::Value, DecodeError> {
+    match exact_integer(number) {
+        // Within `u64` and `i64`: the conversions are exact.
+        Some(value) if value >= 0 => visitor.visit_u64(value as u64),
+        Some(value) => visitor.visit_i64(value as i64),
+        None => visitor.visit_f64(number.as_f64().unwrap_or(f64::NAN)),
     }
 }
 
@@ -440,8 +446,18 @@ impl<'de> de::Deserializer<'de> for NodeDeserializer<'de> {
         visitor.visit_unit()
     }
 
+    /// A field or variant name is a string: an enum's tag is never its variant's index
+    /// (`{"kind": 0}` is not the first variant).
+    fn deserialize_identifier<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        match self.node {
+            Node::String(Cow::Borrowed(value)) => visitor.visit_borrowed_str(value),
+            Node::String(Cow::Owned(value)) => visitor.visit_string(value),
+            other => Err(de::Error::invalid_type(unexpected(&other), &"a string")),
+        }
+    }
+
     forward_to_deserialize_any! {
-        bool f64 char str string bytes byte_buf identifier
+        bool f64 char str string bytes byte_buf
     }
 }
 

@@ -13,13 +13,16 @@ mod strict_json;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+pub(crate) use canonical::{
+    Canonical, JsonView, View, canonical_of, canonical_text, integer_value,
+};
 pub(crate) use strict_json::longer_than;
-pub(crate) use canonical::{Canonical, canonical_of, canonical_text};
 
 use crate::call::Arguments;
+use crate::gate::validate::{Finding, SchemaCheck};
 use crate::rejection::shorten;
 use crate::suggest;
-use crate::{Rejection, RejectionCode, ToolContract};
+use crate::{Rejection, RejectionCode, ToolContract, Violation};
 
 use deserializer::{DecodeError, NodeDeserializer, Problem};
 pub(crate) use deserializer::{Segment, pointer};
@@ -67,6 +70,8 @@ impl Default for DecodeLimits {
 /// The typed arguments of a call, decoded once.
 pub(crate) struct Decoded<'c, A> {
     pub(crate) args: A,
+    /// The constraints of the schema the arguments, as sent, break: the validate gate's.
+    pub(crate) violations: Vec<Violation>,
     /// The dynamic arguments of the contract the model left out, or sent as a `null` read as
     /// absent: what they hold is the tool's default, not the model's choice.
     pub(crate) left_out: Vec<&'c str>,
@@ -74,15 +79,36 @@ pub(crate) struct Decoded<'c, A> {
 
 /// The decode gate: `arguments` into the typed arguments of a tool with `contract`, refusing
 /// with the gate's codes. A refusal about a `#[sensitive]` argument does not repeat its value.
+///
+/// The arguments as sent are held to `check`, the compiled schema, before they are consumed:
+/// what breaks the schema's shape where the typed decoding did not see it is refused here too,
+/// with the same codes; what breaks its constraints goes on to the validate gate.
 pub(crate) fn decode<'c, A: DeserializeOwned>(
     contract: &'c ToolContract,
+    check: &SchemaCheck,
     arguments: &Arguments,
     limits: &DecodeLimits,
 ) -> Result<Decoded<'c, A>, Rejection> {
     let node = read(arguments, limits)?;
     let left_out = left_out(&node, contract);
+    let findings = check.check(&node);
     let args = decode_node(node, |path| contract.is_sensitive(path))?;
-    Ok(Decoded { args, left_out })
+    let mut violations = Vec::new();
+    for finding in findings {
+        match finding {
+            Finding::Constraint(violation) => violations.push(violation),
+            Finding::Shape {
+                code,
+                path,
+                message,
+            } => return Err(Rejection::new(code, message).with_path(path)),
+        }
+    }
+    Ok(Decoded {
+        args,
+        violations,
+        left_out,
+    })
 }
 
 /// Decodes canonical arguments (which passed the gate once) into the typed arguments again.
@@ -260,12 +286,18 @@ fn refusal(error: DecodeError, sensitive: bool) -> Rejection {
             format!("the key `{field}` appears more than once in the same object"),
         )
         .with_path(path),
-        Problem::InvalidType { found: what, expected } => Rejection::new(
+        Problem::InvalidType {
+            found: what,
+            expected,
+        } => Rejection::new(
             RejectionCode::InvalidType,
             format!("expected {expected}{}", found(&what)),
         )
         .with_path(path),
-        Problem::InvalidValue { found: what, expected } => Rejection::new(
+        Problem::InvalidValue {
+            found: what,
+            expected,
+        } => Rejection::new(
             RejectionCode::InvalidValue,
             format!("expected {expected}{}", found(&what)),
         )
@@ -333,7 +365,8 @@ mod tests {
         )
         .sensitive(["memo"])
         .build();
-        decode::<T>(&contract, arguments, limits).map(|decoded| decoded.args)
+        let check = SchemaCheck::compile(&json!(true)).unwrap();
+        decode::<T>(&contract, &check, arguments, limits).map(|decoded| decoded.args)
     }
 
     fn refused(arguments: impl Into<Arguments>) -> Rejection {

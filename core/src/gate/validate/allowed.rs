@@ -34,9 +34,8 @@ pub(crate) fn check_allowed_values(
         }
         let path = [Segment::Key(allowed.argument.to_owned())];
         let sensitive = contract.is_sensitive(&path);
-        let refuse = |value: &Value, path: &[Segment]| {
-            Err(not_allowed(value, &allowed, path, sensitive))
-        };
+        let refuse =
+            |value: &Value, path: &[Segment]| Err(not_allowed(value, &allowed, path, sensitive));
         let Some(value) = canonical.get(allowed.argument) else {
             // The arguments' `Serialize` does not write it: fail closed, not unchecked.
             return Err(Rejection::new(
@@ -146,16 +145,23 @@ mod tests {
         let contract = pick(false);
         let ctx = CallContext::new("alice");
         let rejection =
-            check_allowed_values(&contract, &ctx, &[], &json!({"code": "c-99", "sizes": []})).unwrap_err();
+            check_allowed_values(&contract, &ctx, &[], &json!({"code": "c-99", "sizes": []}))
+                .unwrap_err();
         assert_eq!(rejection.path(), Some("/code"));
-        assert_eq!(rejection.message(), "`c-99` is not one of the allowed values");
+        assert_eq!(
+            rejection.message(),
+            "`c-99` is not one of the allowed values"
+        );
         let hint = rejection.hint().unwrap_or_default();
         assert!(
             hint.starts_with("the allowed values are `c-1`, `c-2`"),
             "{hint}"
         );
         assert!(hint.ends_with("`c-20`, and 10 more"), "{hint}");
-        assert!(check_allowed_values(&contract, &ctx, &[], &json!({"code": "c-30", "sizes": []})).is_ok());
+        assert!(
+            check_allowed_values(&contract, &ctx, &[], &json!({"code": "c-30", "sizes": []}))
+                .is_ok()
+        );
     }
 
     #[test]
@@ -173,9 +179,17 @@ mod tests {
     fn a_sensitive_value_is_not_repeated() {
         let contract = pick(true);
         let ctx = CallContext::new("alice");
-        let rejection =
-            check_allowed_values(&contract, &ctx, &[], &json!({"code": "secret-99", "sizes": []})).unwrap_err();
-        assert_eq!(rejection.message(), "the value is not one of the allowed values");
+        let rejection = check_allowed_values(
+            &contract,
+            &ctx,
+            &[],
+            &json!({"code": "secret-99", "sizes": []}),
+        )
+        .unwrap_err();
+        assert_eq!(
+            rejection.message(),
+            "the value is not one of the allowed values"
+        );
         assert!(!rejection.to_model_message().contains("secret-99"));
     }
 }

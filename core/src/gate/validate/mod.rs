@@ -11,6 +11,9 @@
 //! same refusal as a value outside a Rust enum, `invalid_value` (`allowed.rs`).
 
 mod allowed;
+mod schema;
+
+pub(crate) use schema::{Finding, SchemaCheck};
 
 use std::borrow::Cow;
 
@@ -20,10 +23,13 @@ use validator::{ValidationError, ValidationErrors, ValidationErrorsKind};
 use super::decode::{Canonical, Segment, pointer};
 use crate::{CallContext, Rejection, RejectionCode, ToolContract, Violation};
 
-/// The validate gate: the values of `#[one_of]` arguments, then the arguments' own checks
-/// (`checked`), every violation named as the model knows it.
+/// The validate gate: the values of `#[one_of]` arguments, then every constraint: those of the
+/// schema the arguments break as sent (`shown`, found by the compiled schema), and those of the
+/// arguments' own checks (`checked`), every violation named as the model knows it and reported
+/// once.
 pub(crate) fn validate(
     checked: Result<(), ValidationErrors>,
+    shown: Vec<Violation>,
     contract: &ToolContract,
     ctx: &CallContext,
     left_out: &[&str],
@@ -32,23 +38,47 @@ pub(crate) fn validate(
     if contract.dynamic_arguments().next().is_some() {
         allowed::check_allowed_values(contract, ctx, left_out, canonical.get()?)?;
     }
-    violations(checked, contract.input_schema())
+    violations(checked, shown, contract.input_schema())
 }
 
-/// Turns the outcome of the arguments' constraint checks into a refusal; `schema` is the
-/// arguments' schema, used to name each violation as the model knows it.
-fn violations(checked: Result<(), ValidationErrors>, schema: &Value) -> Result<(), Rejection> {
-    let Err(errors) = checked else {
+/// The rule family a violation belongs to: validator and the schema name some rules apart
+/// (`regex` and `contains` are checked as a schema's `pattern`).
+fn family(rule: &str) -> &str {
+    match rule {
+        "regex" | "contains" => "pattern",
+        other => other,
+    }
+}
+
+/// Turns the violations found into a refusal; `schema` is the arguments' schema, used to name
+/// each of validator's violations as the model knows it. A constraint both found is reported
+/// once, in validator's words (its message, if the author wrote one).
+fn violations(
+    checked: Result<(), ValidationErrors>,
+    shown: Vec<Violation>,
+    schema: &Value,
+) -> Result<(), Rejection> {
+    if checked.is_ok() && shown.is_empty() {
         return Ok(());
-    };
+    }
     let mut violations = Vec::new();
-    collect(
-        &errors,
-        Some(schema),
-        schema,
-        &mut Vec::new(),
-        &mut violations,
-    );
+    if let Err(errors) = checked {
+        collect(
+            &errors,
+            Some(schema),
+            schema,
+            &mut Vec::new(),
+            &mut violations,
+        );
+    }
+    for violation in shown {
+        let known = violations.iter().any(|found: &Violation| {
+            found.path == violation.path && family(&found.rule) == family(&violation.rule)
+        });
+        if !known {
+            violations.push(violation);
+        }
+    }
     violations.sort_by(|a, b| (&a.path, &a.rule).cmp(&(&b.path, &b.rule)));
     let message = match violations.as_slice() {
         [only] => format!("`{}` {}", only.path, only.message),
@@ -216,7 +246,7 @@ fn violation(error: &ValidationError, schema: Option<&Value>, path: &[Segment]) 
     }
 }
 
-fn describe(rule: &str, params: &Map<String, Value>, is_list: bool) -> String {
+pub(crate) fn describe(rule: &str, params: &Map<String, Value>, is_list: bool) -> String {
     let param = |name: &str| params.get(name).map(|value| value.to_string());
     let unit = if is_list { "items" } else { "characters" };
     let text: Cow<'static, str> = match rule {
@@ -292,7 +322,8 @@ mod tests {
             quantity: 0,
             lines: vec![Line { unit_price: 1.0 }, Line { unit_price: 0.0 }],
         };
-        let rejection = violations(order.validate(), &schema_for::<Order>()).unwrap_err();
+        let rejection =
+            violations(order.validate(), Vec::new(), &schema_for::<Order>()).unwrap_err();
         assert_eq!(rejection.code(), RejectionCode::ConstraintViolation);
         let found: Vec<(&str, &str)> = rejection
             .violations()
@@ -327,6 +358,6 @@ mod tests {
             quantity: 3,
             lines: vec![Line { unit_price: 2.5 }],
         };
-        assert!(violations(order.validate(), &schema_for::<Order>()).is_ok());
+        assert!(violations(order.validate(), Vec::new(), &schema_for::<Order>()).is_ok());
     }
 }

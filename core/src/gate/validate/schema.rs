@@ -1,0 +1,836 @@
+//! The arguments' schema, compiled once when the registry is built and checked against every
+//! call's arguments as sent: what the schema shows the model is what the gates enforce.
+//!
+//! The arguments' own `Validate` checks what its author declared, but only where validator is
+//! told to look (`#[validate(nested)]`, and never inside a map, a `Box` or an enum's variant),
+//! while schemars shows the constraints of every type the arguments hold. This check walks the
+//! schema itself, so no constraint it shows is left unchecked: inside containers, enum variants
+//! and user types alike. Numbers are compared as they were sent, at the precision of JSON, so a
+//! bound holds exactly as an independent JSON Schema validator reads it.
+//!
+//! Keywords the check does not know are refused when the registry is built, so that nothing is
+//! shown that is not enforced. Formats other than `email` and `uri` (`uint8`, `double`,
+//! `uuid`, ...) are annotations, as JSON Schema 2020-12 has them; the decode gate holds each
+//! value to its Rust type.
+
+use std::collections::{HashMap, HashSet};
+
+use regex::Regex;
+use serde_json::{Map, Number, Value};
+use validator::{ValidateEmail, ValidateUrl};
+
+use crate::gate::decode::{JsonView, Segment, View, canonical_text, integer_value, pointer};
+use crate::{RejectionCode, Violation};
+
+/// A compiled schema: its subschemas in an arena, `$ref`s resolved to indices.
+#[derive(Debug)]
+pub(crate) struct SchemaCheck {
+    nodes: Vec<Compiled>,
+}
+
+/// What a call's arguments break: a constraint (the validate gate's `constraint_violation`), or
+/// the shape itself, which the decode gate's codes name.
+#[derive(Debug)]
+pub(crate) enum Finding {
+    Constraint(Violation),
+    Shape {
+        code: RejectionCode,
+        path: String,
+        message: String,
+    },
+}
+
+type Id = usize;
+
+#[derive(Debug, Default)]
+struct Compiled {
+    /// `false`: nothing is valid.
+    nothing: bool,
+    types: Vec<JsonType>,
+    allowed: Option<HashSet<String>>,
+    // numbers
+    minimum: Option<Number>,
+    maximum: Option<Number>,
+    exclusive_minimum: Option<Number>,
+    exclusive_maximum: Option<Number>,
+    multiple_of: Option<Number>,
+    // strings
+    min_length: Option<u64>,
+    max_length: Option<u64>,
+    pattern: Option<(Regex, String)>,
+    format: Option<Format>,
+    // arrays
+    items: Option<Id>,
+    prefix_items: Vec<Id>,
+    min_items: Option<u64>,
+    max_items: Option<u64>,
+    unique_items: bool,
+    // objects
+    properties: HashMap<String, Id>,
+    pattern_properties: Vec<(Regex, Id)>,
+    required: Vec<String>,
+    additional: Option<Id>,
+    property_names: Option<Id>,
+    min_properties: Option<u64>,
+    max_properties: Option<u64>,
+    // applicators
+    reference: Option<Id>,
+    all_of: Vec<Id>,
+    any_of: Vec<Id>,
+    one_of: Vec<Id>,
+    not: Option<Id>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum JsonType {
+    Null,
+    Boolean,
+    Integer,
+    Number,
+    String,
+    Array,
+    Object,
+}
+
+impl JsonType {
+    fn parse(name: &str) -> Option<JsonType> {
+        Some(match name {
+            "null" => JsonType::Null,
+            "boolean" => JsonType::Boolean,
+            "integer" => JsonType::Integer,
+            "number" => JsonType::Number,
+            "string" => JsonType::String,
+            "array" => JsonType::Array,
+            "object" => JsonType::Object,
+            _ => return None,
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            JsonType::Null => "null",
+            JsonType::Boolean => "a boolean",
+            JsonType::Integer => "an integer",
+            JsonType::Number => "a number",
+            JsonType::String => "a string",
+            JsonType::Array => "an array",
+            JsonType::Object => "an object",
+        }
+    }
+
+    fn holds<J: JsonView>(self, value: &J) -> bool {
+        match (self, value.view()) {
+            (JsonType::Null, View::Null)
+            | (JsonType::Boolean, View::Bool(_))
+            | (JsonType::Number, View::Number(_))
+            | (JsonType::String, View::String(_))
+            | (JsonType::Array, View::Array(_))
+            | (JsonType::Object, View::Object(_)) => true,
+            (JsonType::Integer, View::Number(number)) => {
+                integer_value(number).is_some() || number.as_f64().is_some_and(|f| f.fract() == 0.0)
+            }
+            _ => false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Format {
+    Email,
+    Uri,
+}
+
+/// Keywords that describe and constrain nothing.
+const ANNOTATIONS: &[&str] = &[
+    "$schema",
+    "$id",
+    "$comment",
+    "$defs",
+    "definitions",
+    "title",
+    "description",
+    "default",
+    "examples",
+    "example",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "contentEncoding",
+    "contentMediaType",
+];
+
+impl SchemaCheck {
+    /// Compiles `schema`, or says which part of it the check cannot enforce.
+    pub(crate) fn compile(schema: &Value) -> Result<SchemaCheck, String> {
+        let mut compiler = Compiler {
+            root: schema,
+            nodes: Vec::new(),
+            by_location: HashMap::new(),
+        };
+        compiler.compile(schema, String::new())?;
+        Ok(SchemaCheck {
+            nodes: compiler.nodes,
+        })
+    }
+
+    /// Everything `arguments` break, each at its JSON pointer.
+    pub(crate) fn check<J: JsonView>(&self, arguments: &J) -> Vec<Finding> {
+        let mut findings = Vec::new();
+        self.node(0, arguments, &mut Vec::new(), &mut findings);
+        findings
+    }
+
+    fn node<J: JsonView>(
+        &self,
+        id: Id,
+        value: &J,
+        path: &mut Vec<Segment>,
+        out: &mut Vec<Finding>,
+    ) {
+        let node = &self.nodes[id];
+        if node.nothing {
+            out.push(shape(
+                RejectionCode::InvalidValue,
+                path,
+                "no value is allowed here",
+            ));
+            return;
+        }
+        if !node.types.is_empty() && !node.types.iter().any(|kind| kind.holds(value)) {
+            let expected: Vec<&str> = node.types.iter().map(|kind| kind.name()).collect();
+            let message = format!("expected {}", expected.join(" or "));
+            out.push(shape(RejectionCode::InvalidType, path, &message));
+            return;
+        }
+        if let Some(allowed) = &node.allowed {
+            if !allowed.contains(&canonical_text(value)) {
+                out.push(shape(
+                    RejectionCode::InvalidValue,
+                    path,
+                    "the value is not one of the allowed values",
+                ));
+                return;
+            }
+        }
+        if let Some(reference) = node.reference {
+            self.node(reference, value, path, out);
+        }
+        match value.view() {
+            View::Number(number) => node.check_number(number, path, out),
+            View::String(text) => node.check_string(text, path, out),
+            View::Array(items) => self.array(node, items, path, out),
+            View::Object(len) => self.object(node, value, len, path, out),
+            View::Null | View::Bool(_) => {}
+        }
+        for &branch in &node.all_of {
+            self.node(branch, value, path, out);
+        }
+        if !node.any_of.is_empty() {
+            self.any_of(&node.any_of, value, path, out);
+        }
+        if !node.one_of.is_empty() {
+            self.one_of(&node.one_of, value, path, out);
+        }
+        if let Some(not) = node.not {
+            if self.passes(not, value, path) {
+                let described = match &self.nodes[not].pattern {
+                    Some((_, pattern)) => format!("must not match the pattern {pattern}"),
+                    None => "must not have this form".to_owned(),
+                };
+                out.push(constraint(path, "not", described, Map::new()));
+            }
+        }
+    }
+
+    fn passes<J: JsonView>(&self, id: Id, value: &J, path: &mut Vec<Segment>) -> bool {
+        let mut findings = Vec::new();
+        self.node(id, value, path, &mut findings);
+        findings.is_empty()
+    }
+
+    /// At least one branch holds; else the findings of the branch closest to holding: the one
+    /// whose shape fits, with the fewest findings.
+    fn any_of<J: JsonView>(
+        &self,
+        branches: &[Id],
+        value: &J,
+        path: &mut Vec<Segment>,
+        out: &mut Vec<Finding>,
+    ) {
+        let mut best: Option<Vec<Finding>> = None;
+        for &branch in branches {
+            let mut findings = Vec::new();
+            self.node(branch, value, path, &mut findings);
+            if findings.is_empty() {
+                return;
+            }
+            if best
+                .as_ref()
+                .is_none_or(|best| rank(&findings) < rank(best))
+            {
+                best = Some(findings);
+            }
+        }
+        out.extend(best.unwrap_or_default());
+    }
+
+    /// Exactly one branch holds.
+    fn one_of<J: JsonView>(
+        &self,
+        branches: &[Id],
+        value: &J,
+        path: &mut Vec<Segment>,
+        out: &mut Vec<Finding>,
+    ) {
+        let holding = branches
+            .iter()
+            .filter(|&&branch| self.passes(branch, value, path))
+            .count();
+        match holding {
+            1 => {}
+            0 => self.any_of(branches, value, path, out),
+            _ => out.push(shape(
+                RejectionCode::InvalidValue,
+                path,
+                "the value fits more than one of the allowed forms",
+            )),
+        }
+    }
+
+    fn array<J: JsonView>(
+        &self,
+        node: &Compiled,
+        items: &[J],
+        path: &mut Vec<Segment>,
+        out: &mut Vec<Finding>,
+    ) {
+        let count = items.len() as u64;
+        if node.min_items.is_some_and(|min| count < min)
+            || node.max_items.is_some_and(|max| count > max)
+        {
+            let params = bounds("min", node.min_items, "max", node.max_items);
+            let message = length_message(&params, "items");
+            out.push(constraint(path, "length", message, params));
+        }
+        if node.unique_items {
+            let mut seen = HashSet::with_capacity(items.len());
+            if let Some(second) = items
+                .iter()
+                .position(|item| !seen.insert(canonical_text(item)))
+            {
+                path.push(Segment::Index(second));
+                out.push(shape(
+                    RejectionCode::InvalidValue,
+                    path,
+                    "the value appears twice: each element must be unique",
+                ));
+                path.pop();
+            }
+        }
+        for (index, item) in items.iter().enumerate() {
+            let schema = node.prefix_items.get(index).copied().or(node.items);
+            if let Some(schema) = schema {
+                path.push(Segment::Index(index));
+                self.node(schema, item, path, out);
+                path.pop();
+            }
+        }
+    }
+
+    fn object<J: JsonView>(
+        &self,
+        node: &Compiled,
+        value: &J,
+        len: usize,
+        path: &mut Vec<Segment>,
+        out: &mut Vec<Finding>,
+    ) {
+        let count = len as u64;
+        if node.min_properties.is_some_and(|min| count < min)
+            || node.max_properties.is_some_and(|max| count > max)
+        {
+            let params = bounds("min", node.min_properties, "max", node.max_properties);
+            let message = length_message(&params, "entries");
+            out.push(constraint(path, "length", message, params));
+        }
+        for name in &node.required {
+            if value.member(name).is_none() {
+                path.push(Segment::Key(name.clone()));
+                out.push(shape(
+                    RejectionCode::MissingArgument,
+                    path,
+                    &format!("`{name}` is required"),
+                ));
+                path.pop();
+            }
+        }
+        value.for_each_member(&mut |key, member| {
+            path.push(Segment::Key(key.to_owned()));
+            if let Some(names) = node.property_names {
+                self.node(names, &Value::String(key.to_owned()), path, out);
+            }
+            let mut matched = false;
+            if let Some(&schema) = node.properties.get(key) {
+                matched = true;
+                self.node(schema, member, path, out);
+            }
+            for (pattern, schema) in &node.pattern_properties {
+                if pattern.is_match(key) {
+                    matched = true;
+                    self.node(*schema, member, path, out);
+                }
+            }
+            if !matched {
+                if let Some(additional) = node.additional {
+                    if self.nodes[additional].nothing {
+                        out.push(shape(
+                            RejectionCode::UnknownArgument,
+                            path,
+                            &format!("`{key}` is not an accepted name"),
+                        ));
+                    } else {
+                        self.node(additional, member, path, out);
+                    }
+                }
+            }
+            path.pop();
+        });
+    }
+}
+
+impl Compiled {
+    fn check_number(&self, number: &Number, path: &[Segment], out: &mut Vec<Finding>) {
+        let below = |bound: &Option<Number>, strict: bool| {
+            bound
+                .as_ref()
+                .is_some_and(|bound| match compare(number, bound) {
+                    Some(order) => order.is_lt() || (strict && order.is_eq()),
+                    None => true,
+                })
+        };
+        let above = |bound: &Option<Number>, strict: bool| {
+            bound
+                .as_ref()
+                .is_some_and(|bound| match compare(number, bound) {
+                    Some(order) => order.is_gt() || (strict && order.is_eq()),
+                    None => true,
+                })
+        };
+        if below(&self.minimum, false)
+            || below(&self.exclusive_minimum, true)
+            || above(&self.maximum, false)
+            || above(&self.exclusive_maximum, true)
+        {
+            let mut params = Map::new();
+            for (name, bound) in [
+                ("min", &self.minimum),
+                ("exclusive_min", &self.exclusive_minimum),
+                ("max", &self.maximum),
+                ("exclusive_max", &self.exclusive_maximum),
+            ] {
+                if let Some(bound) = bound {
+                    params.insert(name.to_owned(), Value::Number(bound.clone()));
+                }
+            }
+            let message = super::describe("range", &params, false);
+            out.push(constraint(path, "range", message, params));
+        }
+        if let Some(divisor) = &self.multiple_of {
+            if !is_multiple(number, divisor) {
+                let mut params = Map::new();
+                params.insert("multiple_of".to_owned(), Value::Number(divisor.clone()));
+                out.push(constraint(
+                    path,
+                    "multiple_of",
+                    format!("must be a multiple of {divisor}"),
+                    params,
+                ));
+            }
+        }
+    }
+
+    fn check_string(&self, text: &str, path: &[Segment], out: &mut Vec<Finding>) {
+        if self.min_length.is_some() || self.max_length.is_some() {
+            let length = text.chars().count() as u64;
+            if self.min_length.is_some_and(|min| length < min)
+                || self.max_length.is_some_and(|max| length > max)
+            {
+                let params = bounds("min", self.min_length, "max", self.max_length);
+                let message = length_message(&params, "characters");
+                out.push(constraint(path, "length", message, params));
+            }
+        }
+        if let Some((regex, pattern)) = &self.pattern {
+            if !regex.is_match(text) {
+                let mut params = Map::new();
+                params.insert("pattern".to_owned(), Value::String(pattern.clone()));
+                let message = format!("must match the pattern {}", Value::String(pattern.clone()));
+                out.push(constraint(path, "pattern", message, params));
+            }
+        }
+        match self.format {
+            Some(Format::Email) if !text.validate_email() => {
+                out.push(constraint(
+                    path,
+                    "email",
+                    "must be an email address".to_owned(),
+                    Map::new(),
+                ));
+            }
+            Some(Format::Uri) if !text.validate_url() => {
+                out.push(constraint(
+                    path,
+                    "url",
+                    "must be a URL".to_owned(),
+                    Map::new(),
+                ));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Findings of a branch, ordered from closest to holding: shape findings weigh most.
+fn rank(findings: &[Finding]) -> (usize, usize) {
+    let shapes = findings
+        .iter()
+        .filter(|finding| matches!(finding, Finding::Shape { .. }))
+        .count();
+    (shapes, findings.len())
+}
+
+fn shape(code: RejectionCode, path: &[Segment], message: &str) -> Finding {
+    Finding::Shape {
+        code,
+        path: pointer(path),
+        message: message.to_owned(),
+    }
+}
+
+fn constraint(
+    path: &[Segment],
+    rule: &str,
+    message: String,
+    params: Map<String, Value>,
+) -> Finding {
+    Finding::Constraint(Violation {
+        path: pointer(path),
+        rule: rule.to_owned(),
+        message,
+        params,
+    })
+}
+
+fn bounds(
+    min_name: &str,
+    min: Option<u64>,
+    max_name: &str,
+    max: Option<u64>,
+) -> Map<String, Value> {
+    let mut params = Map::new();
+    if let Some(min) = min {
+        params.insert(min_name.to_owned(), min.into());
+    }
+    if let Some(max) = max {
+        params.insert(max_name.to_owned(), max.into());
+    }
+    params
+}
+
+fn length_message(params: &Map<String, Value>, unit: &str) -> String {
+    match (params.get("min"), params.get("max")) {
+        (Some(min), Some(max)) if min == max => format!("must have exactly {min} {unit}"),
+        (Some(min), Some(max)) => format!("must have {min} to {max} {unit}"),
+        (Some(min), None) => format!("must have at least {min} {unit}"),
+        (None, Some(max)) => format!("must have at most {max} {unit}"),
+        (None, None) => "has the wrong length".to_owned(),
+    }
+}
+
+/// Two numbers by value: exactly where both are integers, as floats otherwise.
+fn compare(a: &Number, b: &Number) -> Option<std::cmp::Ordering> {
+    match (integer_value(a), integer_value(b)) {
+        (Some(a), Some(b)) => Some(a.cmp(&b)),
+        _ => a.as_f64()?.partial_cmp(&b.as_f64()?),
+    }
+}
+
+fn is_multiple(number: &Number, divisor: &Number) -> bool {
+    match (integer_value(number), integer_value(divisor)) {
+        (Some(_), Some(0)) => false,
+        (Some(number), Some(divisor)) => number % divisor == 0,
+        _ => match (number.as_f64(), divisor.as_f64()) {
+            (Some(number), Some(divisor)) if divisor != 0.0 => (number / divisor).fract() == 0.0,
+            _ => false,
+        },
+    }
+}
+
+struct Compiler<'s> {
+    root: &'s Value,
+    nodes: Vec<Compiled>,
+    /// Subschemas already compiled, by JSON pointer: a `$ref` to one of them, or back to one
+    /// being compiled (a recursive type), is that index.
+    by_location: HashMap<String, Id>,
+}
+
+impl<'s> Compiler<'s> {
+    fn compile(&mut self, schema: &'s Value, location: String) -> Result<Id, String> {
+        if let Some(&id) = self.by_location.get(&location) {
+            return Ok(id);
+        }
+        let id = self.nodes.len();
+        self.nodes.push(Compiled::default());
+        self.by_location.insert(location.clone(), id);
+        let compiled = match schema {
+            Value::Bool(true) => Compiled::default(),
+            Value::Bool(false) => Compiled {
+                nothing: true,
+                ..Compiled::default()
+            },
+            Value::Object(keywords) => self.keywords(keywords, &location)?,
+            other => return Err(format!("`{other}` at `{location}` is not a schema")),
+        };
+        self.nodes[id] = compiled;
+        Ok(id)
+    }
+
+    fn keywords(
+        &mut self,
+        keywords: &'s Map<String, Value>,
+        location: &str,
+    ) -> Result<Compiled, String> {
+        let mut node = Compiled::default();
+        let at = |keyword: &str| format!("{location}/{keyword}");
+        for (keyword, value) in keywords {
+            let unexpected = || format!("`{keyword}` at `{location}` has an unexpected value");
+            match keyword.as_str() {
+                annotation if ANNOTATIONS.contains(&annotation) || annotation.starts_with("x-") => {
+                }
+                "type" => {
+                    let names: Vec<&Value> = match value {
+                        Value::Array(names) => names.iter().collect(),
+                        single => vec![single],
+                    };
+                    for name in names {
+                        let kind = name
+                            .as_str()
+                            .and_then(JsonType::parse)
+                            .ok_or_else(unexpected)?;
+                        node.types.push(kind);
+                    }
+                }
+                "enum" => {
+                    let values = value.as_array().ok_or_else(unexpected)?;
+                    node.allowed = Some(values.iter().map(canonical_text).collect());
+                }
+                "const" => node.allowed = Some(HashSet::from([canonical_text(value)])),
+                "minimum" => node.minimum = Some(number(value).ok_or_else(unexpected)?),
+                "maximum" => node.maximum = Some(number(value).ok_or_else(unexpected)?),
+                "exclusiveMinimum" => {
+                    node.exclusive_minimum = Some(number(value).ok_or_else(unexpected)?)
+                }
+                "exclusiveMaximum" => {
+                    node.exclusive_maximum = Some(number(value).ok_or_else(unexpected)?)
+                }
+                "multipleOf" => node.multiple_of = Some(number(value).ok_or_else(unexpected)?),
+                "minLength" => node.min_length = Some(value.as_u64().ok_or_else(unexpected)?),
+                "maxLength" => node.max_length = Some(value.as_u64().ok_or_else(unexpected)?),
+                "minItems" => node.min_items = Some(value.as_u64().ok_or_else(unexpected)?),
+                "maxItems" => node.max_items = Some(value.as_u64().ok_or_else(unexpected)?),
+                "minProperties" => {
+                    node.min_properties = Some(value.as_u64().ok_or_else(unexpected)?)
+                }
+                "maxProperties" => {
+                    node.max_properties = Some(value.as_u64().ok_or_else(unexpected)?)
+                }
+                "uniqueItems" => node.unique_items = value.as_bool().ok_or_else(unexpected)?,
+                "pattern" => {
+                    let pattern = value.as_str().ok_or_else(unexpected)?;
+                    node.pattern = Some((regex(pattern, location)?, pattern.to_owned()));
+                }
+                "format" => {
+                    node.format = match value.as_str().ok_or_else(unexpected)? {
+                        "email" => Some(Format::Email),
+                        "uri" | "url" => Some(Format::Uri),
+                        _ => None,
+                    }
+                }
+                "required" => {
+                    let names = value.as_array().ok_or_else(unexpected)?;
+                    for name in names {
+                        node.required
+                            .push(name.as_str().ok_or_else(unexpected)?.to_owned());
+                    }
+                }
+                "properties" => {
+                    let properties = value.as_object().ok_or_else(unexpected)?;
+                    for (name, schema) in properties {
+                        let id =
+                            self.compile(schema, format!("{}/{}", at(keyword), escape(name)))?;
+                        node.properties.insert(name.clone(), id);
+                    }
+                }
+                "patternProperties" => {
+                    let properties = value.as_object().ok_or_else(unexpected)?;
+                    for (pattern, schema) in properties {
+                        let id =
+                            self.compile(schema, format!("{}/{}", at(keyword), escape(pattern)))?;
+                        node.pattern_properties
+                            .push((regex(pattern, location)?, id));
+                    }
+                }
+                "additionalProperties" => node.additional = Some(self.compile(value, at(keyword))?),
+                "propertyNames" => node.property_names = Some(self.compile(value, at(keyword))?),
+                "items" => node.items = Some(self.compile(value, at(keyword))?),
+                "prefixItems" => node.prefix_items = self.list(value, &at(keyword))?,
+                "allOf" => node.all_of = self.list(value, &at(keyword))?,
+                "anyOf" => node.any_of = self.list(value, &at(keyword))?,
+                "oneOf" => node.one_of = self.list(value, &at(keyword))?,
+                "not" => node.not = Some(self.compile(value, at(keyword))?),
+                "$ref" => {
+                    let reference = value.as_str().ok_or_else(unexpected)?;
+                    let target = reference
+                        .strip_prefix('#')
+                        .and_then(|pointer| self.root.pointer(pointer))
+                        .ok_or_else(|| format!("the reference `{reference}` at `{location}` names no schema of this document"))?;
+                    let target_location = reference.trim_start_matches('#').to_owned();
+                    node.reference = Some(self.compile(target, target_location)?);
+                }
+                _ => {
+                    return Err(format!(
+                        "the schema uses `{keyword}` at `{}`, which the gates cannot enforce",
+                        if location.is_empty() { "/" } else { location }
+                    ));
+                }
+            }
+        }
+        Ok(node)
+    }
+
+    fn list(&mut self, value: &'s Value, location: &str) -> Result<Vec<Id>, String> {
+        let schemas = value
+            .as_array()
+            .ok_or_else(|| format!("`{location}` is not a list of schemas"))?;
+        schemas
+            .iter()
+            .enumerate()
+            .map(|(index, schema)| self.compile(schema, format!("{location}/{index}")))
+            .collect()
+    }
+}
+
+fn number(value: &Value) -> Option<Number> {
+    value.as_number().cloned()
+}
+
+fn regex(pattern: &str, location: &str) -> Result<Regex, String> {
+    Regex::new(pattern)
+        .map_err(|error| format!("the pattern at `{location}` does not compile: {error}"))
+}
+
+fn escape(name: &str) -> String {
+    name.replace('~', "~0").replace('/', "~1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn findings(schema: Value, value: Value) -> Vec<(String, String)> {
+        let check = SchemaCheck::compile(&schema).expect("the schema compiles");
+        check
+            .check(&value)
+            .into_iter()
+            .map(|finding| match finding {
+                Finding::Constraint(violation) => (violation.path, violation.rule),
+                Finding::Shape { code, path, .. } => (path, code.to_string()),
+            })
+            .collect()
+    }
+
+    fn pair(path: &str, rule: &str) -> (String, String) {
+        (path.to_owned(), rule.to_owned())
+    }
+
+    #[test]
+    fn constraints_inside_maps_boxes_and_variants_are_found() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "by_name": {"type": "object", "additionalProperties": {"$ref": "#/$defs/Dims"}},
+                "shape": {"oneOf": [
+                    {"type": "object", "properties": {"Boxed": {"$ref": "#/$defs/Dims"}}, "required": ["Boxed"], "additionalProperties": false},
+                    {"type": "string", "const": "Point"},
+                ]},
+            },
+            "$defs": {"Dims": {"type": "object", "properties": {"width": {"type": "integer", "minimum": 1}}}},
+        });
+        let value = json!({"by_name": {"a": {"width": 0}, "b": {"width": 2}}, "shape": {"Boxed": {"width": 0.0}}});
+        assert_eq!(
+            findings(schema, value),
+            [
+                pair("/by_name/a/width", "range"),
+                pair("/shape/Boxed/width", "range")
+            ]
+        );
+    }
+
+    #[test]
+    fn sets_refuse_the_second_occurrence() {
+        let schema = json!({"type": "array", "uniqueItems": true, "items": {"type": "integer"}});
+        assert_eq!(
+            findings(schema.clone(), json!([1, 2, 1.0])),
+            [pair("/2", "invalid_value")]
+        );
+        assert!(findings(schema, json!([1, 2, 3])).is_empty());
+    }
+
+    #[test]
+    fn bounds_hold_exactly() {
+        let schema = json!({"type": "number", "exclusiveMaximum": 100.0, "minimum": 0.1});
+        assert!(findings(schema.clone(), json!(99.99999999999999)).is_empty());
+        assert!(findings(schema.clone(), json!(0.1)).is_empty());
+        assert_eq!(findings(schema.clone(), json!(100)), [pair("", "range")]);
+        assert_eq!(
+            findings(schema, json!(0.09999999999999999)),
+            [pair("", "range")]
+        );
+        let schema = json!({"type": "integer", "maximum": u64::MAX});
+        assert!(findings(schema.clone(), json!(u64::MAX)).is_empty());
+        assert_eq!(findings(schema, json!(1.9e19)), [pair("", "range")]);
+    }
+
+    #[test]
+    fn not_a_pattern_and_formats() {
+        let schema = json!({"type": "string", "not": {"pattern": "admin"}, "format": "email"});
+        assert_eq!(
+            findings(schema.clone(), json!("admin@example.com")),
+            [pair("", "not")]
+        );
+        assert_eq!(findings(schema, json!("nobody")), [pair("", "email")]);
+    }
+
+    #[test]
+    fn unknown_keywords_are_refused_when_compiled() {
+        let error =
+            SchemaCheck::compile(&json!({"type": "object", "dependentRequired": {}})).unwrap_err();
+        assert!(error.contains("dependentRequired"), "{error}");
+        assert!(SchemaCheck::compile(&json!({"$ref": "#/$defs/Missing"})).is_err());
+        assert!(SchemaCheck::compile(&json!({"pattern": "(unclosed"})).is_err());
+    }
+
+    #[test]
+    fn recursive_types_compile_once() {
+        let schema = json!({"$ref": "#/$defs/Tree", "$defs": {"Tree": {"type": "object", "properties": {
+            "label": {"type": "string", "maxLength": 2},
+            "children": {"type": "array", "items": {"$ref": "#/$defs/Tree"}},
+        }}}});
+        let value = json!({"label": "a", "children": [{"label": "abc", "children": []}]});
+        assert_eq!(
+            findings(schema, value),
+            [pair("/children/0/label", "length")]
+        );
+    }
+}
