@@ -88,10 +88,13 @@ fn registry() -> Registry {
         .unwrap()
 }
 
+/// A caller whose user asked for a deletion (the intent check refuses a deletion nobody asked
+/// for).
 fn caller(role: &str, environment: &str) -> CallContext {
     CallContext::new("u")
         .with_roles([role])
         .with_environment(environment)
+        .with_request("Delete the record, it was created by mistake.")
 }
 
 async fn delete(ctx: &CallContext, arguments: serde_json::Value) -> Outcome {

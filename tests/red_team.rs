@@ -78,6 +78,7 @@ fn payer() -> CallContext {
         .with_roles(["payments"])
         .with_tenant("t_001")
         .with_environment("development")
+        .with_request("Pay the supplier invoices that are due this week.")
 }
 
 fn ops() -> CallContext {
@@ -85,6 +86,7 @@ fn ops() -> CallContext {
         .with_roles(["ops"])
         .with_tenant("t_001")
         .with_environment("development")
+        .with_request("Purge the stale cache entries.")
 }
 
 fn payment(fields: &str) -> String {

@@ -129,10 +129,13 @@ fn registry() -> Registry {
         .unwrap()
 }
 
+/// A person at work; the intent check reads what they asked for (here a task that neither
+/// only reads nor names an action: the rule does not judge it).
 fn person(role: &str, environment: &str) -> CallContext {
     CallContext::new(format!("{role}-1"))
         .with_roles([role])
         .with_environment(environment)
+        .with_request("Carry out the task in ticket OPS-17.")
 }
 
 fn delete(table: &str, id: u64, environment: &str) -> Value {
@@ -313,7 +316,8 @@ async fn invoices_are_tenant_scoped_and_limited_to_one_per_task() {
     let billing = CallContext::new("bo")
         .with_roles(["billing_admin"])
         .with_tenant("t_001")
-        .with_task_id("invoice-task");
+        .with_task_id("invoice-task")
+        .with_request("Invoice acme for the consulting hours.");
     // Each a new call, with an id of its own.
     let invoice = |tenant: &str, amount: u64| {
         ToolCall::new(

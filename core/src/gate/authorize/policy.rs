@@ -114,23 +114,42 @@ where
     }
 }
 
-/// A rule-based intent check: refuses a destructive call (not read-only, risk at least
-/// medium) when the user's request only asks to read (to query, find, show, view or list) and
-/// names no destructive action (to delete, remove, clear or drop), in English or Chinese.
-/// A call without a recorded request is not judged.
+/// A rule-based intent check: a request to look something up does not delete it.
+///
+/// It judges destructive calls: of a tool that is not `read_only` and whose risk is at least
+/// medium. Such a call is refused with the rule `read_only_request` when the user's request
+/// only reads: it asks to look something up (query, find, show, view, list, search, look up;
+/// 查询, 查找, 查看, 显示, 搜索, 列出) and names no destructive action (delete, remove, clear,
+/// drop, erase, purge, wipe, destroy, truncate, discard, clean up; 删除, 删掉, 清除, 清理, 清空,
+/// 移除, 销毁) that is not negated. It fails closed: a destructive word that is negated ("Find
+/// my old orders. Do not delete anything!", "不要删除") or only part of another word
+/// ("clearly", "dropdown") does not make the request ask for destruction, and a destructive
+/// call without a recorded request ([`CallContext::with_request`]) is refused with the rule
+/// `request_unknown`.
+///
+/// What the rule can judge: whether a request that looks something up also asks for a
+/// destructive action, in English and Chinese (more words can be added). What it cannot:
+/// whether a request asks for *this* call (the right table, the right amount), requests that
+/// neither read nor destroy ("summarize the ticket" is not judged), other languages, or a
+/// negation further than four words before the verb. It is a tripwire for an injected
+/// instruction that turns a lookup into a deletion, not a proof of intent: put the decisions
+/// that matter in policies and approvals.
 ///
 /// ```
-/// use portcullis_core::{CallContext, ReadOnlyRequests};
+/// use portcullis_core::ReadOnlyRequests;
 ///
 /// let check = ReadOnlyRequests::default();
 /// assert!(check.only_reads("请帮我查找一下用户ID为123的订单信息。"));
-/// assert!(!check.only_reads("删除我的测试账户数据。"));
+/// assert!(check.only_reads("Find my old orders. Do not delete anything!"));
+/// assert!(check.only_reads("Show the clearly overdue invoices"));
 /// assert!(!check.only_reads("Find the duplicate rows and delete them"));
+/// assert!(check.asks_to_destroy("清理一下生产环境的日志"));
 /// ```
 #[derive(Debug, Clone)]
 pub struct ReadOnlyRequests {
     reading: Vec<String>,
     destructive: Vec<String>,
+    negations: Vec<String>,
 }
 
 impl Default for ReadOnlyRequests {
@@ -139,18 +158,45 @@ impl Default for ReadOnlyRequests {
         ReadOnlyRequests {
             reading: words(&[
                 "query", "find", "show", "view", "list", "look up", "search", "查询", "查找",
-                "查看", "显示",
+                "查看", "显示", "搜索", "列出",
             ]),
             destructive: words(&[
-                "delete", "remove", "clear", "drop", "erase", "purge", "wipe", "删除", "清除",
+                "delete",
+                "remove",
+                "clear",
+                "drop",
+                "erase",
+                "purge",
+                "wipe",
+                "destroy",
+                "truncate",
+                "discard",
+                "clean up",
+                "clean out",
+                "get rid of",
+                "删除",
+                "删掉",
+                "清除",
+                "清理",
+                "清空",
                 "移除",
+                "去掉",
+                "销毁",
+                "抹掉",
+            ]),
+            negations: words(&[
+                "not", "don't", "dont", "never", "no", "without", "avoid", "nothing", "stop",
+                "refrain", "不要", "不用", "无需", "不必", "别", "勿", "禁止", "不", "没有",
             ]),
         }
     }
 }
 
+/// How many words before a destructive word a negation still reaches.
+const NEGATION_REACH: usize = 4;
+
 impl ReadOnlyRequests {
-    /// Adds words that ask to read.
+    /// Adds words (or phrases of several words) that ask to read.
     pub fn reading_words<I, S>(mut self, words: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -161,7 +207,7 @@ impl ReadOnlyRequests {
         self
     }
 
-    /// Adds words that name a destructive action.
+    /// Adds words (or phrases of several words) that name a destructive action.
     pub fn destructive_words<I, S>(mut self, words: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -172,12 +218,127 @@ impl ReadOnlyRequests {
         self
     }
 
-    /// Whether `request` asks only to read: it names a reading word and no destructive one.
-    pub fn only_reads(&self, request: &str) -> bool {
-        let request = request.to_lowercase();
-        let names = |words: &[String]| words.iter().any(|word| request.contains(word.as_str()));
-        names(&self.reading) && !names(&self.destructive)
+    /// Adds words that negate a destructive word after them in the same clause.
+    pub fn negations<I, S>(mut self, words: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.negations
+            .extend(words.into_iter().map(|word| word.into().to_lowercase()));
+        self
     }
+
+    /// Whether `request` asks only to read: it names a reading word, and no destructive action
+    /// that is not negated.
+    pub fn only_reads(&self, request: &str) -> bool {
+        let reads = clauses(request).any(|clause| {
+            self.reading
+                .iter()
+                .any(|word| !occurrences(&clause, word).is_empty())
+        });
+        reads && !self.asks_to_destroy(request)
+    }
+
+    /// Whether `request` asks for a destructive action: it names one, and no negation comes
+    /// shortly before it in the same clause.
+    pub fn asks_to_destroy(&self, request: &str) -> bool {
+        clauses(request).any(|clause| self.clause_asks_to_destroy(&clause))
+    }
+
+    fn clause_asks_to_destroy(&self, clause: &str) -> bool {
+        self.destructive.iter().any(|word| {
+            occurrences(clause, word)
+                .into_iter()
+                .any(|at| !self.negated(&clause[..at]))
+        })
+    }
+
+    /// Whether the text right before a word negates it: one of the last few words (English),
+    /// or a negation in the last few characters (Chinese runs words together: "不要删除").
+    fn negated(&self, before: &str) -> bool {
+        let words: Vec<String> = tokens(before)
+            .map(|(_, token)| token.replace('’', "'"))
+            .collect();
+        let near = &words[words.len().saturating_sub(NEGATION_REACH)..];
+        let mut last_chars: Vec<char> = before.trim_end().chars().rev().take(3).collect();
+        last_chars.reverse();
+        let last_chars: String = last_chars.into_iter().collect();
+        self.negations.iter().any(|negation| {
+            if negation.is_ascii() {
+                near.iter().any(|word| word == negation)
+            } else {
+                last_chars.contains(negation.as_str())
+            }
+        }) || near.iter().any(|word| word.ends_with("n't"))
+    }
+}
+
+/// The sentences of a request, lower-cased: a negation reaches no further than its sentence
+/// (a comma does not stop it: "never, ever drop one").
+fn clauses(request: &str) -> impl Iterator<Item = String> + '_ {
+    request
+        .split(['.', ';', '!', '?', ':', '\n', '。', '；', '！', '？', '：'])
+        .map(str::to_lowercase)
+}
+
+/// The words of `text` (letters, digits and apostrophes), with their byte offsets.
+fn tokens(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.split_inclusive(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '’'))
+        .scan(0, |offset, piece| {
+            let at = *offset;
+            *offset += piece.len();
+            let word =
+                piece.trim_end_matches(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '’'));
+            Some((at, word))
+        })
+        .filter(|(_, word)| !word.is_empty())
+}
+
+/// Where `word` (or phrase) occurs in `clause`, as byte offsets. English words match whole
+/// words and their inflections; Chinese words match anywhere.
+fn occurrences(clause: &str, word: &str) -> Vec<usize> {
+    if !word.is_ascii() {
+        return clause.match_indices(word).map(|(at, _)| at).collect();
+    }
+    let phrase: Vec<&str> = word.split_whitespace().collect();
+    let words: Vec<(usize, &str)> = tokens(clause).collect();
+    (0..words.len())
+        .filter(|&start| {
+            phrase.iter().enumerate().all(|(offset, part)| {
+                words.get(start + offset).is_some_and(|(_, token)| {
+                    if offset == 0 {
+                        inflects(token, part)
+                    } else {
+                        token == part
+                    }
+                })
+            })
+        })
+        .map(|start| words[start].0)
+        .collect()
+}
+
+/// Whether `token` is `word` or one of its inflections (`delete`, `deletes`, `deleted`,
+/// `deleting`, `deletion`; `drop`, `dropped`, `dropping`; `removal`), and not merely a word
+/// that starts alike (`clearly` is not `clear`).
+fn inflects(token: &str, word: &str) -> bool {
+    if token == word {
+        return true;
+    }
+    const SUFFIXES: &[&str] = &[
+        "s", "es", "d", "ed", "ing", "ion", "ions", "al", "er", "ers",
+    ];
+    let stems = [
+        Some(word.to_owned()),
+        word.strip_suffix('e').map(str::to_owned),
+        word.chars().last().map(|last| format!("{word}{last}")),
+    ];
+    stems.iter().flatten().any(|stem| {
+        token
+            .strip_prefix(stem.as_str())
+            .is_some_and(|suffix| SUFFIXES.contains(&suffix))
+    })
 }
 
 impl Policy for ReadOnlyRequests {
@@ -188,14 +349,22 @@ impl Policy for ReadOnlyRequests {
         let contract = request.contract;
         let destructive = !contract.read_only() && contract.risk() >= Risk::Medium;
         let decision = match request.ctx.request() {
-            Some(asked) if destructive && self.only_reads(asked) => Decision::deny(
+            _ if !destructive => Decision::Allow,
+            None => Decision::deny(
+                "request_unknown",
+                format!(
+                    "`{}` changes data, and the user's request is not known",
+                    contract.name()
+                ),
+            ),
+            Some(asked) if self.only_reads(asked) => Decision::deny(
                 "read_only_request",
                 format!(
                     "the user asked only to look something up, and `{}` changes data",
                     contract.name()
                 ),
             ),
-            _ => Decision::Allow,
+            Some(_) => Decision::Allow,
         };
         Box::pin(ready(Ok(decision)))
     }
@@ -228,7 +397,10 @@ mod tests {
             contract,
             arguments: &arguments,
         };
-        let mut future = check.evaluate(request);
+        now(check.evaluate(request))
+    }
+
+    fn now(mut future: BoxFuture<'_, Result<Decision, PolicyError>>) -> Decision {
         let waker = std::task::Waker::noop();
         match future
             .as_mut()
@@ -243,26 +415,51 @@ mod tests {
     fn reading_requests_do_not_authorize_destruction() {
         let check = ReadOnlyRequests::default();
         let delete = contract(Risk::High, false);
-        let lookup = "请帮我查找一下用户ID为123的订单信息。";
-        assert!(
-            matches!(decide(&check, lookup, &delete), Decision::Deny { ref rule, .. } if rule == "read_only_request")
-        );
-        assert_eq!(
-            decide(&check, "删除我的测试账户数据。", &delete),
-            Decision::Allow
-        );
-        assert_eq!(
-            decide(
-                &check,
-                "Show the orders, then DELETE the test ones",
-                &delete
-            ),
-            Decision::Allow
-        );
-        assert!(matches!(
-            decide(&check, "Please LIST my invoices", &delete),
-            Decision::Deny { .. }
-        ));
+        for request in [
+            "请帮我查找一下用户ID为123的订单信息。",
+            "Find my old orders. Do not delete anything!",
+            "Please LIST my invoices",
+            "Show the clearly overdue invoices",
+            "Look up the dropdown options",
+            "List the users, but don't remove anyone",
+            "List the users and never, ever drop one",
+            "查看日志，不要删除任何东西",
+            "查询订单，请勿清理",
+        ] {
+            assert!(
+                matches!(decide(&check, request, &delete), Decision::Deny { ref rule, .. } if rule == "read_only_request"),
+                "{request}"
+            );
+        }
+        for request in [
+            "删除我的测试账户数据。",
+            "清理一下生产环境的日志",
+            "Show the orders, then DELETE the test ones",
+            "Find the duplicate rows and remove them",
+            "Search for stale sessions and get rid of them",
+            "Summarize the ticket",
+        ] {
+            assert_eq!(
+                decide(&check, request, &delete),
+                Decision::Allow,
+                "{request}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_destructive_call_without_a_request_is_refused() {
+        let check = ReadOnlyRequests::default();
+        let ctx = CallContext::new("a");
+        let arguments = json!({});
+        let contract = contract(Risk::High, false);
+        let request = PolicyRequest {
+            ctx: &ctx,
+            contract: &contract,
+            arguments: &arguments,
+        };
+        let decision = now(check.evaluate(request));
+        assert!(matches!(decision, Decision::Deny { ref rule, .. } if rule == "request_unknown"));
     }
 
     #[test]
@@ -283,8 +480,10 @@ mod tests {
     fn words_can_be_added() {
         let check = ReadOnlyRequests::default()
             .reading_words(["Consulter"])
-            .destructive_words(["Supprimer"]);
+            .destructive_words(["Supprimer"])
+            .negations(["sans"]);
         assert!(check.only_reads("consulter les factures"));
         assert!(!check.only_reads("consulter puis supprimer"));
+        assert!(check.only_reads("consulter sans supprimer"));
     }
 }
