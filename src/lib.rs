@@ -50,7 +50,7 @@
 #![warn(missing_docs)]
 
 pub use portcullis_core::*;
-pub use portcullis_macros::tool;
+pub use portcullis_macros::{Sensitive, tool};
 
 /// The items a tool author needs: `use portcullis::prelude::*;`.
 pub mod prelude {
@@ -58,5 +58,5 @@ pub mod prelude {
         CallContext, Outcome, Registry, Rejection, RejectionCode, Risk, Tool, ToolCall,
         ToolContract, ToolError,
     };
-    pub use portcullis_macros::tool;
+    pub use portcullis_macros::{Sensitive, tool};
 }

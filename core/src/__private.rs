@@ -308,6 +308,120 @@ impl<'a, T> DebugFallback<'a> for &DebugProbe<'a, T> {
     }
 }
 
+/// The types whose fields carry `#[sensitive]`: `#[derive(Sensitive)]` implements it, and the
+/// containers pass it through, so that a sensitive field is found wherever the arguments hold
+/// its type.
+pub trait SensitiveFields {
+    /// The sensitive values inside a value of this type, as JSON pointers from it.
+    fn sensitive_pointers() -> Vec<String>;
+}
+
+/// Every element (of a list or set) or value (of a map) is an `inner`.
+fn each<Inner: SensitiveFields>() -> Vec<String> {
+    Inner::sensitive_pointers()
+        .into_iter()
+        .map(|pointer| format!("/*{pointer}"))
+        .collect()
+}
+
+impl<T: SensitiveFields> SensitiveFields for Option<T> {
+    fn sensitive_pointers() -> Vec<String> {
+        T::sensitive_pointers()
+    }
+}
+
+impl<T: SensitiveFields> SensitiveFields for Box<T> {
+    fn sensitive_pointers() -> Vec<String> {
+        T::sensitive_pointers()
+    }
+}
+
+impl<T: SensitiveFields> SensitiveFields for Vec<T> {
+    fn sensitive_pointers() -> Vec<String> {
+        each::<T>()
+    }
+}
+
+impl<T: SensitiveFields, const N: usize> SensitiveFields for [T; N] {
+    fn sensitive_pointers() -> Vec<String> {
+        each::<T>()
+    }
+}
+
+impl<T: SensitiveFields, S> SensitiveFields for std::collections::HashSet<T, S> {
+    fn sensitive_pointers() -> Vec<String> {
+        each::<T>()
+    }
+}
+
+impl<T: SensitiveFields> SensitiveFields for std::collections::BTreeSet<T> {
+    fn sensitive_pointers() -> Vec<String> {
+        each::<T>()
+    }
+}
+
+impl<K, V: SensitiveFields, S> SensitiveFields for std::collections::HashMap<K, V, S> {
+    fn sensitive_pointers() -> Vec<String> {
+        each::<V>()
+    }
+}
+
+impl<K, V: SensitiveFields> SensitiveFields for std::collections::BTreeMap<K, V> {
+    fn sensitive_pointers() -> Vec<String> {
+        each::<V>()
+    }
+}
+
+/// Finds the sensitive fields of `T` where it has some, and none otherwise (method resolution
+/// picks the first applicable trait).
+pub struct SensitiveProbe<T>(PhantomData<T>);
+
+impl<T> SensitiveProbe<T> {
+    /// A probe for `T`.
+    pub const fn new() -> Self {
+        SensitiveProbe(PhantomData)
+    }
+}
+
+impl<T> Default for SensitiveProbe<T> {
+    fn default() -> Self {
+        SensitiveProbe::new()
+    }
+}
+
+/// Chosen when `T` has sensitive fields.
+pub trait HasSensitiveFields {
+    /// Their pointers.
+    fn pointers(&self) -> Vec<String>;
+}
+
+impl<T: SensitiveFields> HasSensitiveFields for SensitiveProbe<T> {
+    fn pointers(&self) -> Vec<String> {
+        T::sensitive_pointers()
+    }
+}
+
+/// Chosen otherwise.
+pub trait NoSensitiveFields {
+    /// None.
+    fn pointers(&self) -> Vec<String>;
+}
+
+impl<T> NoSensitiveFields for &SensitiveProbe<T> {
+    fn pointers(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// `pointers` within the argument `argument`.
+pub fn within(argument: &str, pointers: Vec<String>) -> Vec<String> {
+    let argument = argument.replace('~', "~0").replace('/', "~1");
+    pointers
+        .into_iter()
+        .map(|pointer| format!("/{argument}{pointer}"))
+        .collect()
+}
+
 /// Checks a parameter's own constraints when its type implements `Validate`, and nothing
 /// otherwise (method resolution picks the first applicable trait).
 pub struct Nested<'a, T>(pub &'a T);

@@ -340,6 +340,18 @@ fn field_key(field: &syn::Ident) -> String {
     field.to_string().trim_start_matches("r#").to_owned()
 }
 
+/// Whether `ty` is a plain value (a string, a number, a boolean) that holds no fields.
+fn is_plain(ty: &Type) -> bool {
+    const PLAIN: &[&str] = &[
+        "String", "bool", "char", "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32",
+        "i64", "i128", "isize", "f32", "f64",
+    ];
+    let inner = option_inner(ty).unwrap_or(ty);
+    matches!(inner, Type::Path(path) if path.qself.is_none()
+        && path.path.segments.len() == 1
+        && PLAIN.iter().any(|plain| path.path.is_ident(plain)))
+}
+
 /// The `T` of an `Option<T>` parameter type.
 fn option_inner(ty: &Type) -> Option<&Type> {
     let Type::Path(path) = ty else {
@@ -455,6 +467,26 @@ fn contract(
         .collect();
     if !sensitive.is_empty() {
         steps.push(quote!(.sensitive([#(#sensitive),*])));
+    }
+    // The `#[sensitive]` fields of the types the arguments hold (`#[derive(Sensitive)]`).
+    let probe = |ty: &Type| {
+        quote! {{
+            use #private::{HasSensitiveFields as _, NoSensitiveFields as _};
+            (&#private::SensitiveProbe::<#ty>::new()).pointers()
+        }}
+    };
+    for param in params {
+        match param {
+            Param::Argument(argument) if !argument.sensitive && !is_plain(&argument.ty) => {
+                let (wire_name, pointers) = (&argument.wire_name, probe(&argument.ty));
+                steps.push(quote!(.sensitive(#private::within(#wire_name, #pointers))));
+            }
+            Param::Args(ty) => {
+                let pointers = probe(ty);
+                steps.push(quote!(.sensitive(#pointers)));
+            }
+            _ => {}
+        }
     }
     quote! {
         #private::ToolContract::builder(#tool_name, #description, #private::arguments_schema::<#args_type>())

@@ -7,6 +7,7 @@ use proc_macro::TokenStream;
 mod expand;
 mod options;
 mod params;
+mod sensitive;
 
 /// Turns a plain function into a gated tool.
 ///
@@ -64,5 +65,27 @@ pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
             tokens.extend(quote::quote!(#function));
             tokens.into()
         }
+    }
+}
+
+/// Finds the `#[sensitive]` fields of a struct the arguments hold, so that their values are
+/// redacted in audit records and tickets and never repeated in a refusal, wherever the
+/// arguments hold the struct (an `#[args]` struct, a parameter's type, inside lists, maps and
+/// options).
+///
+/// ```text
+/// #[derive(Deserialize, Serialize, JsonSchema, Validate, Sensitive)]
+/// #[serde(deny_unknown_fields)]
+/// struct Login {
+///     user: String,
+///     #[sensitive]
+///     password: String,
+/// }
+/// ```
+#[proc_macro_derive(Sensitive, attributes(sensitive))]
+pub fn derive_sensitive(item: TokenStream) -> TokenStream {
+    match syn::parse::<syn::DeriveInput>(item).and_then(sensitive::derive) {
+        Ok(tokens) => tokens.into(),
+        Err(error) => error.to_compile_error().into(),
     }
 }

@@ -300,7 +300,7 @@ fn parse_one(typed: &mut syn::PatType) -> syn::Result<Param> {
         if sensitive {
             return Err(syn::Error::new_spanned(
                 marker,
-                "`#[sensitive]` marks one argument; on an `#[args]` struct, redact the fields in its own `Debug`",
+                "`#[sensitive]` marks one argument; on an `#[args]` struct, mark its sensitive fields `#[sensitive]` and derive `portcullis::Sensitive` on it",
             ));
         }
         if let Some((_, attr)) = one_of {

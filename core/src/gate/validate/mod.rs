@@ -42,10 +42,12 @@ pub(crate) fn validate(
 }
 
 /// The rule family a violation belongs to: validator and the schema name some rules apart
-/// (`regex` and `contains` are checked as a schema's `pattern`).
+/// (`regex` and `contains` are checked as a schema's `pattern`, `does_not_contain` as its
+/// `not`).
 fn family(rule: &str) -> &str {
     match rule {
         "regex" | "contains" => "pattern",
+        "does_not_contain" => "not",
         other => other,
     }
 }

@@ -1,0 +1,614 @@
+//! One truth about the call: every gate judges what the tool receives, every constraint the
+//! schema shows is enforced, and a sensitive value reaches no record, ticket or refusal. One
+//! test per hole an attacker found, each asserting the exact outcome.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use portcullis::audit::{AuditRecord, MemoryAuditSink, REDACTED};
+use portcullis::prelude::*;
+use portcullis::{BudgetLimits, Decision, PolicyRequest, ReadOnlyRequests};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use validator::Validate;
+
+/// Delete one record.
+#[tool(risk = "high", role = "admin", irreversible = "no backup")]
+fn delete_record(
+    #[validate(length(min = 3))] table_name: String,
+    record_id: u64,
+) -> Result<u64, ToolError> {
+    let _ = table_name;
+    Ok(record_id)
+}
+
+fn admin() -> CallContext {
+    CallContext::new("alice")
+        .with_roles(["admin"])
+        .with_request("Delete the record the ticket names.")
+}
+
+fn code(outcome: &Outcome) -> Option<RejectionCode> {
+    outcome.code()
+}
+
+/// A call with an id of its own: a repeated id in one task returns the first outcome.
+fn call(tool: &str, arguments: impl Into<portcullis::Arguments>) -> ToolCall {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let id = NEXT.fetch_add(1, Ordering::Relaxed);
+    ToolCall::new(format!("call-{id}"), tool, arguments)
+}
+
+/// A registry-wide policy written for the integer 1 sees the integer 1 however the model spells
+/// it: `1.0` and `1e0` are the integer the tool receives.
+#[tokio::test]
+async fn a_registry_policy_sees_the_number_the_tool_receives() {
+    let registry = Registry::builder()
+        .tool(DeleteRecord)
+        .policy(|request: &PolicyRequest<'_>| {
+            Ok(if request.arguments["record_id"].as_u64() == Some(1) {
+                Decision::deny("record_one_protected", "record 1 is never deleted")
+            } else {
+                Decision::Allow
+            })
+        })
+        .build()
+        .unwrap();
+    for spelling in ["1", "1.0", "1e0", "0.1e1", "10e-1"] {
+        let arguments = format!(r#"{{"table_name": "users", "record_id": {spelling}}}"#);
+        let outcome = registry
+            .dispatch(&admin(), &call("delete_record", arguments))
+            .await;
+        let rejection = outcome.rejection().expect(spelling);
+        assert_eq!(
+            (rejection.code(), rejection.reason()),
+            (RejectionCode::PolicyDenied, Some("record_one_protected")),
+            "{spelling}"
+        );
+    }
+    let outcome = registry
+        .dispatch(
+            &admin(),
+            &call(
+                "delete_record",
+                json!({"table_name": "users", "record_id": 2.0}),
+            ),
+        )
+        .await;
+    assert_eq!(outcome.output(), Some(&json!(2)));
+}
+
+/// Defaults are filled in before the policies judge: an absent argument is its default.
+#[tokio::test]
+async fn policies_see_defaults_filled_in() {
+    /// Archive a table.
+    #[tool(risk = "medium", irreversible = "archives are final")]
+    fn archive(
+        table_name: String,
+        #[serde(default)] include_audit_tables: bool,
+    ) -> Result<(), ToolError> {
+        let _ = (table_name, include_audit_tables);
+        Ok(())
+    }
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let kept = seen.clone();
+    let registry = Registry::builder()
+        .tool(Archive)
+        .policy(move |request: &PolicyRequest<'_>| {
+            kept.lock().unwrap().push(request.arguments.clone());
+            Ok(Decision::Allow)
+        })
+        .build()
+        .unwrap();
+    let outcome = registry
+        .dispatch(&admin(), &call("archive", r#"{"table_name": "logs"}"#))
+        .await;
+    assert!(outcome.is_completed(), "{outcome:?}");
+    assert_eq!(
+        seen.lock().unwrap().as_slice(),
+        [json!({"table_name": "logs", "include_audit_tables": false})]
+    );
+}
+
+/// The stalled-loop breaker counts one call however its numbers and keys are spelt.
+#[tokio::test]
+async fn respelt_repeats_are_one_stalled_loop() {
+    let registry = Registry::builder()
+        .tool(DeleteRecord)
+        .budget(BudgetLimits {
+            stalled_loop_after: Some(3),
+            ..BudgetLimits::default()
+        })
+        .build()
+        .unwrap();
+    let spellings = [
+        r#"{"table_name": "users", "record_id": 7}"#,
+        r#"{"record_id": 7.0, "table_name": "users"}"#,
+        r#"{"table_name": "users", "record_id": 7e0}"#,
+    ];
+    let ctx = admin();
+    let mut codes = Vec::new();
+    for arguments in spellings {
+        codes.push(code(
+            &registry
+                .dispatch(&ctx, &call("delete_record", arguments))
+                .await,
+        ));
+    }
+    assert_eq!(codes, [None, None, Some(RejectionCode::StalledLoop)]);
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema, Validate)]
+#[serde(deny_unknown_fields)]
+struct Dims {
+    #[validate(range(min = 1, max = 100))]
+    width: u32,
+    #[validate(length(max = 8))]
+    label: String,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+enum Shape {
+    Boxed(Dims),
+    Framed { inner: Dims },
+    Point,
+}
+
+/// A holder of `Dims` that never says `#[validate(nested)]`.
+#[derive(Debug, Deserialize, Serialize, JsonSchema, Validate)]
+#[serde(deny_unknown_fields)]
+struct Crate {
+    dims: Dims,
+    spare: Box<Dims>,
+}
+
+/// Pack boxes.
+#[tool]
+#[allow(clippy::too_many_arguments)]
+fn pack(
+    by_name: HashMap<String, Dims>,
+    sorted: BTreeMap<String, Dims>,
+    boxed: Box<Dims>,
+    maybe: Vec<Option<Dims>>,
+    shape: Shape,
+    holder: Crate,
+    tags: HashSet<String>,
+    codes: BTreeSet<u32>,
+) -> Result<usize, ToolError> {
+    let _ = (sorted, boxed, maybe, shape, holder, tags, codes);
+    Ok(by_name.len())
+}
+
+fn good_pack() -> Value {
+    let dims = json!({"width": 5, "label": "ok"});
+    json!({
+        "by_name": {"a": dims},
+        "sorted": {"b": dims},
+        "boxed": dims,
+        "maybe": [dims, null],
+        "shape": {"Boxed": dims},
+        "holder": {"dims": dims, "spare": dims},
+        "tags": ["x", "y"],
+        "codes": [1, 2],
+    })
+}
+
+/// Every container holding a validated type is checked, whatever validator was told.
+#[tokio::test]
+async fn constraints_inside_every_container_are_enforced() {
+    let registry = Registry::builder().tool(Pack).build().unwrap();
+    let ctx = CallContext::new("a");
+    let outcome = registry.dispatch(&ctx, &call("pack", good_pack())).await;
+    assert!(outcome.is_completed(), "{outcome:?}");
+    let cases = [
+        ("/by_name/a", "/by_name/a/width"),
+        ("/sorted/b", "/sorted/b/width"),
+        ("/boxed", "/boxed/width"),
+        ("/maybe/0", "/maybe/0/width"),
+        ("/shape/Boxed", "/shape/Boxed/width"),
+        ("/holder/dims", "/holder/dims/width"),
+        ("/holder/spare", "/holder/spare/width"),
+    ];
+    for (at, expected) in cases {
+        let mut arguments = good_pack();
+        *arguments.pointer_mut(at).unwrap() = json!({"width": 0, "label": "ok"});
+        let outcome = registry.dispatch(&ctx, &call("pack", arguments)).await;
+        let rejection = outcome
+            .rejection()
+            .unwrap_or_else(|| panic!("{at}: {outcome:?}"));
+        assert_eq!(rejection.code(), RejectionCode::ConstraintViolation, "{at}");
+        let paths: Vec<&str> = rejection
+            .violations()
+            .iter()
+            .map(|v| v.path.as_str())
+            .collect();
+        assert_eq!(paths, [expected], "{at}");
+        assert_eq!(rejection.violations()[0].rule, "range");
+    }
+    let mut framed = good_pack();
+    framed["shape"] = json!({"Framed": {"inner": {"width": 5, "label": "far too long"}}});
+    let outcome = registry.dispatch(&ctx, &call("pack", framed)).await;
+    let rejection = outcome.rejection().unwrap();
+    assert_eq!(rejection.path(), Some("/shape/Framed/inner/label"));
+    assert_eq!(rejection.violations()[0].rule, "length");
+}
+
+/// A set refuses a repeated element at its second occurrence, rather than merging it.
+#[tokio::test]
+async fn sets_refuse_duplicates() {
+    let registry = Registry::builder().tool(Pack).build().unwrap();
+    let ctx = CallContext::new("a");
+    for (field, elements, at) in [
+        ("tags", json!(["x", "y", "x"]), "/tags/2"),
+        ("codes", json!([1, 2, 1.0]), "/codes/2"),
+    ] {
+        let mut arguments = good_pack();
+        arguments[field] = elements;
+        let outcome = registry.dispatch(&ctx, &call("pack", arguments)).await;
+        let rejection = outcome
+            .rejection()
+            .unwrap_or_else(|| panic!("{field}: {outcome:?}"));
+        assert_eq!(
+            (rejection.code(), rejection.path()),
+            (RejectionCode::InvalidValue, Some(at))
+        );
+    }
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum Internal {
+    Resize { width: u32 },
+    Rotate { degrees: i16 },
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(tag = "kind", content = "data", rename_all = "snake_case")]
+enum Adjacent {
+    Resize(u32),
+    Stop,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(untagged)]
+enum Untagged {
+    Count(u32),
+    Label(String),
+}
+
+/// Transform an image.
+#[tool]
+fn transform(
+    internal: Internal,
+    adjacent: Adjacent,
+    untagged: Untagged,
+) -> Result<String, ToolError> {
+    Ok(format!("{internal:?} {adjacent:?} {untagged:?}"))
+}
+
+/// Inside tagged and untagged enums, `5.0` is the integer 5 as everywhere, and a tag is only
+/// its string, never its variant's index.
+#[tokio::test]
+async fn enums_follow_the_number_rules() {
+    let registry = Registry::builder().tool(Transform).build().unwrap();
+    let ctx = CallContext::new("a");
+    let call = |arguments: Value| call("transform", arguments);
+    let outcome = registry
+        .dispatch(
+            &ctx,
+            &call(json!({
+                "internal": {"kind": "resize", "width": 5.0},
+                "adjacent": {"kind": "resize", "data": 6.0},
+                "untagged": 7.0,
+            })),
+        )
+        .await;
+    assert_eq!(
+        outcome.output(),
+        Some(&json!("Resize { width: 5 } Resize(6) Count(7)")),
+        "{outcome:?}"
+    );
+    for (arguments, path) in [
+        (
+            json!({"internal": {"kind": 0, "width": 5}, "adjacent": {"kind": "stop"}, "untagged": 1}),
+            "/internal",
+        ),
+        (
+            json!({"internal": {"kind": "resize", "width": 5}, "adjacent": {"kind": 1}, "untagged": 1}),
+            "/adjacent",
+        ),
+        (
+            json!({"internal": {"kind": "resize", "width": 5.5}, "adjacent": {"kind": "stop"}, "untagged": 1}),
+            "/internal",
+        ),
+    ] {
+        let outcome = registry.dispatch(&ctx, &call(arguments.clone())).await;
+        let rejection = outcome
+            .rejection()
+            .unwrap_or_else(|| panic!("{arguments}: {outcome:?}"));
+        assert!(
+            matches!(
+                rejection.code(),
+                RejectionCode::InvalidType | RejectionCode::InvalidValue
+            ),
+            "{arguments}: {rejection}"
+        );
+        assert!(
+            rejection.path().unwrap_or_default().starts_with(path),
+            "{arguments}: {rejection}"
+        );
+    }
+}
+
+/// Weigh an item.
+#[tool]
+fn weigh(
+    #[validate(range(max = 100.0))] light: f32,
+    #[validate(range(exclusive_max = 100.0))] below: f32,
+    #[validate(range(exclusive_max = 100.0))] precise: f64,
+) -> Result<String, ToolError> {
+    Ok(format!("{light} {below} {precise}"))
+}
+
+/// Float bounds hold exactly as exported, for `f32` and `f64`.
+#[tokio::test]
+async fn float_bounds_are_exact() {
+    let registry = Registry::builder().tool(Weigh).build().unwrap();
+    let ctx = CallContext::new("a");
+    let weigh = |light: &str, below: &str, precise: &str| {
+        let arguments = format!(r#"{{"light": {light}, "below": {below}, "precise": {precise}}}"#);
+        let registry = registry.clone();
+        let ctx = ctx.clone();
+        async move { registry.dispatch(&ctx, &call("weigh", arguments)).await }
+    };
+    // At the inclusive bound, and just inside the exclusive ones.
+    assert!(weigh("100", "99", "99.99999999999999").await.is_completed());
+    // Beyond the inclusive bound by less than an f32 can tell.
+    let outcome = weigh("100.000001", "1", "1").await;
+    assert_eq!(outcome.rejection().and_then(|r| r.path()), Some("/light"));
+    // Inside the exclusive bound, but an f32 would round it onto the bound: the schema says so.
+    let outcome = weigh("1", "99.999999", "1").await;
+    assert_eq!(outcome.rejection().and_then(|r| r.path()), Some("/below"));
+    let schema = Weigh.contract().input_schema().clone();
+    assert_eq!(
+        schema["properties"]["below"]["exclusiveMaximum"],
+        json!(100.0)
+    );
+    assert_eq!(
+        schema["properties"]["below"]["maximum"],
+        json!(f64::from(99.99999_f32))
+    );
+    // At the exclusive bound.
+    assert_eq!(
+        code(&weigh("1", "1", "100").await),
+        Some(RejectionCode::ConstraintViolation)
+    );
+}
+
+/// Rename a user.
+#[tool]
+fn rename_user(
+    #[validate(does_not_contain(pattern = "admin"))] new_name: String,
+) -> Result<String, ToolError> {
+    Ok(new_name)
+}
+
+/// `does_not_contain` is in the schema as well as enforced.
+#[tokio::test]
+async fn does_not_contain_is_exported() {
+    let schema = RenameUser.contract().input_schema().clone();
+    assert_eq!(
+        schema["properties"]["new_name"]["not"],
+        json!({"type": "string", "pattern": "admin"})
+    );
+    let registry = Registry::builder().tool(RenameUser).build().unwrap();
+    let outcome = registry
+        .dispatch(
+            &CallContext::new("a"),
+            &call("rename_user", json!({"new_name": "superadmin"})),
+        )
+        .await;
+    let rejection = outcome.rejection().unwrap();
+    assert_eq!(rejection.code(), RejectionCode::ConstraintViolation);
+    assert_eq!(
+        rejection.violations().len(),
+        1,
+        "reported once: {rejection}"
+    );
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema, Validate, Sensitive)]
+#[serde(deny_unknown_fields)]
+struct Card {
+    #[sensitive]
+    number: String,
+    #[validate(range(min = 1, max = 12))]
+    expiry_month: u8,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema, Validate, Sensitive)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Payment {
+    payer_name: String,
+    #[sensitive]
+    pin_code: u32,
+    cards: Vec<Card>,
+}
+
+/// Pay with a card.
+#[tool(
+    risk = "high",
+    irreversible = "payments settle at once",
+    approval = "required"
+)]
+fn pay(#[args] payment: Payment) -> Result<String, ToolError> {
+    Ok(payment.payer_name)
+}
+
+/// Log in.
+#[tool]
+fn log_in(user: String, #[sensitive] password: String) -> Result<bool, ToolError> {
+    Ok(!user.is_empty() && !password.is_empty())
+}
+
+fn audited() -> (Registry, MemoryAuditSink) {
+    let sink = MemoryAuditSink::default();
+    let registry = Registry::builder()
+        .tool(Pay)
+        .tool(LogIn)
+        .audit(sink.clone())
+        .build()
+        .unwrap();
+    (registry, sink)
+}
+
+fn everything_said(records: &[AuditRecord], outcome: &Outcome) -> String {
+    format!(
+        "{} {outcome:?} {}",
+        serde_json::to_string(records).unwrap(),
+        outcome
+            .rejection()
+            .map(|rejection| rejection.to_model_message())
+            .unwrap_or_default()
+    )
+}
+
+/// `#[sensitive]` works on the fields of an `#[args]` struct and of the types inside it.
+#[tokio::test]
+async fn sensitive_fields_of_args_structs_are_redacted() {
+    assert_eq!(Pay.contract().sensitive(), ["/pinCode", "/cards/*/number"]);
+    let (registry, sink) = audited();
+    let call = call(
+        "pay",
+        json!({"payerName": "ann", "pinCode": 4931, "cards": [{"number": "4111-1111", "expiry_month": 3}]}),
+    );
+    let outcome = registry.dispatch(&CallContext::new("ann"), &call).await;
+    let ticket = outcome.ticket().expect("payments wait for approval");
+    assert_eq!(
+        ticket.arguments,
+        json!({"payerName": "ann", "pinCode": REDACTED, "cards": [{"number": REDACTED, "expiry_month": 3}]})
+    );
+    let records = sink.records();
+    assert_eq!(records[0].arguments, ticket.arguments);
+    let said = everything_said(&records, &outcome);
+    assert!(!said.contains("4931") && !said.contains("4111"), "{said}");
+}
+
+/// A refusal about a sensitive value does not repeat it, in the refusal or in the audit.
+#[tokio::test]
+async fn refusals_do_not_echo_sensitive_values() {
+    let (registry, sink) = audited();
+    let cases = [
+        json!({"payerName": "ann", "pinCode": 99999999999u64, "cards": []}),
+        json!({"payerName": "ann", "pinCode": -4931, "cards": []}),
+        json!({"payerName": "ann", "pinCode": 4931, "cards": [{"number": 41111111, "expiry_month": 3}]}),
+    ];
+    for arguments in cases {
+        let call = call("pay", arguments.clone());
+        let outcome = registry.dispatch(&CallContext::new("ann"), &call).await;
+        assert!(outcome.rejection().is_some(), "{arguments}");
+        let said = everything_said(&sink.records(), &outcome);
+        for secret in ["99999999999", "4931", "41111111"] {
+            assert!(!said.contains(secret), "{secret} in {said}");
+        }
+    }
+}
+
+/// Text that is not JSON is recorded by its size and SHA-256, never verbatim: the secret in it
+/// cannot be redacted by name.
+#[tokio::test]
+async fn malformed_text_is_recorded_by_size_and_hash() {
+    let (registry, sink) = audited();
+    let text = r#"{"user": "ann", "password": "hunter2-correct-horse""#;
+    let outcome = registry
+        .dispatch(&CallContext::new("ann"), &call("log_in", text))
+        .await;
+    assert_eq!(code(&outcome), Some(RejectionCode::MalformedJson));
+    let records = sink.records();
+    assert_eq!(
+        records[0].arguments["unrecorded"]["bytes"],
+        json!(text.len())
+    );
+    assert_eq!(
+        records[0].arguments["unrecorded"]["sha256"]
+            .as_str()
+            .map(str::len),
+        Some(64)
+    );
+    let said = everything_said(&records, &outcome);
+    assert!(!said.contains("hunter2"), "{said}");
+}
+
+fn many_products(_: &CallContext) -> Vec<String> {
+    (0..1000).map(|n| format!("p-{n}")).collect()
+}
+
+/// Order products.
+#[tool]
+fn order_products(#[one_of(many_products)] products: Vec<String>) -> Result<usize, ToolError> {
+    Ok(products.len())
+}
+
+/// 61,000 elements against 1,000 allowed values: each is one lookup (the cost is measured in
+/// `benches/dispatch.rs`); the last one, not allowed, is named.
+#[tokio::test]
+async fn a_long_list_against_many_allowed_values_is_checked_element_by_element() {
+    let registry = Registry::builder().tool(OrderProducts).build().unwrap();
+    let mut products: Vec<String> = (0..61_000).map(|n| format!("p-{}", n % 1000)).collect();
+    products.push("p-1000".to_owned());
+    let outcome = registry
+        .dispatch(
+            &CallContext::new("a"),
+            &call("order_products", json!({ "products": products })),
+        )
+        .await;
+    let rejection = outcome.rejection().unwrap();
+    assert_eq!(
+        (rejection.code(), rejection.path()),
+        (RejectionCode::InvalidValue, Some("/products/61000"))
+    );
+}
+
+/// A request that only reads, whatever destructive words it negates, does not delete.
+#[tokio::test]
+async fn the_intent_check_fails_closed() {
+    let registry = Registry::builder()
+        .tool(DeleteRecord)
+        .intent_check(ReadOnlyRequests::default())
+        .build()
+        .unwrap();
+    let delete = || {
+        call(
+            "delete_record",
+            json!({"table_name": "orders", "record_id": 4}),
+        )
+    };
+    let asking = |request: &str| {
+        CallContext::new("alice")
+            .with_roles(["admin"])
+            .with_request(request)
+    };
+    let reason = |outcome: Outcome| {
+        outcome
+            .rejection()
+            .and_then(|r| r.reason().map(str::to_owned))
+    };
+    let outcome = registry
+        .dispatch(
+            &asking("Find my old orders. Do not delete anything!"),
+            &delete(),
+        )
+        .await;
+    assert_eq!(code(&outcome), Some(RejectionCode::IntentMismatch));
+    assert_eq!(reason(outcome).as_deref(), Some("read_only_request"));
+    let outcome = registry
+        .dispatch(&CallContext::new("alice").with_roles(["admin"]), &delete())
+        .await;
+    assert_eq!(reason(outcome).as_deref(), Some("request_unknown"));
+    let outcome = registry
+        .dispatch(&asking("清理一下生产环境的日志"), &delete())
+        .await;
+    assert!(outcome.is_completed(), "{outcome:?}");
+}
