@@ -2,8 +2,12 @@
 //! schema shows is enforced, and a sensitive value reaches no record, ticket or refusal. One
 //! test per hole an attacker found, each asserting the exact outcome.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+#[path = "common/shapes.rs"]
+mod shapes;
+
 use std::sync::{Arc, Mutex};
+
+use shapes::{Pack, RenameUser, Transform, Weigh};
 
 use portcullis::audit::{AuditRecord, MemoryAuditSink, REDACTED};
 use portcullis::prelude::*;
@@ -140,47 +144,6 @@ async fn respelt_repeats_are_one_stalled_loop() {
     assert_eq!(codes, [None, None, Some(RejectionCode::StalledLoop)]);
 }
 
-#[derive(Debug, Deserialize, Serialize, JsonSchema, Validate)]
-#[serde(deny_unknown_fields)]
-struct Dims {
-    #[validate(range(min = 1, max = 100))]
-    width: u32,
-    #[validate(length(max = 8))]
-    label: String,
-}
-
-#[derive(Debug, Deserialize, Serialize, JsonSchema)]
-enum Shape {
-    Boxed(Dims),
-    Framed { inner: Dims },
-    Point,
-}
-
-/// A holder of `Dims` that never says `#[validate(nested)]`.
-#[derive(Debug, Deserialize, Serialize, JsonSchema, Validate)]
-#[serde(deny_unknown_fields)]
-struct Crate {
-    dims: Dims,
-    spare: Box<Dims>,
-}
-
-/// Pack boxes.
-#[tool]
-#[allow(clippy::too_many_arguments)]
-fn pack(
-    by_name: HashMap<String, Dims>,
-    sorted: BTreeMap<String, Dims>,
-    boxed: Box<Dims>,
-    maybe: Vec<Option<Dims>>,
-    shape: Shape,
-    holder: Crate,
-    tags: HashSet<String>,
-    codes: BTreeSet<u32>,
-) -> Result<usize, ToolError> {
-    let _ = (sorted, boxed, maybe, shape, holder, tags, codes);
-    Ok(by_name.len())
-}
-
 fn good_pack() -> Value {
     let dims = json!({"width": 5, "label": "ok"});
     json!({
@@ -257,37 +220,6 @@ async fn sets_refuse_duplicates() {
     }
 }
 
-#[derive(Debug, Deserialize, Serialize, JsonSchema)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-enum Internal {
-    Resize { width: u32 },
-    Rotate { degrees: i16 },
-}
-
-#[derive(Debug, Deserialize, Serialize, JsonSchema)]
-#[serde(tag = "kind", content = "data", rename_all = "snake_case")]
-enum Adjacent {
-    Resize(u32),
-    Stop,
-}
-
-#[derive(Debug, Deserialize, Serialize, JsonSchema)]
-#[serde(untagged)]
-enum Untagged {
-    Count(u32),
-    Label(String),
-}
-
-/// Transform an image.
-#[tool]
-fn transform(
-    internal: Internal,
-    adjacent: Adjacent,
-    untagged: Untagged,
-) -> Result<String, ToolError> {
-    Ok(format!("{internal:?} {adjacent:?} {untagged:?}"))
-}
-
 /// Inside tagged and untagged enums, `5.0` is the integer 5 as everywhere, and a tag is only
 /// its string, never its variant's index.
 #[tokio::test]
@@ -342,16 +274,6 @@ async fn enums_follow_the_number_rules() {
     }
 }
 
-/// Weigh an item.
-#[tool]
-fn weigh(
-    #[validate(range(max = 100.0))] light: f32,
-    #[validate(range(exclusive_max = 100.0))] below: f32,
-    #[validate(range(exclusive_max = 100.0))] precise: f64,
-) -> Result<String, ToolError> {
-    Ok(format!("{light} {below} {precise}"))
-}
-
 /// Float bounds hold exactly as exported, for `f32` and `f64`.
 #[tokio::test]
 async fn float_bounds_are_exact() {
@@ -385,14 +307,6 @@ async fn float_bounds_are_exact() {
         code(&weigh("1", "1", "100").await),
         Some(RejectionCode::ConstraintViolation)
     );
-}
-
-/// Rename a user.
-#[tool]
-fn rename_user(
-    #[validate(does_not_contain(pattern = "admin"))] new_name: String,
-) -> Result<String, ToolError> {
-    Ok(new_name)
 }
 
 /// `does_not_contain` is in the schema as well as enforced.
