@@ -329,7 +329,8 @@ impl RegistryBuilder {
         for tool in self.tools {
             let contract = tool.contract();
             contract.check().map_err(BuildError::InvalidContract)?;
-            let check = SchemaCheck::compile(contract.input_schema()).map_err(|reason| {
+            let check = SchemaCheck::compile(contract.input_schema(), contract.checked_in_code())
+                .map_err(|reason| {
                 BuildError::InvalidContract(ContractError {
                     tool: contract.name().to_owned(),
                     reason,

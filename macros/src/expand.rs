@@ -340,16 +340,26 @@ fn field_key(field: &syn::Ident) -> String {
     field.to_string().trim_start_matches("r#").to_owned()
 }
 
-/// Whether `ty` is a plain value (a string, a number, a boolean) that holds no fields.
-fn is_plain(ty: &Type) -> bool {
+/// The name of `ty` (or of `T` in `Option<T>`) when it is a plain value (a string, a number,
+/// a boolean) that holds no fields.
+fn plain_type(ty: &Type) -> Option<&syn::Ident> {
     const PLAIN: &[&str] = &[
         "String", "bool", "char", "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32",
         "i64", "i128", "isize", "f32", "f64",
     ];
-    let inner = option_inner(ty).unwrap_or(ty);
-    matches!(inner, Type::Path(path) if path.qself.is_none()
-        && path.path.segments.len() == 1
-        && PLAIN.iter().any(|plain| path.path.is_ident(plain)))
+    let Type::Path(path) = option_inner(ty).unwrap_or(ty) else {
+        return None;
+    };
+    let ident = path.path.get_ident().filter(|_| path.qself.is_none())?;
+    PLAIN.iter().any(|plain| ident == plain).then_some(ident)
+}
+
+/// Whether the argument is read by a deserializer of its own (`#[serde(with)]`,
+/// `#[serde(deserialize_with)]`), which may accept what its type's schema does not show.
+fn custom_deserializer(argument: &Argument) -> bool {
+    argument.field_attrs.iter().any(|attr| {
+        attr.path().is_ident("serde") && attr.to_token_stream().to_string().contains("with")
+    })
 }
 
 /// The `T` of an `Option<T>` parameter type.
@@ -468,6 +478,20 @@ fn contract(
     if !sensitive.is_empty() {
         steps.push(quote!(.sensitive([#(#sensitive),*])));
     }
+    // Arguments of plain types: serde holds them to their type, validator to their rules, and
+    // those are all their schema shows (an `f32` with an exclusive bound also shows the nearest
+    // `f32` inside it, which only the schema check enforces; a custom deserializer may accept
+    // what the schema does not show).
+    let checked_in_code: Vec<&str> = arguments_of(params)
+        .filter(|argument| {
+            plain_type(&argument.ty).is_some_and(|plain| plain != "f32")
+                && !custom_deserializer(argument)
+        })
+        .map(|argument| argument.wire_name.as_str())
+        .collect();
+    if !checked_in_code.is_empty() {
+        steps.push(quote!(.checked_in_code([#(#checked_in_code),*])));
+    }
     // The `#[sensitive]` fields of the types the arguments hold (`#[derive(Sensitive)]`).
     let probe = |ty: &Type| {
         quote! {{
@@ -477,7 +501,9 @@ fn contract(
     };
     for param in params {
         match param {
-            Param::Argument(argument) if !argument.sensitive && !is_plain(&argument.ty) => {
+            Param::Argument(argument)
+                if !argument.sensitive && plain_type(&argument.ty).is_none() =>
+            {
                 let (wire_name, pointers) = (&argument.wire_name, probe(&argument.ty));
                 steps.push(quote!(.sensitive(#private::within(#wire_name, #pointers))));
             }

@@ -90,20 +90,27 @@ pub struct AuditRecord {
 impl AuditRecord {
     /// The hash this record should carry: SHA-256 over its JSON form with `hash` emptied.
     fn computed_hash(&self) -> String {
-        let mut unsealed = self.clone();
-        unsealed.hash = String::new();
+        self.clone().seal()
+    }
+
+    /// Empties `hash` and returns the hash the record should carry, without copying it.
+    fn seal(&mut self) -> String {
+        self.hash = String::new();
         let bytes =
-            serde_json::to_vec(&unsealed).expect("a record of strings and JSON values serializes");
+            serde_json::to_vec(&self).expect("a record of strings and JSON values serializes");
         sha256_hex(&bytes)
     }
 }
 
 /// The SHA-256 of `bytes`, in lowercase hex.
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut hex = String::with_capacity(64);
+    for byte in Sha256::digest(bytes) {
+        hex.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        hex.push(char::from(DIGITS[usize::from(byte & 0xf)]));
+    }
+    hex
 }
 
 /// Where records go. A sink that fails loses the record: the registry reports the failure to
@@ -170,7 +177,7 @@ impl AuditLog {
         let (sequence, previous_hash) = &mut *chain;
         record.sequence = *sequence;
         record.previous_hash = previous_hash.clone();
-        record.hash = record.computed_hash();
+        record.hash = record.seal();
         if let Err(error) = self.sink.write(&record) {
             tracing::error!(sequence = record.sequence, %error, "an audit record could not be written");
         }

@@ -156,6 +156,22 @@ impl ContractBuilder {
         self
     }
 
+    /// Names arguments whose Rust type and own checks enforce everything their schema shows, so
+    /// that the validate gate need not walk their schema again: `#[tool]` names the arguments
+    /// of plain types (strings, integers, booleans, `f64`, and options of them) whose only
+    /// constraints are the `#[validate]` rules on them. Name nothing you are not sure of: an
+    /// argument named here is held to its type and its own checks alone.
+    pub fn checked_in_code<I, S>(mut self, arguments: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.contract
+            .checked_in_code
+            .extend(arguments.into_iter().map(Into::into));
+        self
+    }
+
     /// Sets the output's schema.
     pub fn output_schema(mut self, schema: Option<Value>) -> Self {
         self.contract.output_schema = schema;

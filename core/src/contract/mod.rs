@@ -109,6 +109,9 @@ pub struct ToolContract {
     #[serde(serialize_with = "serialize_millis")]
     timeout: Option<Duration>,
     sensitive: Vec<String>,
+    /// Arguments whose type and own checks enforce all their schema shows; not for review.
+    #[serde(skip)]
+    checked_in_code: Vec<String>,
     #[serde(rename = "one_of")]
     dynamic_values: Vec<DynamicValues>,
     input_schema: Value,
@@ -152,6 +155,7 @@ impl ToolContract {
                 max_calls_per_task: None,
                 timeout: None,
                 sensitive: Vec::new(),
+                checked_in_code: Vec::new(),
                 dynamic_values: Vec::new(),
                 input_schema,
                 output_schema: None,
@@ -268,6 +272,12 @@ impl ToolContract {
     /// or value of a map (`/admin_note`, `/cards/*/number`).
     pub fn sensitive(&self) -> &[String] {
         &self.sensitive
+    }
+
+    /// The arguments whose Rust type and `#[validate]` rules already enforce everything their
+    /// schema shows (see [`ContractBuilder::checked_in_code`]).
+    pub fn checked_in_code(&self) -> &[String] {
+        &self.checked_in_code
     }
 
     /// The JSON Schema (2020-12) of the arguments, without the current values of dynamic

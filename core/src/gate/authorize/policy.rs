@@ -232,90 +232,104 @@ impl ReadOnlyRequests {
     /// Whether `request` asks only to read: it names a reading word, and no destructive action
     /// that is not negated.
     pub fn only_reads(&self, request: &str) -> bool {
-        let reads = clauses(request).any(|clause| {
+        let sentences = sentences(request);
+        let reads = sentences.iter().any(|sentence| {
             self.reading
                 .iter()
-                .any(|word| !occurrences(&clause, word).is_empty())
+                .any(|word| sentence.any_occurrence(word, |_| true))
         });
-        reads && !self.asks_to_destroy(request)
+        reads && !self.destroys(&sentences)
     }
 
     /// Whether `request` asks for a destructive action: it names one, and no negation comes
-    /// shortly before it in the same clause.
+    /// shortly before it in the same sentence.
     pub fn asks_to_destroy(&self, request: &str) -> bool {
-        clauses(request).any(|clause| self.clause_asks_to_destroy(&clause))
+        self.destroys(&sentences(request))
     }
 
-    fn clause_asks_to_destroy(&self, clause: &str) -> bool {
-        self.destructive.iter().any(|word| {
-            occurrences(clause, word)
-                .into_iter()
-                .any(|at| !self.negated(&clause[..at]))
+    fn destroys(&self, sentences: &[Sentence]) -> bool {
+        sentences.iter().any(|sentence| {
+            self.destructive
+                .iter()
+                .any(|word| sentence.any_occurrence(word, |at| !self.negated(sentence, at)))
         })
     }
 
-    /// Whether the text right before a word negates it: one of the last few words (English),
-    /// or a negation in the last few characters (Chinese runs words together: "不要删除").
-    fn negated(&self, before: &str) -> bool {
-        let words: Vec<String> = tokens(before)
-            .map(|(_, token)| token.replace('’', "'"))
-            .collect();
-        let near = &words[words.len().saturating_sub(NEGATION_REACH)..];
-        let mut last_chars: Vec<char> = before.trim_end().chars().rev().take(3).collect();
-        last_chars.reverse();
-        let last_chars: String = last_chars.into_iter().collect();
-        self.negations.iter().any(|negation| {
-            if negation.is_ascii() {
-                near.iter().any(|word| word == negation)
-            } else {
-                last_chars.contains(negation.as_str())
-            }
-        }) || near.iter().any(|word| word.ends_with("n't"))
+    /// Whether the word at byte `at` of `sentence` is negated: by one of the few words before
+    /// it (English), or by a negation in the few characters before it (Chinese runs words
+    /// together: "不要删除").
+    fn negated(&self, sentence: &Sentence, at: usize) -> bool {
+        let before = sentence.words.iter().filter(|(start, _)| *start < at);
+        let count = before.clone().count();
+        let mut near = before.skip(count.saturating_sub(NEGATION_REACH));
+        let start = sentence.text[..at]
+            .char_indices()
+            .rev()
+            .nth(2)
+            .map_or(0, |(index, _)| index);
+        let last_chars = &sentence.text[start..at];
+        near.any(|(_, word)| {
+            word.ends_with("n't")
+                || word.ends_with("n’t")
+                || self.negations.iter().any(|negation| {
+                    negation.is_ascii() && (word == negation || word.replace('’', "'") == *negation)
+                })
+        }) || self
+            .negations
+            .iter()
+            .any(|negation| !negation.is_ascii() && last_chars.contains(negation.as_str()))
     }
 }
 
-/// The sentences of a request, lower-cased: a negation reaches no further than its sentence
-/// (a comma does not stop it: "never, ever drop one").
-fn clauses(request: &str) -> impl Iterator<Item = String> + '_ {
+/// One sentence of a request, lower-cased, and its words: a negation reaches no further than
+/// its sentence (a comma does not stop it: "never, ever drop one").
+struct Sentence {
+    text: String,
+    /// The words (letters, digits and apostrophes) with their byte offsets.
+    words: Vec<(usize, String)>,
+}
+
+impl Sentence {
+    /// Whether `word` (or phrase) occurs somewhere that `fits` (given its byte offset).
+    /// English words match whole words and their inflections; Chinese words match anywhere.
+    fn any_occurrence(&self, word: &str, mut fits: impl FnMut(usize) -> bool) -> bool {
+        if !word.is_ascii() {
+            return self.text.match_indices(word).any(|(at, _)| fits(at));
+        }
+        let mut phrase = word.split_whitespace();
+        let first = phrase.next().unwrap_or_default();
+        self.words.iter().enumerate().any(|(index, (at, token))| {
+            inflects(token, first)
+                && phrase.clone().enumerate().all(|(offset, part)| {
+                    self.words
+                        .get(index + 1 + offset)
+                        .is_some_and(|(_, token)| token == part)
+                })
+                && fits(*at)
+        })
+    }
+}
+
+fn sentences(request: &str) -> Vec<Sentence> {
+    let is_word = |c: char| c.is_alphanumeric() || c == '\'' || c == '’';
     request
         .split(['.', ';', '!', '?', ':', '\n', '。', '；', '！', '？', '：'])
-        .map(str::to_lowercase)
-}
-
-/// The words of `text` (letters, digits and apostrophes), with their byte offsets.
-fn tokens(text: &str) -> impl Iterator<Item = (usize, &str)> {
-    text.split_inclusive(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '’'))
-        .scan(0, |offset, piece| {
-            let at = *offset;
-            *offset += piece.len();
-            let word =
-                piece.trim_end_matches(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '’'));
-            Some((at, word))
-        })
-        .filter(|(_, word)| !word.is_empty())
-}
-
-/// Where `word` (or phrase) occurs in `clause`, as byte offsets. English words match whole
-/// words and their inflections; Chinese words match anywhere.
-fn occurrences(clause: &str, word: &str) -> Vec<usize> {
-    if !word.is_ascii() {
-        return clause.match_indices(word).map(|(at, _)| at).collect();
-    }
-    let phrase: Vec<&str> = word.split_whitespace().collect();
-    let words: Vec<(usize, &str)> = tokens(clause).collect();
-    (0..words.len())
-        .filter(|&start| {
-            phrase.iter().enumerate().all(|(offset, part)| {
-                words.get(start + offset).is_some_and(|(_, token)| {
-                    if offset == 0 {
-                        inflects(token, part)
-                    } else {
-                        token == part
+        .map(|sentence| {
+            let text = sentence.to_lowercase();
+            let mut words = Vec::new();
+            let mut start = None;
+            for (index, c) in text.char_indices().chain([(text.len(), ' ')]) {
+                match (is_word(c), start) {
+                    (true, None) => start = Some(index),
+                    (false, Some(from)) => {
+                        words.push((from, text[from..index].to_owned()));
+                        start = None;
                     }
-                })
-            })
+                    _ => {}
+                }
+            }
+            Sentence { text, words }
         })
-        .map(|start| words[start].0)
         .collect()
 }
 
@@ -323,22 +337,28 @@ fn occurrences(clause: &str, word: &str) -> Vec<usize> {
 /// `deleting`, `deletion`; `drop`, `dropped`, `dropping`; `removal`), and not merely a word
 /// that starts alike (`clearly` is not `clear`).
 fn inflects(token: &str, word: &str) -> bool {
-    if token == word {
+    const SUFFIXES: &[&str] = &[
+        "", "s", "es", "d", "ed", "ing", "ion", "ions", "al", "er", "ers",
+    ];
+    let suffix_of = |stem: &str| {
+        token
+            .strip_prefix(stem)
+            .filter(|rest| SUFFIXES.contains(rest))
+    };
+    if suffix_of(word).is_some() {
         return true;
     }
-    const SUFFIXES: &[&str] = &[
-        "s", "es", "d", "ed", "ing", "ion", "ions", "al", "er", "ers",
-    ];
-    let stems = [
-        Some(word.to_owned()),
-        word.strip_suffix('e').map(str::to_owned),
-        word.chars().last().map(|last| format!("{word}{last}")),
-    ];
-    stems.iter().flatten().any(|stem| {
-        token
-            .strip_prefix(stem.as_str())
-            .is_some_and(|suffix| SUFFIXES.contains(&suffix))
-    })
+    // `delete` → `deleting`; `drop` → `dropped`.
+    let without_e = word
+        .strip_suffix('e')
+        .is_some_and(|stem| suffix_of(stem).is_some());
+    let doubled = token.strip_prefix(word).is_some_and(|rest| {
+        word.chars().last().is_some_and(|last| {
+            rest.strip_prefix(last)
+                .is_some_and(|suffix| !suffix.is_empty() && SUFFIXES.contains(&suffix))
+        })
+    });
+    without_e || doubled
 }
 
 impl Policy for ReadOnlyRequests {

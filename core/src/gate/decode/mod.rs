@@ -365,7 +365,7 @@ mod tests {
         )
         .sensitive(["memo"])
         .build();
-        let check = SchemaCheck::compile(&json!(true)).unwrap();
+        let check = SchemaCheck::compile(&json!(true), &[]).unwrap();
         decode::<T>(&contract, &check, arguments, limits).map(|decoded| decoded.args)
     }
 

@@ -26,6 +26,10 @@ use crate::{RejectionCode, Violation};
 #[derive(Debug)]
 pub(crate) struct SchemaCheck {
     nodes: Vec<Compiled>,
+    /// Nothing is left to check that the arguments' type and own checks do not: every
+    /// property is checked in code, and the object around them is the arguments struct, whose
+    /// `Deserialize` refuses unknown and missing members.
+    checked_in_code: bool,
 }
 
 /// What a call's arguments break: a constraint (the validate gate's `constraint_violation`), or
@@ -42,12 +46,80 @@ pub(crate) enum Finding {
 
 type Id = usize;
 
+/// A step of the path to a value, borrowed from the arguments: a path is written out only for
+/// a finding.
+#[derive(Clone, Copy)]
+enum Step<'p> {
+    Key(&'p str),
+    Index(usize),
+}
+
+/// The path as a JSON pointer (RFC 6901).
+fn pointer_of(path: &[Step<'_>]) -> String {
+    let segments: Vec<Segment> = path
+        .iter()
+        .map(|step| match step {
+            Step::Key(key) => Segment::Key((*key).to_owned()),
+            Step::Index(index) => Segment::Index(*index),
+        })
+        .collect();
+    pointer(&segments)
+}
+
+/// The allowed values of an `enum` or `const`: compared one by one when they are few, by
+/// their canonical text when they are many.
+#[derive(Debug)]
+enum Allowed {
+    Few(Vec<Value>),
+    Many(HashSet<String>),
+}
+
+impl Allowed {
+    const FEW: usize = 16;
+
+    fn new(values: &[Value]) -> Allowed {
+        if values.len() <= Self::FEW {
+            Allowed::Few(values.to_vec())
+        } else {
+            Allowed::Many(values.iter().map(canonical_text).collect())
+        }
+    }
+
+    fn holds<J: JsonView>(&self, value: &J) -> bool {
+        match self {
+            Allowed::Few(values) => values.iter().any(|allowed| same(value, allowed)),
+            Allowed::Many(texts) => texts.contains(&canonical_text(value)),
+        }
+    }
+}
+
+/// JSON Schema's equality: numbers by value, object members in any order.
+fn same<J: JsonView>(value: &J, allowed: &Value) -> bool {
+    match (value.view(), allowed) {
+        (View::Null, Value::Null) => true,
+        (View::Bool(a), Value::Bool(b)) => a == *b,
+        (View::String(a), Value::String(b)) => a == b,
+        (View::Number(a), Value::Number(b)) => compare(a, b).is_some_and(|order| order.is_eq()),
+        (View::Array(a), Value::Array(b)) => {
+            a.len() == b.len() && a.iter().zip(b).all(|(a, b)| same(a, b))
+        }
+        (View::Object(len), Value::Object(b)) => {
+            let mut equal = len == b.len();
+            value.for_each_member(&mut |key, member| {
+                equal = equal && b.get(key).is_some_and(|allowed| same(member, allowed));
+            });
+            equal
+        }
+        _ => false,
+    }
+}
+
 #[derive(Debug, Default)]
 struct Compiled {
     /// `false`: nothing is valid.
     nothing: bool,
     types: Vec<JsonType>,
-    allowed: Option<HashSet<String>>,
+    allowed: Option<Allowed>,
     // numbers
     minimum: Option<Number>,
     maximum: Option<Number>,
@@ -66,7 +138,8 @@ struct Compiled {
     max_items: Option<u64>,
     unique_items: bool,
     // objects
-    properties: HashMap<String, Id>,
+    /// Sorted by name.
+    properties: Vec<(String, Id)>,
     pattern_properties: Vec<(Regex, Id)>,
     required: Vec<String>,
     additional: Option<Id>,
@@ -160,31 +233,64 @@ const ANNOTATIONS: &[&str] = &[
 ];
 
 impl SchemaCheck {
-    /// Compiles `schema`, or says which part of it the check cannot enforce.
-    pub(crate) fn compile(schema: &Value) -> Result<SchemaCheck, String> {
+    /// Compiles `schema`, or says which part of it the check cannot enforce. The properties
+    /// named in `checked_in_code` are left to the arguments' type and own checks.
+    pub(crate) fn compile(
+        schema: &Value,
+        checked_in_code: &[String],
+    ) -> Result<SchemaCheck, String> {
         let mut compiler = Compiler {
             root: schema,
             nodes: Vec::new(),
             by_location: HashMap::new(),
         };
         compiler.compile(schema, String::new())?;
+        let mut nodes = compiler.nodes;
+        let anything = nodes.len();
+        nodes.push(Compiled::default());
+        for (name, id) in &mut nodes[0].properties {
+            if checked_in_code.contains(name) {
+                *id = anything;
+            }
+        }
+        let root = &nodes[0];
+        let only_structure = root.allowed.is_none()
+            && root.reference.is_none()
+            && root.all_of.is_empty()
+            && root.any_of.is_empty()
+            && root.one_of.is_empty()
+            && root.not.is_none()
+            && root.pattern_properties.is_empty()
+            && root.property_names.is_none()
+            && root.min_properties.is_none()
+            && root.max_properties.is_none()
+            && root
+                .additional
+                .is_some_and(|additional| nodes[additional].nothing);
+        let checked_in_code = !checked_in_code.is_empty()
+            && only_structure
+            && root.properties.iter().all(|(_, id)| *id == anything);
         Ok(SchemaCheck {
-            nodes: compiler.nodes,
+            nodes,
+            checked_in_code,
         })
     }
 
     /// Everything `arguments` break, each at its JSON pointer.
     pub(crate) fn check<J: JsonView>(&self, arguments: &J) -> Vec<Finding> {
+        if self.checked_in_code {
+            return Vec::new();
+        }
         let mut findings = Vec::new();
         self.node(0, arguments, &mut Vec::new(), &mut findings);
         findings
     }
 
-    fn node<J: JsonView>(
+    fn node<'p, J: JsonView>(
         &self,
         id: Id,
-        value: &J,
-        path: &mut Vec<Segment>,
+        value: &'p J,
+        path: &mut Vec<Step<'p>>,
         out: &mut Vec<Finding>,
     ) {
         let node = &self.nodes[id];
@@ -203,7 +309,7 @@ impl SchemaCheck {
             return;
         }
         if let Some(allowed) = &node.allowed {
-            if !allowed.contains(&canonical_text(value)) {
+            if !allowed.holds(value) {
                 out.push(shape(
                     RejectionCode::InvalidValue,
                     path,
@@ -242,7 +348,7 @@ impl SchemaCheck {
         }
     }
 
-    fn passes<J: JsonView>(&self, id: Id, value: &J, path: &mut Vec<Segment>) -> bool {
+    fn passes<'p, J: JsonView>(&self, id: Id, value: &'p J, path: &mut Vec<Step<'p>>) -> bool {
         let mut findings = Vec::new();
         self.node(id, value, path, &mut findings);
         findings.is_empty()
@@ -250,11 +356,11 @@ impl SchemaCheck {
 
     /// At least one branch holds; else the findings of the branch closest to holding: the one
     /// whose shape fits, with the fewest findings.
-    fn any_of<J: JsonView>(
+    fn any_of<'p, J: JsonView>(
         &self,
         branches: &[Id],
-        value: &J,
-        path: &mut Vec<Segment>,
+        value: &'p J,
+        path: &mut Vec<Step<'p>>,
         out: &mut Vec<Finding>,
     ) {
         let mut best: Option<Vec<Finding>> = None;
@@ -275,11 +381,11 @@ impl SchemaCheck {
     }
 
     /// Exactly one branch holds.
-    fn one_of<J: JsonView>(
+    fn one_of<'p, J: JsonView>(
         &self,
         branches: &[Id],
-        value: &J,
-        path: &mut Vec<Segment>,
+        value: &'p J,
+        path: &mut Vec<Step<'p>>,
         out: &mut Vec<Finding>,
     ) {
         let holding = branches
@@ -297,11 +403,11 @@ impl SchemaCheck {
         }
     }
 
-    fn array<J: JsonView>(
+    fn array<'p, J: JsonView>(
         &self,
         node: &Compiled,
-        items: &[J],
-        path: &mut Vec<Segment>,
+        items: &'p [J],
+        path: &mut Vec<Step<'p>>,
         out: &mut Vec<Finding>,
     ) {
         let count = items.len() as u64;
@@ -318,7 +424,7 @@ impl SchemaCheck {
                 .iter()
                 .position(|item| !seen.insert(canonical_text(item)))
             {
-                path.push(Segment::Index(second));
+                path.push(Step::Index(second));
                 out.push(shape(
                     RejectionCode::InvalidValue,
                     path,
@@ -330,19 +436,19 @@ impl SchemaCheck {
         for (index, item) in items.iter().enumerate() {
             let schema = node.prefix_items.get(index).copied().or(node.items);
             if let Some(schema) = schema {
-                path.push(Segment::Index(index));
+                path.push(Step::Index(index));
                 self.node(schema, item, path, out);
                 path.pop();
             }
         }
     }
 
-    fn object<J: JsonView>(
+    fn object<'p, J: JsonView>(
         &self,
         node: &Compiled,
-        value: &J,
+        value: &'p J,
         len: usize,
-        path: &mut Vec<Segment>,
+        path: &mut Vec<Step<'p>>,
         out: &mut Vec<Finding>,
     ) {
         let count = len as u64;
@@ -355,22 +461,32 @@ impl SchemaCheck {
         }
         for name in &node.required {
             if value.member(name).is_none() {
-                path.push(Segment::Key(name.clone()));
-                out.push(shape(
-                    RejectionCode::MissingArgument,
-                    path,
-                    &format!("`{name}` is required"),
-                ));
-                path.pop();
+                out.push(Finding::Shape {
+                    code: RejectionCode::MissingArgument,
+                    path: format!("{}/{}", pointer_of(path), escape(name)),
+                    message: format!("`{name}` is required"),
+                });
             }
         }
         value.for_each_member(&mut |key, member| {
-            path.push(Segment::Key(key.to_owned()));
+            path.push(Step::Key(key));
             if let Some(names) = node.property_names {
-                self.node(names, &Value::String(key.to_owned()), path, out);
+                let name = Value::String(key.to_owned());
+                if !self.passes(names, &name, &mut Vec::new()) {
+                    out.push(shape(
+                        RejectionCode::InvalidValue,
+                        path,
+                        "this name is not allowed",
+                    ));
+                }
             }
             let mut matched = false;
-            if let Some(&schema) = node.properties.get(key) {
+            let property = node
+                .properties
+                .binary_search_by(|(name, _)| name.as_str().cmp(key))
+                .ok()
+                .map(|index| node.properties[index].1);
+            if let Some(schema) = property {
                 matched = true;
                 self.node(schema, member, path, out);
             }
@@ -399,7 +515,7 @@ impl SchemaCheck {
 }
 
 impl Compiled {
-    fn check_number(&self, number: &Number, path: &[Segment], out: &mut Vec<Finding>) {
+    fn check_number(&self, number: &Number, path: &[Step<'_>], out: &mut Vec<Finding>) {
         let below = |bound: &Option<Number>, strict: bool| {
             bound
                 .as_ref()
@@ -449,7 +565,7 @@ impl Compiled {
         }
     }
 
-    fn check_string(&self, text: &str, path: &[Segment], out: &mut Vec<Finding>) {
+    fn check_string(&self, text: &str, path: &[Step<'_>], out: &mut Vec<Finding>) {
         if self.min_length.is_some() || self.max_length.is_some() {
             let length = text.chars().count() as u64;
             if self.min_length.is_some_and(|min| length < min)
@@ -499,22 +615,22 @@ fn rank(findings: &[Finding]) -> (usize, usize) {
     (shapes, findings.len())
 }
 
-fn shape(code: RejectionCode, path: &[Segment], message: &str) -> Finding {
+fn shape(code: RejectionCode, path: &[Step<'_>], message: &str) -> Finding {
     Finding::Shape {
         code,
-        path: pointer(path),
+        path: pointer_of(path),
         message: message.to_owned(),
     }
 }
 
 fn constraint(
-    path: &[Segment],
+    path: &[Step<'_>],
     rule: &str,
     message: String,
     params: Map<String, Value>,
 ) -> Finding {
     Finding::Constraint(Violation {
-        path: pointer(path),
+        path: pointer_of(path),
         rule: rule.to_owned(),
         message,
         params,
@@ -622,9 +738,9 @@ impl<'s> Compiler<'s> {
                 }
                 "enum" => {
                     let values = value.as_array().ok_or_else(unexpected)?;
-                    node.allowed = Some(values.iter().map(canonical_text).collect());
+                    node.allowed = Some(Allowed::new(values));
                 }
-                "const" => node.allowed = Some(HashSet::from([canonical_text(value)])),
+                "const" => node.allowed = Some(Allowed::new(std::slice::from_ref(value))),
                 "minimum" => node.minimum = Some(number(value).ok_or_else(unexpected)?),
                 "maximum" => node.maximum = Some(number(value).ok_or_else(unexpected)?),
                 "exclusiveMinimum" => {
@@ -668,8 +784,9 @@ impl<'s> Compiler<'s> {
                     for (name, schema) in properties {
                         let id =
                             self.compile(schema, format!("{}/{}", at(keyword), escape(name)))?;
-                        node.properties.insert(name.clone(), id);
+                        node.properties.push((name.clone(), id));
                     }
+                    node.properties.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
                 }
                 "patternProperties" => {
                     let properties = value.as_object().ok_or_else(unexpected)?;
@@ -739,7 +856,7 @@ mod tests {
     use serde_json::json;
 
     fn findings(schema: Value, value: Value) -> Vec<(String, String)> {
-        let check = SchemaCheck::compile(&schema).expect("the schema compiles");
+        let check = SchemaCheck::compile(&schema, &[]).expect("the schema compiles");
         check
             .check(&value)
             .into_iter()
@@ -814,11 +931,11 @@ mod tests {
 
     #[test]
     fn unknown_keywords_are_refused_when_compiled() {
-        let error =
-            SchemaCheck::compile(&json!({"type": "object", "dependentRequired": {}})).unwrap_err();
+        let error = SchemaCheck::compile(&json!({"type": "object", "dependentRequired": {}}), &[])
+            .unwrap_err();
         assert!(error.contains("dependentRequired"), "{error}");
-        assert!(SchemaCheck::compile(&json!({"$ref": "#/$defs/Missing"})).is_err());
-        assert!(SchemaCheck::compile(&json!({"pattern": "(unclosed"})).is_err());
+        assert!(SchemaCheck::compile(&json!({"$ref": "#/$defs/Missing"}), &[]).is_err());
+        assert!(SchemaCheck::compile(&json!({"pattern": "(unclosed"}), &[]).is_err());
     }
 
     #[test]
