@@ -52,6 +52,11 @@
 pub use portcullis_core::*;
 pub use portcullis_macros::{Sensitive, tool};
 
+/// The README's first example, compiled and run with the tests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 /// The items a tool author needs: `use portcullis::prelude::*;`.
 pub mod prelude {
     pub use portcullis_core::{

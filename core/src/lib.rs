@@ -3,6 +3,14 @@
 //!
 //! Most users depend on the `portcullis` facade crate and its `#[tool]` attribute; this crate
 //! holds the runtime those generated tools plug into.
+//!
+//! A call goes down one road, written once in `pipeline.rs`: resolve (the tool, the caller's
+//! roles and environments), decode (the model's text, read once, into the typed arguments),
+//! validate (every constraint of the schema the model was shown, the arguments' own checks,
+//! dynamic values), authorize (tenant and environment arguments, policies, intent checks),
+//! approve, budget, execute, and an audit record of whatever was decided. Every gate after
+//! decode judges what the tool receives: the typed arguments, or the canonical arguments,
+//! their JSON written by their own `Serialize` ([`PolicyRequest::arguments`]).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

@@ -253,7 +253,7 @@ impl RegistryBuilder {
     }
 
     /// Asks `approver` in line, while the dispatch waits, instead of returning
-    /// [`Outcome::Pending`].
+    /// [`Outcome::Pending`](crate::Outcome::Pending).
     pub fn approver(mut self, approver: impl Approver) -> Self {
         self.settings.approvals.approver = Some(Box::new(approver));
         self

@@ -122,9 +122,10 @@ impl ContractBuilder {
     /// Gives `argument` (its name as the model sees it) the values `values` returns for the
     /// call's context: the export shows them as the argument's `enum` (on `items` for a
     /// list), and a call with another value is refused with `invalid_value`. `#[tool]` writes
-    /// it for `#[one_of(function)]`; a hand-written tool must also implement
-    /// [`Tool::argument_json`](crate::Tool::argument_json) for the argument, or its calls are
-    /// refused. Naming the argument again replaces its function.
+    /// it for `#[one_of(function)]`. The value checked is the argument in the canonical
+    /// arguments, as the arguments' `Serialize` writes it; a hand-written tool whose
+    /// `Serialize` leaves the argument out has its calls refused. Naming the argument again
+    /// replaces its function.
     ///
     /// The function runs at every export and at every call: keep it fast, and deterministic
     /// for a given context, so that the values the model is shown are the values its call is

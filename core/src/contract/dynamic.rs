@@ -12,7 +12,7 @@ use crate::export::definitions::drop_unreferenced;
 use crate::schema::type_includes;
 
 /// The function that gives an argument's allowed values for a call's context: see
-/// [`ContractBuilder::one_of`].
+/// [`ContractBuilder::one_of`](crate::ContractBuilder::one_of).
 pub type AllowedValuesFn = fn(&crate::CallContext) -> Vec<Value>;
 
 /// An argument whose allowed values come from a function, asked again at every export and
@@ -66,7 +66,7 @@ pub(crate) struct AllowedValues<'a> {
 
 impl ToolContract {
     /// The JSON Schema of the arguments as `ctx` sees it: [`input_schema`](Self::input_schema)
-    /// with the current values of every dynamic argument ([`ContractBuilder::one_of`]) as its
+    /// with the current values of every dynamic argument ([`ContractBuilder::one_of`](crate::ContractBuilder::one_of)) as its
     /// `enum` (on `items` for a list), plus `null` where the argument accepts null. Borrowed
     /// when the tool has no dynamic argument.
     ///

@@ -4,7 +4,8 @@
 //!
 //! A [`Policy`] sees who is calling, the tool's contract and the call's arguments, and allows
 //! or denies with a rule id and a message. Registry-wide policies
-//! ([`RegistryBuilder::policy`](crate::RegistryBuilder::policy)) see the arguments as JSON; a
+//! ([`RegistryBuilder::policy`](crate::RegistryBuilder::policy)) see the canonical arguments as
+//! JSON (see [`PolicyRequest::arguments`]); a
 //! per-tool policy (`#[tool(policy = path)]`) sees them typed. An intent check
 //! ([`RegistryBuilder::intent_check`](crate::RegistryBuilder::intent_check)) is a policy about
 //! the user's original request: its denials are reported as `intent_mismatch` instead of
@@ -69,8 +70,11 @@ pub struct PolicyRequest<'a> {
     pub ctx: &'a CallContext,
     /// The tool's contract.
     pub contract: &'a ToolContract,
-    /// The arguments as the model sent them, already decoded, validated and authorized
-    /// (defaults are not filled in: an absent argument is absent here).
+    /// The canonical arguments: the typed arguments the tool will receive, written as JSON by
+    /// their own `Serialize`, after decode, validate and the tenant and environment checks.
+    /// Defaults are filled in, numbers are in the form the type holds (`1.0` sent for an
+    /// integer is `1` here), names are those the model sees, and `#[sensitive]` values are
+    /// present (a policy is code the application trusts). Never the model's raw text.
     pub arguments: &'a Value,
 }
 
