@@ -46,6 +46,46 @@ pub(crate) enum Finding {
 
 type Id = usize;
 
+/// The most subschemas one call's arguments are checked against. A value is checked once per
+/// subschema that applies to it, so the count follows the arguments' size (a megabyte of them
+/// is well within it), except where unions nest: each branch of an `anyOf` looks at the same
+/// value, and a hostile value deep in nested unions would cost exponential time. Past the
+/// budget the check stops and refuses.
+const VISITS: usize = 2_000_000;
+
+/// What a check found so far, and how many more subschemas it may visit.
+struct Findings {
+    list: Vec<Finding>,
+    visits_left: usize,
+}
+
+impl Findings {
+    fn with_budget(visits_left: usize) -> Findings {
+        Findings {
+            list: Vec::new(),
+            visits_left,
+        }
+    }
+
+    fn push(&mut self, finding: Finding) {
+        self.list.push(finding);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// A fresh list for one branch of a union, on the same budget.
+    fn branch(&self) -> Findings {
+        Findings::with_budget(self.visits_left)
+    }
+
+    /// Takes back the budget a branch left.
+    fn spent(&mut self, branch: &Findings) {
+        self.visits_left = branch.visits_left;
+    }
+}
+
 /// A step of the path to a value, borrowed from the arguments: a path is written out only for
 /// a finding.
 #[derive(Clone, Copy)]
@@ -281,9 +321,17 @@ impl SchemaCheck {
         if self.checked_in_code {
             return Vec::new();
         }
-        let mut findings = Vec::new();
+        let mut findings = Findings::with_budget(VISITS);
         self.node(0, arguments, &mut Vec::new(), &mut findings);
-        findings
+        if findings.visits_left == 0 {
+            // Whatever a branch that ran out decided, nothing of this check can be trusted.
+            return vec![shape(
+                RejectionCode::ArgumentsTooLarge,
+                &[],
+                "the arguments are too complex to check against their schema",
+            )];
+        }
+        findings.list
     }
 
     fn node<'p, J: JsonView>(
@@ -291,8 +339,12 @@ impl SchemaCheck {
         id: Id,
         value: &'p J,
         path: &mut Vec<Step<'p>>,
-        out: &mut Vec<Finding>,
+        out: &mut Findings,
     ) {
+        if out.visits_left == 0 {
+            return;
+        }
+        out.visits_left -= 1;
         let node = &self.nodes[id];
         if node.nothing {
             out.push(shape(
@@ -338,7 +390,7 @@ impl SchemaCheck {
             self.one_of(&node.one_of, value, path, out);
         }
         if let Some(not) = node.not {
-            if self.passes(not, value, path) {
+            if self.passes(not, value, path, out) {
                 let described = match &self.nodes[not].pattern {
                     Some((_, pattern)) => format!("must not match the pattern {pattern}"),
                     None => "must not have this form".to_owned(),
@@ -348,9 +400,16 @@ impl SchemaCheck {
         }
     }
 
-    fn passes<'p, J: JsonView>(&self, id: Id, value: &'p J, path: &mut Vec<Step<'p>>) -> bool {
-        let mut findings = Vec::new();
+    fn passes<'p, J: JsonView>(
+        &self,
+        id: Id,
+        value: &'p J,
+        path: &mut Vec<Step<'p>>,
+        out: &mut Findings,
+    ) -> bool {
+        let mut findings = out.branch();
         self.node(id, value, path, &mut findings);
+        out.spent(&findings);
         findings.is_empty()
     }
 
@@ -361,23 +420,24 @@ impl SchemaCheck {
         branches: &[Id],
         value: &'p J,
         path: &mut Vec<Step<'p>>,
-        out: &mut Vec<Finding>,
+        out: &mut Findings,
     ) {
         let mut best: Option<Vec<Finding>> = None;
         for &branch in branches {
-            let mut findings = Vec::new();
+            let mut findings = out.branch();
             self.node(branch, value, path, &mut findings);
+            out.spent(&findings);
             if findings.is_empty() {
                 return;
             }
             if best
                 .as_ref()
-                .is_none_or(|best| rank(&findings) < rank(best))
+                .is_none_or(|best| rank(&findings.list) < rank(best))
             {
-                best = Some(findings);
+                best = Some(findings.list);
             }
         }
-        out.extend(best.unwrap_or_default());
+        out.list.extend(best.unwrap_or_default());
     }
 
     /// Exactly one branch holds.
@@ -386,11 +446,11 @@ impl SchemaCheck {
         branches: &[Id],
         value: &'p J,
         path: &mut Vec<Step<'p>>,
-        out: &mut Vec<Finding>,
+        out: &mut Findings,
     ) {
         let holding = branches
             .iter()
-            .filter(|&&branch| self.passes(branch, value, path))
+            .filter(|&&branch| self.passes(branch, value, path, out))
             .count();
         match holding {
             1 => {}
@@ -408,7 +468,7 @@ impl SchemaCheck {
         node: &Compiled,
         items: &'p [J],
         path: &mut Vec<Step<'p>>,
-        out: &mut Vec<Finding>,
+        out: &mut Findings,
     ) {
         let count = items.len() as u64;
         if node.min_items.is_some_and(|min| count < min)
@@ -449,7 +509,7 @@ impl SchemaCheck {
         value: &'p J,
         len: usize,
         path: &mut Vec<Step<'p>>,
-        out: &mut Vec<Finding>,
+        out: &mut Findings,
     ) {
         let count = len as u64;
         if node.min_properties.is_some_and(|min| count < min)
@@ -472,7 +532,7 @@ impl SchemaCheck {
             path.push(Step::Key(key));
             if let Some(names) = node.property_names {
                 let name = Value::String(key.to_owned());
-                if !self.passes(names, &name, &mut Vec::new()) {
+                if !self.passes(names, &name, &mut Vec::new(), out) {
                     out.push(shape(
                         RejectionCode::InvalidValue,
                         path,
@@ -515,7 +575,7 @@ impl SchemaCheck {
 }
 
 impl Compiled {
-    fn check_number(&self, number: &Number, path: &[Step<'_>], out: &mut Vec<Finding>) {
+    fn check_number(&self, number: &Number, path: &[Step<'_>], out: &mut Findings) {
         let below = |bound: &Option<Number>, strict: bool| {
             bound
                 .as_ref()
@@ -565,7 +625,7 @@ impl Compiled {
         }
     }
 
-    fn check_string(&self, text: &str, path: &[Step<'_>], out: &mut Vec<Finding>) {
+    fn check_string(&self, text: &str, path: &[Step<'_>], out: &mut Findings) {
         if self.min_length.is_some() || self.max_length.is_some() {
             let length = text.chars().count() as u64;
             if self.min_length.is_some_and(|min| length < min)
@@ -936,6 +996,24 @@ mod tests {
         assert!(error.contains("dependentRequired"), "{error}");
         assert!(SchemaCheck::compile(&json!({"$ref": "#/$defs/Missing"}), &[]).is_err());
         assert!(SchemaCheck::compile(&json!({"pattern": "(unclosed"}), &[]).is_err());
+    }
+
+    #[test]
+    fn nested_unions_cannot_make_the_check_explode() {
+        // Each level is a union of two branches that look at the same value: checked naively,
+        // a violation at depth 30 costs 2^30 visits.
+        let schema = json!({"$ref": "#/$defs/U", "$defs": {"U": {"anyOf": [
+            {"type": "array", "items": {"$ref": "#/$defs/U"}},
+            {"type": "array", "items": {"$ref": "#/$defs/U"}},
+            {"type": "integer", "maximum": 0},
+        ]}}});
+        let mut value = json!(1);
+        for _ in 0..30 {
+            value = json!([value]);
+        }
+        let findings = findings(schema, value);
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        assert_eq!(findings[0].1, "arguments_too_large");
     }
 
     #[test]
