@@ -34,44 +34,14 @@ mod common;
 mod shapes;
 
 use std::collections::BTreeMap;
-use std::sync::Once;
 
-use portcullis::Gate;
+use common::generated::{Rng, accepted, holds_inexact_integer, seed_of, silence_tool_panics};
 use portcullis::prelude::*;
 use serde_json::{Map, Number, Value, json};
 
 /// Cases per tool; the slow tool waits up to its timeout for some of them.
 const CASES: usize = 10_000;
 const SLOW_CASES: usize = 300;
-
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-}
 
 /// Generates arguments near the edges a schema states.
 struct Generator<'s> {
@@ -145,7 +115,7 @@ impl<'s> Generator<'s> {
             Some(Value::Array(many)) => many.iter().filter_map(Value::as_str).collect(),
             _ => vec!["string", "integer", "object"],
         };
-        let kind = if self.noisy && self.rng.chance(3) {
+        let kind = if self.noisy && self.rng.percent(3) {
             *self.rng.pick(&[
                 "null", "boolean", "string", "integer", "number", "array", "object",
             ])
@@ -154,7 +124,7 @@ impl<'s> Generator<'s> {
         };
         match kind {
             "null" => Value::Null,
-            "boolean" => Value::Bool(self.rng.chance(50)),
+            "boolean" => Value::Bool(self.rng.percent(50)),
             "integer" => self.integer(schema),
             "number" => self.number(schema),
             "string" => self.string(schema),
@@ -193,7 +163,7 @@ impl<'s> Generator<'s> {
                     .or_else(|| bound.as_f64().map(|f| f as i128))
             })
             .collect();
-        let base = match exact.is_empty() || self.rng.chance(20) {
+        let base = match exact.is_empty() || self.rng.percent(20) {
             true => self.rng.below(200) as i128 - 20,
             false => self
                 .rng
@@ -211,7 +181,7 @@ impl<'s> Generator<'s> {
 
     fn number(&mut self, schema: &Value) -> Value {
         let bounds = Self::bounds(schema);
-        if bounds.is_empty() || self.rng.chance(15) {
+        if bounds.is_empty() || self.rng.percent(15) {
             return json!(*self.rng.pick(&[0.0, 0.5, 1.0, -2.25, 3.0e10, 99.5]));
         }
         let bound = *self.rng.pick(&bounds);
@@ -233,7 +203,7 @@ impl<'s> Generator<'s> {
             Some("uri") => return json!(self.rng.pick(URIS)),
             _ => {}
         }
-        if self.rng.chance(25) {
+        if self.rng.percent(25) {
             return json!(self.rng.pick(WORDS));
         }
         let lengths: Vec<usize> = ["minLength", "maxLength"]
@@ -247,7 +217,7 @@ impl<'s> Generator<'s> {
         };
         // Mostly the lower-case letters the tools' patterns take.
         let text: String = (0..length)
-            .map(|_| match self.rng.chance(75) {
+            .map(|_| match self.rng.percent(75) {
                 true => (b'a' + self.rng.below(26) as u8) as char,
                 false => *self.rng.pick(CHARS),
             })
@@ -278,7 +248,7 @@ impl<'s> Generator<'s> {
             })
             .collect();
         // A repeated element, for sets above all.
-        if !elements.is_empty() && self.rng.chance(20) {
+        if !elements.is_empty() && self.rng.percent(20) {
             let repeated = elements[self.rng.below(elements.len())].clone();
             elements.push(respell(repeated));
         }
@@ -299,7 +269,7 @@ impl<'s> Generator<'s> {
                     true => 100,
                     false => 50,
                 };
-                if self.rng.chance(wanted) {
+                if self.rng.percent(wanted) {
                     let value = self.value(property, depth + 1);
                     members.insert(name.clone(), value);
                 }
@@ -307,7 +277,7 @@ impl<'s> Generator<'s> {
         }
         match schema.get("additionalProperties") {
             Some(Value::Bool(false)) | None => {
-                if self.noisy && self.rng.chance(3) {
+                if self.noisy && self.rng.percent(3) {
                     members.insert("role".to_owned(), json!("admin"));
                 }
             }
@@ -355,46 +325,6 @@ fn next_after(value: f64, up: bool) -> f64 {
     f64::from_bits(if away_from_zero { bits + 1 } else { bits - 1 })
 }
 
-fn accepted(outcome: &Outcome) -> bool {
-    outcome
-        .rejection()
-        .is_none_or(|rejection| rejection.gate() == Gate::Execute)
-}
-
-/// Whether `value` holds a whole number beyond 2^53 written as a float.
-fn holds_inexact_integer(value: &Value) -> bool {
-    match value {
-        Value::Number(number) => {
-            !number.is_i64()
-                && !number.is_u64()
-                && number
-                    .as_f64()
-                    .is_some_and(|f| f.fract() == 0.0 && f.abs() > 9_007_199_254_740_992.0)
-        }
-        Value::Array(items) => items.iter().any(holds_inexact_integer),
-        Value::Object(members) => members.values().any(holds_inexact_integer),
-        _ => false,
-    }
-}
-
-fn silence_tool_panics() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            let message = info
-                .payload()
-                .downcast_ref::<String>()
-                .map(String::as_str)
-                .or_else(|| info.payload().downcast_ref::<&str>().copied())
-                .unwrap_or("");
-            if !message.contains("while handling") {
-                previous(info);
-            }
-        }));
-    });
-}
-
 fn registry() -> Registry {
     Registry::builder()
         .tool(common::DeleteDatabaseRecord)
@@ -428,12 +358,9 @@ async fn check_tool(registry: &Registry, tool: &str, count: usize) -> usize {
         .should_validate_formats(true)
         .build(&schema)
         .unwrap_or_else(|error| panic!("the schema of `{tool}` compiles: {error}"));
-    let seed = tool.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-    });
     let mut generator = Generator {
         root: &schema,
-        rng: Rng::new(seed),
+        rng: Rng::new(seed_of(tool)),
         noisy: false,
     };
     let (mut compared, mut accepted_count) = (0, 0);

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use crate::audit::sha256_hex;
+use crate::gate::decode::canonical_text;
 use crate::{Registry, ToolContract};
 
 /// The environment variable that makes [`compare_with_lock`] write the lock file instead of
@@ -88,39 +89,7 @@ fn entry(contract: &ToolContract) -> Value {
 /// the map keeps (serde_json keeps insertion order when any crate in the build turns on its
 /// `preserve_order` feature), so that equal schemas hash equally.
 fn schema_hash(schema: &Value) -> String {
-    let mut canonical = String::new();
-    write_canonical(schema, &mut canonical);
-    sha256_hex(canonical.as_bytes())
-}
-
-fn write_canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(members) => {
-            let mut members: Vec<(&String, &Value)> = members.iter().collect();
-            members.sort_by_key(|(key, _)| *key);
-            out.push('{');
-            for (index, (key, member)) in members.into_iter().enumerate() {
-                if index > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::from(key.as_str()).to_string());
-                out.push(':');
-                write_canonical(member, out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (index, item) in items.iter().enumerate() {
-                if index > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        scalar => out.push_str(&scalar.to_string()),
-    }
+    sha256_hex(canonical_text(schema).as_bytes())
 }
 
 /// Why a registry's manifest does not match its lock file.
@@ -275,9 +244,10 @@ mod tests {
         let mut two = serde_json::Map::new();
         two.insert("b".into(), json!(2));
         two.insert("a".into(), json!([1, {"x": null, "y": "\""}]));
-        let mut canonical = String::new();
-        write_canonical(&Value::Object(two.clone()), &mut canonical);
-        assert_eq!(canonical, r#"{"a":[1,{"x":null,"y":"\""}],"b":2}"#);
+        assert_eq!(
+            canonical_text(&Value::Object(two.clone())),
+            r#"{"a":[1,{"x":null,"y":"\""}],"b":2}"#
+        );
         assert_eq!(
             schema_hash(&Value::Object(one)),
             schema_hash(&Value::Object(two))

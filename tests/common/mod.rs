@@ -2,6 +2,8 @@
 //! exercise every supported form of `#[tool]`.
 #![allow(dead_code)]
 
+pub mod generated;
+
 use std::collections::HashMap;
 use std::sync::LazyLock;
 use std::time::Duration;

@@ -200,4 +200,15 @@ mod tests {
                 .contains("deny_unknown_fields")
         );
     }
+
+    #[test]
+    fn serializes_for_review() {
+        let contract = builder("a")
+            .timeout(std::time::Duration::from_millis(1500))
+            .build();
+        let value = serde_json::to_value(&contract).unwrap();
+        assert_eq!(value["timeout"], 1500);
+        assert_eq!(value["risk"], "low");
+        assert_eq!(value["approval"], json!({"when": "default"}));
+    }
 }

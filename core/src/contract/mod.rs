@@ -291,26 +291,3 @@ impl ToolContract {
         self.output_schema.as_ref()
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn builder(name: &str) -> ContractBuilder {
-        ToolContract::builder(
-            name,
-            "Does a thing.",
-            json!({"type": "object", "additionalProperties": false}),
-        )
-    }
-
-    #[test]
-    fn serializes_for_review() {
-        let contract = builder("a").timeout(Duration::from_millis(1500)).build();
-        let value = serde_json::to_value(&contract).unwrap();
-        assert_eq!(value["timeout"], 1500);
-        assert_eq!(value["risk"], "low");
-        assert_eq!(value["approval"], json!({"when": "default"}));
-    }
-}
