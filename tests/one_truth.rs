@@ -526,3 +526,59 @@ async fn the_intent_check_fails_closed() {
         .await;
     assert!(outcome.is_completed(), "{outcome:?}");
 }
+
+static REFUNDED: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+struct Refunded {
+    amount_cents: u64,
+}
+
+/// Refund a customer.
+#[tool(risk = "high", rollback = take_back, approval = "required")]
+fn refund(amount_cents: u64) -> Result<Refunded, ToolError> {
+    Ok(Refunded { amount_cents })
+}
+
+async fn take_back(
+    _ctx: &CallContext,
+    args: &RefundArgs,
+    _refunded: &Refunded,
+) -> Result<(), ToolError> {
+    REFUNDED.lock().unwrap().push(args.amount_cents);
+    Ok(())
+}
+
+/// A reviewer who lowers every refund to one dollar.
+struct LowerToOneDollar;
+
+impl portcullis::Approver for LowerToOneDollar {
+    fn decide<'a>(
+        &'a self,
+        _ticket: &'a portcullis::Ticket,
+    ) -> portcullis::BoxFuture<'a, portcullis::ApprovalDecision> {
+        Box::pin(std::future::ready(portcullis::ApprovalDecision::Edit {
+            reviewer: "rita".into(),
+            arguments: json!({"amount_cents": 100}),
+        }))
+    }
+}
+
+/// A transaction compensates the call that ran, the one the reviewer edited, not the one the
+/// model asked for.
+#[tokio::test]
+async fn a_transaction_undoes_the_edited_call() {
+    let registry = Registry::builder()
+        .tool(Refund)
+        .approver(LowerToOneDollar)
+        .build()
+        .unwrap();
+    let mut transaction = registry.transaction(&CallContext::new("a"));
+    let outcome = transaction
+        .dispatch(&call("refund", json!({"amount_cents": 100_000})))
+        .await;
+    assert_eq!(outcome.output(), Some(&json!({"amount_cents": 100})));
+    let report = transaction.abort().await;
+    assert_eq!(report.len(), 1);
+    assert_eq!(REFUNDED.lock().unwrap().as_slice(), [100]);
+}

@@ -199,22 +199,28 @@ impl Registry {
     /// [`Outcome`], completed or refused with a stable code. The call is borrowed: keep it to
     /// answer the provider with its id.
     pub async fn dispatch(&self, ctx: &CallContext, call: &ToolCall) -> Outcome {
-        self.dispatch_with(ctx, call, &Facts::default()).await
+        self.dispatch_keeping(ctx, call, false).await.0
     }
 
-    /// [`dispatch`](Self::dispatch), with what the gates learn of the call kept in `facts`.
-    pub(crate) async fn dispatch_with(
+    /// [`dispatch`](Self::dispatch), and the canonical arguments of the call whose outcome it
+    /// is (with `keep`, whether or not a gate read them): those a reviewer's edit gave, when
+    /// an in-line approver edited the call.
+    pub(crate) async fn dispatch_keeping(
         &self,
         ctx: &CallContext,
         call: &ToolCall,
-        facts: &Facts,
-    ) -> Outcome {
+        keep: bool,
+    ) -> (Outcome, Option<Value>) {
+        let facts = Facts {
+            keep_canonical: keep,
+            ..Facts::default()
+        };
         // The clock is read only for the audit: it costs as much as a gate.
         let started = self.settings().audit.as_ref().map(|_| Instant::now());
         let (outcome, contract, resolution) = match self.repeated(ctx, call) {
             Some((earlier, contract)) => (earlier, contract, Some("repeated call id".to_owned())),
             None => {
-                let dispatched = self.decide(ctx, call, false, facts).await;
+                let dispatched = self.decide(ctx, call, false, &facts).await;
                 self.remember(ctx, call, dispatched.contract, &dispatched.outcome);
                 (dispatched.outcome, dispatched.contract, None)
             }
@@ -228,11 +234,11 @@ impl Registry {
                 duration: started.elapsed(),
                 resolution,
                 original_arguments: None,
-                facts: Some(facts),
+                facts: Some(&facts),
             });
         }
         let Outcome::Pending(ticket) = &outcome else {
-            return outcome;
+            return (outcome, facts.canonical.into_inner());
         };
         let approvals = &self.settings().approvals;
         approvals
@@ -246,9 +252,14 @@ impl Registry {
         match &approvals.approver {
             Some(approver) => {
                 let decision = approver.decide(ticket).await;
-                self.resume(&ticket.id, decision).await
+                let resumed = Facts {
+                    keep_canonical: keep,
+                    ..Facts::default()
+                };
+                let outcome = self.resume_with(&ticket.id, decision, &resumed).await;
+                (outcome, resumed.canonical.into_inner())
             }
-            None => outcome,
+            None => (outcome, facts.canonical.into_inner()),
         }
     }
 
@@ -257,6 +268,17 @@ impl Registry {
     /// reviewer's message (reject). The call is the one stored with the ticket; a ticket is
     /// decided once, and not after it expired.
     pub async fn resume(&self, ticket_id: &str, decision: ApprovalDecision) -> Outcome {
+        self.resume_with(ticket_id, decision, &Facts::default())
+            .await
+    }
+
+    /// [`resume`](Self::resume), with what the gates learn of the call kept in `facts`.
+    async fn resume_with(
+        &self,
+        ticket_id: &str,
+        decision: ApprovalDecision,
+        facts: &Facts,
+    ) -> Outcome {
         let started = Instant::now();
         let Some(pending) = self.settings().approvals.store.take(ticket_id).await else {
             return Outcome::Rejected(
@@ -278,7 +300,6 @@ impl Registry {
             arguments,
         };
         let reviewer = decision.reviewer().to_owned();
-        let facts = Facts::default();
         let refused = |code, message: String| {
             Outcome::Rejected(Rejection::new(code, message).with_retryable(false))
         };
@@ -301,7 +322,7 @@ impl Registry {
                     (outcome, self.contract(&ticket.tool), resolution)
                 }
                 ApprovalDecision::Approve { .. } => {
-                    let dispatched = self.decide(&ctx, &call, true, &facts).await;
+                    let dispatched = self.decide(&ctx, &call, true, facts).await;
                     self.remember(&ctx, &call, dispatched.contract, &dispatched.outcome);
                     let resolution = format!("approved by {reviewer}");
                     (dispatched.outcome, dispatched.contract, resolution)
@@ -309,7 +330,7 @@ impl Registry {
                 ApprovalDecision::Edit { arguments, .. } => {
                     call.arguments = Arguments::Json(arguments);
                     original_arguments = Some(ticket.arguments.clone());
-                    let dispatched = self.decide(&ctx, &call, true, &facts).await;
+                    let dispatched = self.decide(&ctx, &call, true, facts).await;
                     self.remember(&ctx, &call, dispatched.contract, &dispatched.outcome);
                     let resolution = format!("edited by {reviewer}");
                     (dispatched.outcome, dispatched.contract, resolution)
@@ -324,7 +345,7 @@ impl Registry {
             duration: started.elapsed(),
             resolution: Some(resolution),
             original_arguments,
-            facts: Some(&facts),
+            facts: Some(facts),
         });
         outcome
     }

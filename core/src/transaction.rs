@@ -17,7 +17,6 @@ use std::thread::{self, Thread};
 
 use serde_json::Value;
 
-use crate::pipeline::Facts;
 use crate::{CallContext, Gate, Outcome, Registry, ToolCall, ToolError};
 
 /// A sequence of calls that stands or falls together.
@@ -116,12 +115,8 @@ impl Transaction {
         if let Some(step) = repeated {
             return step.outcome.clone();
         }
-        let facts = Facts {
-            keep_canonical: true,
-            ..Facts::default()
-        };
-        let outcome = self.registry.dispatch_with(&self.ctx, call, &facts).await;
-        match (&outcome, facts.canonical.into_inner()) {
+        let (outcome, canonical) = self.registry.dispatch_keeping(&self.ctx, call, true).await;
+        match (&outcome, canonical) {
             (Outcome::Completed(_), Some(canonical)) => self.steps.push(Step {
                 call: call.clone(),
                 canonical,

@@ -411,25 +411,43 @@ fn serde_rename(attr: &Attribute) -> syn::Result<Option<LitStr>> {
                     rename = Some(text.clone());
                 }
             }
-            // `rename(deserialize = "...")`: the name the model sends.
+            // `rename(deserialize = "...", serialize = "...")`: one name, the one the model
+            // sends, or the canonical arguments would name the argument otherwise.
             ("rename", Meta::List(list)) => {
                 let inner = list
                     .parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated)
                     .unwrap_or_default();
+                let mut sides = Vec::new();
                 for meta in inner {
                     if let Meta::NameValue(name_value) = meta {
-                        if let (
-                            true,
-                            Expr::Lit(ExprLit {
-                                lit: Lit::Str(text),
-                                ..
-                            }),
-                        ) = (name_value.path.is_ident("deserialize"), &name_value.value)
+                        if let Expr::Lit(ExprLit {
+                            lit: Lit::Str(text),
+                            ..
+                        }) = &name_value.value
                         {
-                            rename = Some(text.clone());
+                            sides.push((name_value.path.is_ident("deserialize"), text.clone()));
                         }
                     }
                 }
+                if sides.len() == 2 && sides[0].1.value() != sides[1].1.value() {
+                    return Err(syn::Error::new(
+                        meta.span(),
+                        "an argument has one name both ways: the gates read the arguments as they are written back, so write `rename = \"...\"`",
+                    ));
+                }
+                rename = sides
+                    .into_iter()
+                    .find(|(deserialize, _)| *deserialize)
+                    .map(|(_, text)| text)
+                    .or(rename);
+            }
+            ("skip" | "skip_serializing" | "skip_serializing_if" | "serialize_with", _) => {
+                return Err(syn::Error::new(
+                    meta.span(),
+                    format!(
+                        "`{key}` would write the arguments back otherwise than the tool receives them, and the gates judge what is written back: remove it"
+                    ),
+                ));
             }
             ("alias", _) => {
                 return Err(syn::Error::new(

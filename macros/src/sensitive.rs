@@ -25,33 +25,50 @@ pub(crate) fn derive(input: DeriveInput) -> syn::Result<TokenStream> {
             "`#[derive(Sensitive)]` takes no generic type: the arguments a model sends have concrete types",
         ));
     }
-    let rename_all = container_rename_all(&input.attrs)?;
     let mut pointers = Vec::new();
     for field in &fields.named {
+        if let Some(flatten) = serde_metas(&field.attrs)
+            .into_iter()
+            .find(|meta| meta.path().is_ident("flatten"))
+        {
+            return Err(syn::Error::new_spanned(
+                flatten,
+                "a flattened field hides where its sensitive values are: keep it a field of its own",
+            ));
+        }
         let ident = field.ident.as_ref().expect("named fields have names");
         let rust_name = ident.to_string().trim_start_matches("r#").to_owned();
-        let wire_name = match field_rename(&field.attrs)? {
-            Some(rename) => rename,
-            None => match &rename_all {
-                Some(rule) => apply_rename_all(rule, &rust_name),
-                None => rust_name,
-            },
-        };
-        let pointer = format!("/{}", wire_name.replace('~', "~0").replace('/', "~1"));
-        let marked = field
-            .attrs
-            .iter()
-            .filter(|attr| attr.path().is_ident("sensitive"))
-            .map(|attr| match attr.meta {
-                Meta::Path(_) => Ok(()),
-                _ => Err(syn::Error::new_spanned(
-                    attr,
-                    "`#[sensitive]` takes no value",
-                )),
-            })
-            .collect::<syn::Result<Vec<()>>>()?;
-        let ty = &field.ty;
-        pointers.push(if marked.is_empty() {
+        // The name the model sends and the name the canonical arguments write, where they
+        // differ: a refusal speaks of the one, the audit and the ticket show the other.
+        let mut names = Vec::new();
+        for side in ["deserialize", "serialize"] {
+            let name = match field_rename(&field.attrs, side) {
+                Some(rename) => rename,
+                None => match container_rename_all(&input.attrs, side)? {
+                    Some(rule) => apply_rename_all(&rule, &rust_name),
+                    None => rust_name.clone(),
+                },
+            };
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        for wire_name in names {
+            let pointer = format!("/{}", wire_name.replace('~', "~0").replace('/', "~1"));
+            let marked = field
+                .attrs
+                .iter()
+                .filter(|attr| attr.path().is_ident("sensitive"))
+                .map(|attr| match attr.meta {
+                    Meta::Path(_) => Ok(()),
+                    _ => Err(syn::Error::new_spanned(
+                        attr,
+                        "`#[sensitive]` takes no value",
+                    )),
+                })
+                .collect::<syn::Result<Vec<()>>>()?;
+            let ty = &field.ty;
+            pointers.push(if marked.is_empty() {
             quote! {
                 for inner in {
                     use ::portcullis::__private::{HasSensitiveFields as _, NoSensitiveFields as _};
@@ -63,6 +80,7 @@ pub(crate) fn derive(input: DeriveInput) -> syn::Result<TokenStream> {
         } else {
             quote!(pointers.push(::std::string::String::from(#pointer));)
         });
+        }
     }
     let name = &input.ident;
     Ok(quote! {
@@ -88,8 +106,9 @@ fn serde_metas(attrs: &[syn::Attribute]) -> Vec<Meta> {
         .collect()
 }
 
-/// The name a `rename = "..."` or `rename(deserialize = "...")` gives: what the model sends.
-fn renamed(meta: &Meta, key: &str) -> Option<LitStr> {
+/// The name a `rename = "..."` or `rename(deserialize = "...")` gives to `side` (`serialize`
+/// or `deserialize`).
+fn renamed(meta: &Meta, key: &str, side: &str) -> Option<LitStr> {
     if !meta.path().is_ident(key) {
         return None;
     }
@@ -107,7 +126,7 @@ fn renamed(meta: &Meta, key: &str) -> Option<LitStr> {
             .ok()?
             .into_iter()
             .find_map(|inner| match inner {
-                Meta::NameValue(name_value) if name_value.path.is_ident("deserialize") => {
+                Meta::NameValue(name_value) if name_value.path.is_ident(side) => {
                     text(&name_value.value)
                 }
                 _ => None,
@@ -116,11 +135,11 @@ fn renamed(meta: &Meta, key: &str) -> Option<LitStr> {
     }
 }
 
-fn field_rename(attrs: &[syn::Attribute]) -> syn::Result<Option<String>> {
-    Ok(serde_metas(attrs)
+fn field_rename(attrs: &[syn::Attribute], side: &str) -> Option<String> {
+    serde_metas(attrs)
         .iter()
-        .find_map(|meta| renamed(meta, "rename"))
-        .map(|text| text.value()))
+        .find_map(|meta| renamed(meta, "rename", side))
+        .map(|text| text.value())
 }
 
 const RULES: &[&str] = &[
@@ -134,10 +153,10 @@ const RULES: &[&str] = &[
     "SCREAMING-KEBAB-CASE",
 ];
 
-fn container_rename_all(attrs: &[syn::Attribute]) -> syn::Result<Option<String>> {
+fn container_rename_all(attrs: &[syn::Attribute], side: &str) -> syn::Result<Option<String>> {
     let Some(rule) = serde_metas(attrs)
         .iter()
-        .find_map(|meta| renamed(meta, "rename_all"))
+        .find_map(|meta| renamed(meta, "rename_all", side))
     else {
         return Ok(None);
     };

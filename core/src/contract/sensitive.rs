@@ -16,16 +16,16 @@ pub const REDACTED: &str = "[redacted]";
 const ANY: &str = "*";
 
 impl ToolContract {
-    /// Whether the value at `path` is, or lies within, a sensitive value.
+    /// Whether the value at `path` is, lies within, or holds a sensitive value: a refusal
+    /// about it must not repeat what it found (a refusal about a whole that holds a secret may
+    /// have found the secret itself, as in an untagged enum's buffered content).
     pub(crate) fn is_sensitive(&self, path: &[Segment]) -> bool {
         self.sensitive.iter().any(|pointer| {
-            let segments: Vec<String> = segments(pointer).collect();
-            segments.len() <= path.len()
-                && segments.iter().zip(path).all(|(wanted, at)| match at {
-                    _ if wanted == ANY => true,
-                    Segment::Key(key) => wanted == key,
-                    Segment::Index(index) => wanted == &index.to_string(),
-                })
+            segments(pointer).zip(path).all(|(wanted, at)| match at {
+                _ if wanted == ANY => true,
+                Segment::Key(key) => wanted == *key,
+                Segment::Index(index) => wanted == index.to_string(),
+            })
         })
     }
 
@@ -122,6 +122,11 @@ mod tests {
         assert!(contract.is_sensitive(&[key("cards"), Segment::Index(3), key("number")]));
         assert!(contract.is_sensitive(&[key("vault"), key("x"), key("y")]));
         assert!(!contract.is_sensitive(&[key("cards"), Segment::Index(0), key("label")]));
-        assert!(!contract.is_sensitive(&[]));
+        assert!(!contract.is_sensitive(&[key("user")]));
+        assert!(
+            contract.is_sensitive(&[key("cards")]),
+            "the list holds secrets"
+        );
+        assert!(contract.is_sensitive(&[]), "the arguments hold secrets");
     }
 }

@@ -125,19 +125,21 @@ where
 /// only reads: it asks to look something up (query, find, show, view, list, search, look up;
 /// 查询, 查找, 查看, 显示, 搜索, 列出) and names no destructive action (delete, remove, clear,
 /// drop, erase, purge, wipe, destroy, truncate, discard, clean up; 删除, 删掉, 清除, 清理, 清空,
-/// 移除, 销毁) that is not negated. It fails closed: a destructive word that is negated ("Find
-/// my old orders. Do not delete anything!", "不要删除") or only part of another word
-/// ("clearly", "dropdown") does not make the request ask for destruction, and a destructive
-/// call without a recorded request ([`CallContext::with_request`]) is refused with the rule
-/// `request_unknown`.
+/// 移除, 销毁) as a verb that is not negated. It fails closed: a destructive word negated
+/// anywhere before it in its sentence ("Find my old orders. Do not delete anything!", "不要删除"),
+/// said of what is done already ("my deleted orders", "已删除的邮件"), or only part of another
+/// word ("clearly", "dropdown") does not make the request ask for destruction, and a
+/// destructive call without a recorded request ([`CallContext::with_request`]) is refused with
+/// the rule `request_unknown`.
 ///
 /// What the rule can judge: whether a request that looks something up also asks for a
 /// destructive action, in English and Chinese (more words can be added). What it cannot:
 /// whether a request asks for *this* call (the right table, the right amount), requests that
 /// neither read nor destroy ("summarize the ticket" is not judged), other languages, or a
-/// negation further than four words before the verb. It is a tripwire for an injected
-/// instruction that turns a lookup into a deletion, not a proof of intent: put the decisions
-/// that matter in policies and approvals.
+/// negation in another sentence. Erring on the side of refusing, "Show the logs, don't worry,
+/// then delete the old ones" reads as negated. It is a tripwire for an injected instruction
+/// that turns a lookup into a deletion, not a proof of intent: put the decisions that matter
+/// in policies and approvals.
 ///
 /// ```
 /// use portcullis_core::ReadOnlyRequests;
@@ -190,14 +192,12 @@ impl Default for ReadOnlyRequests {
             ]),
             negations: words(&[
                 "not", "don't", "dont", "never", "no", "without", "avoid", "nothing", "stop",
-                "refrain", "不要", "不用", "无需", "不必", "别", "勿", "禁止", "不", "没有",
+                "refrain", "不要", "不用", "无需", "不必", "别", "勿", "禁止", "不", "没有", "已",
+                "被",
             ]),
         }
     }
 }
-
-/// How many words before a destructive word a negation still reaches.
-const NEGATION_REACH: usize = 4;
 
 impl ReadOnlyRequests {
     /// Adds words (or phrases of several words) that ask to read.
@@ -240,7 +240,7 @@ impl ReadOnlyRequests {
         let reads = sentences.iter().any(|sentence| {
             self.reading
                 .iter()
-                .any(|word| sentence.any_occurrence(word, |_| true))
+                .any(|word| sentence.any_occurrence(word, true, |_| true))
         });
         reads && !self.destroys(&sentences)
     }
@@ -255,33 +255,33 @@ impl ReadOnlyRequests {
         sentences.iter().any(|sentence| {
             self.destructive
                 .iter()
-                .any(|word| sentence.any_occurrence(word, |at| !self.negated(sentence, at)))
+                .any(|word| sentence.any_occurrence(word, false, |at| !self.negated(sentence, at)))
         })
     }
 
-    /// Whether the word at byte `at` of `sentence` is negated: by one of the few words before
-    /// it (English), or by a negation in the few characters before it (Chinese runs words
-    /// together: "不要删除").
+    /// Whether the word at byte `at` of `sentence` is negated, or said of what is done
+    /// already: by a negation anywhere before it in the sentence ("don't change, move or delete
+    /// anything"), or, in Chinese, by a negation or a mark of the done or the passive (已, 被)
+    /// anywhere before it ("查看订单，不要把它们删除", "查看已删除的邮件").
     fn negated(&self, sentence: &Sentence, at: usize) -> bool {
-        let before = sentence.words.iter().filter(|(start, _)| *start < at);
-        let count = before.clone().count();
-        let mut near = before.skip(count.saturating_sub(NEGATION_REACH));
-        let start = sentence.text[..at]
-            .char_indices()
-            .rev()
-            .nth(2)
-            .map_or(0, |(index, _)| index);
-        let last_chars = &sentence.text[start..at];
-        near.any(|(_, word)| {
-            word.ends_with("n't")
-                || word.ends_with("n’t")
-                || self.negations.iter().any(|negation| {
-                    negation.is_ascii() && (word == negation || word.replace('’', "'") == *negation)
-                })
-        }) || self
-            .negations
+        let before = &sentence.text[..at];
+        let english = sentence
+            .words
             .iter()
-            .any(|negation| !negation.is_ascii() && last_chars.contains(negation.as_str()))
+            .take_while(|(start, _)| *start < at)
+            .any(|(_, word)| {
+                let word = word.replace('’', "'");
+                word.ends_with("n't")
+                    || self
+                        .negations
+                        .iter()
+                        .any(|negation| negation.is_ascii() && word == *negation)
+            });
+        english
+            || self
+                .negations
+                .iter()
+                .any(|negation| !negation.is_ascii() && before.contains(negation.as_str()))
     }
 }
 
@@ -296,20 +296,31 @@ struct Sentence {
 impl Sentence {
     /// Whether `word` (or phrase) occurs somewhere that `fits` (given its byte offset).
     /// English words match whole words and their inflections; Chinese words match anywhere.
-    fn any_occurrence(&self, word: &str, mut fits: impl FnMut(usize) -> bool) -> bool {
+    ///
+    /// A destructive word counts only as the verb itself (`delete`, not `deleted`, `deletion`
+    /// or `deleting`): "show me the deleted orders" asks to read. A reading word counts in any
+    /// form (`searching`, `listed`).
+    fn any_occurrence(
+        &self,
+        word: &str,
+        inflected: bool,
+        mut fits: impl FnMut(usize) -> bool,
+    ) -> bool {
         if !word.is_ascii() {
             return self.text.match_indices(word).any(|(at, _)| fits(at));
         }
         let mut phrase = word.split_whitespace();
         let first = phrase.next().unwrap_or_default();
         self.words.iter().enumerate().any(|(index, (at, token))| {
-            inflects(token, first)
-                && phrase.clone().enumerate().all(|(offset, part)| {
-                    self.words
-                        .get(index + 1 + offset)
-                        .is_some_and(|(_, token)| token == part)
-                })
-                && fits(*at)
+            (if inflected {
+                inflects(token, first)
+            } else {
+                token == first
+            }) && phrase.clone().enumerate().all(|(offset, part)| {
+                self.words
+                    .get(index + 1 + offset)
+                    .is_some_and(|(_, token)| token == part)
+            }) && fits(*at)
         })
     }
 }
@@ -449,6 +460,11 @@ mod tests {
             "List the users and never, ever drop one",
             "查看日志，不要删除任何东西",
             "查询订单，请勿清理",
+            "Show me my deleted orders",
+            "List the cleared invoices",
+            "List orders but don't change, move, rename or delete anything",
+            "查看订单，不要把它们删除",
+            "查看已删除的邮件",
         ] {
             assert!(
                 matches!(decide(&check, request, &delete), Decision::Deny { ref rule, .. } if rule == "read_only_request"),

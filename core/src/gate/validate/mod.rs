@@ -16,6 +16,7 @@ mod schema;
 pub(crate) use schema::{Finding, SchemaCheck};
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 use validator::{ValidationError, ValidationErrors, ValidationErrorsKind};
@@ -40,6 +41,10 @@ pub(crate) fn validate(
     }
     violations(checked, shown, contract.input_schema())
 }
+
+/// How many violations a refusal keeps: a hostile call may break a constraint in every one of
+/// a hundred thousand elements, and the refusal stays small.
+const KEPT_VIOLATIONS: usize = 100;
 
 /// The rule family a violation belongs to: validator and the schema name some rules apart
 /// (`regex` and `contains` are checked as a schema's `pattern`, `does_not_contain` as its
@@ -73,25 +78,30 @@ fn violations(
             &mut violations,
         );
     }
+    let key = |violation: &Violation| (violation.path.clone(), family(&violation.rule).to_owned());
+    let mut known: HashSet<(String, String)> = violations.iter().map(key).collect();
     for violation in shown {
-        let known = violations.iter().any(|found: &Violation| {
-            found.path == violation.path && family(&found.rule) == family(&violation.rule)
-        });
-        if !known {
+        if known.insert(key(&violation)) {
             violations.push(violation);
         }
     }
     violations.sort_by(|a, b| (&a.path, &a.rule).cmp(&(&b.path, &b.rule)));
+    let total = violations.len();
+    violations.truncate(KEPT_VIOLATIONS);
     let message = match violations.as_slice() {
-        [only] => format!("`{}` {}", only.path, only.message),
-        many => {
-            let each: Vec<String> = many
+        [only] if total == 1 => format!("`{}` {}", only.path, only.message),
+        kept => {
+            let each: Vec<String> = kept
                 .iter()
                 .map(|violation| format!("`{}` {}", violation.path, violation.message))
                 .collect();
+            let shown = if total > kept.len() {
+                format!(" (the first {})", kept.len())
+            } else {
+                String::new()
+            };
             format!(
-                "{} constraints are violated: {}",
-                many.len(),
+                "{total} constraints are violated{shown}: {}",
                 each.join("; ")
             )
         }

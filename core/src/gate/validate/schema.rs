@@ -626,6 +626,16 @@ impl Compiled {
     }
 
     fn check_string(&self, text: &str, path: &[Step<'_>], out: &mut Findings) {
+        // Reading a string costs by its length: a long one, looked at under many unions, must
+        // not cost more than the budget allows.
+        let reads = self.min_length.is_some()
+            || self.max_length.is_some()
+            || self.pattern.is_some()
+            || self.format.is_some();
+        if reads {
+            out.visits_left = out.visits_left.saturating_sub(text.len() / 64);
+        }
+
         if self.min_length.is_some() || self.max_length.is_some() {
             let length = text.chars().count() as u64;
             if self.min_length.is_some_and(|min| length < min)
