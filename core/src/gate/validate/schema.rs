@@ -288,8 +288,20 @@ impl SchemaCheck {
         let mut nodes = compiler.nodes;
         let anything = nodes.len();
         nodes.push(Compiled::default());
-        for (name, id) in &mut nodes[0].properties {
-            if checked_in_code.contains(name) {
+        // A pattern with a class ECMA-262 reads otherwise than the argument's own (Rust)
+        // check is still checked here.
+        let divergent: Vec<bool> = nodes[0]
+            .properties
+            .iter()
+            .map(|(_, id)| {
+                nodes[*id]
+                    .pattern
+                    .as_ref()
+                    .is_some_and(|(_, pattern)| has_unicode_classes(pattern))
+            })
+            .collect();
+        for ((name, id), divergent) in nodes[0].properties.iter_mut().zip(divergent) {
+            if checked_in_code.contains(name) && !divergent {
                 *id = anything;
             }
         }
@@ -911,9 +923,82 @@ fn number(value: &Value) -> Option<Number> {
     value.as_number().cloned()
 }
 
+/// A schema's pattern, compiled to match as ECMA-262 (which JSON Schema names) matches it:
+/// `\d`, `\w` and `\b` are ASCII there and Unicode in Rust, where `^\d+$` would take Arabic
+/// digits ("١٢٣") and `\w` Cyrillic look-alikes.
 fn regex(pattern: &str, location: &str) -> Result<Regex, String> {
-    Regex::new(pattern)
+    Regex::new(&ecma_classes(pattern))
         .map_err(|error| format!("the pattern at `{location}` does not compile: {error}"))
+}
+
+/// Whether `pattern` uses a class that ECMA-262 and Rust read differently.
+fn has_unicode_classes(pattern: &str) -> bool {
+    ecma_classes(pattern) != pattern
+}
+
+/// `pattern` with `\d`, `\D`, `\w`, `\W`, `\b` and `\B` made ASCII, inside and outside
+/// bracket classes.
+fn ecma_classes(pattern: &str) -> String {
+    let mut out = String::with_capacity(pattern.len());
+    let mut chars = pattern.chars();
+    let mut in_class = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                let Some(next) = chars.next() else {
+                    out.push(c);
+                    break;
+                };
+                let replacement = match (next, in_class) {
+                    ('d', false) => "[0-9]",
+                    ('D', false) => "[^0-9]",
+                    ('w', false) => "[0-9A-Za-z_]",
+                    ('W', false) => "[^0-9A-Za-z_]",
+                    ('b', false) => "(?-u:\\b)",
+                    ('B', false) => "(?-u:\\B)",
+                    ('d', true) => "0-9",
+                    ('D', true) => "[:^digit:]",
+                    ('w', true) => "0-9A-Za-z_",
+                    ('W', true) => "[:^word:]",
+                    // In a class, ECMA-262's `\b` is a backspace.
+                    ('b', true) => "\\x08",
+                    _ => {
+                        out.push(c);
+                        out.push(next);
+                        continue;
+                    }
+                };
+                out.push_str(replacement);
+            }
+            '[' if !in_class => {
+                in_class = true;
+                out.push(c);
+                // A `]` right after `[` or `[^` is a literal.
+                let mut lookahead = chars.clone();
+                match lookahead.next() {
+                    Some('^') => {
+                        out.push('^');
+                        chars.next();
+                        if lookahead.next() == Some(']') {
+                            out.push(']');
+                            chars.next();
+                        }
+                    }
+                    Some(']') => {
+                        out.push(']');
+                        chars.next();
+                    }
+                    _ => {}
+                }
+            }
+            ']' if in_class => {
+                in_class = false;
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 fn escape(name: &str) -> String {
@@ -1024,6 +1109,23 @@ mod tests {
         let findings = findings(schema, value);
         assert_eq!(findings.len(), 1, "{findings:?}");
         assert_eq!(findings[0].1, "arguments_too_large");
+    }
+
+    #[test]
+    fn patterns_match_as_ecma_262_reads_them() {
+        let schema = json!({"type": "string", "pattern": "^\\d+\\b[\\w-]*$"});
+        assert!(
+            findings(schema.clone(), json!("123 ab-c")).len() == 1,
+            "a space is no word"
+        );
+        assert!(findings(schema.clone(), json!("123")).is_empty());
+        assert_eq!(
+            findings(schema.clone(), json!("١٢٣")),
+            [pair("", "pattern")]
+        );
+        assert_eq!(findings(schema, json!("12é")), [pair("", "pattern")]);
+        assert_eq!(ecma_classes(r"[^\d\W]\s\\d"), r"[^0-9[:^word:]]\s\\d");
+        assert_eq!(ecma_classes(r"[]\d]"), r"[]0-9]");
     }
 
     #[test]
