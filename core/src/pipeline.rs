@@ -31,8 +31,7 @@ use crate::gate::authorize::{authorize, authorize_caller};
 use crate::gate::decode::{self, Canonical, canonical_of};
 use crate::gate::execute::{Contained, Execution, contained, execute};
 use crate::gate::resolve::{check_choice, resolve};
-use crate::gate::validate::SchemaCheck;
-use crate::gate::validate::validate;
+use crate::gate::validate::{SchemaCheck, validate};
 use crate::registry::{Registered, Settings};
 use crate::tool::BoxFuture;
 use crate::{
