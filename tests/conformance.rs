@@ -26,6 +26,7 @@ mod shapes {
     use super::*;
 
     #[derive(Debug, Deserialize, Serialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
     pub struct Category {
         pub name: String,
         /// Sub-categories: a type that contains itself.
@@ -65,7 +66,7 @@ mod shapes {
     }
 
     #[derive(Debug, Deserialize, Serialize, JsonSchema)]
-    #[serde(rename_all = "snake_case")]
+    #[serde(rename_all = "snake_case", deny_unknown_fields)]
     pub enum Channel {
         Email {
             address: String,
@@ -100,38 +101,47 @@ mod shapes {
     }
 
     #[derive(Debug, Deserialize, Serialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
     pub struct L1 {
         pub l2: L2,
     }
     #[derive(Debug, Deserialize, Serialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
     pub struct L2 {
         pub l3: L3,
     }
     #[derive(Debug, Deserialize, Serialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
     pub struct L3 {
         pub l4: L4,
     }
     #[derive(Debug, Deserialize, Serialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
     pub struct L4 {
         pub l5: L5,
     }
     #[derive(Debug, Deserialize, Serialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
     pub struct L5 {
         pub l6: L6,
     }
     #[derive(Debug, Deserialize, Serialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
     pub struct L6 {
         pub l7: L7,
     }
     #[derive(Debug, Deserialize, Serialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
     pub struct L7 {
         pub l8: L8,
     }
     #[derive(Debug, Deserialize, Serialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
     pub struct L8 {
         pub l9: L9,
     }
     #[derive(Debug, Deserialize, Serialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
     pub struct L9 {
         pub l10: Vec<String>,
     }

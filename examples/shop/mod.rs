@@ -164,7 +164,7 @@ pub struct Money {
 
 /// When a payout is sent.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "snake_case", tag = "when")]
+#[serde(rename_all = "snake_case", tag = "when", deny_unknown_fields)]
 pub enum Timing {
     Now,
     NextBusinessDay,

@@ -110,7 +110,7 @@ pub struct Address {
 }
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Shipping {
     Standard,
     Express,

@@ -21,6 +21,7 @@ pub struct Dims {
 }
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub enum Shape {
     Boxed(Dims),
     Framed { inner: Dims },
@@ -53,14 +54,19 @@ pub fn pack(
 }
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Internal {
     Resize { width: u32 },
     Rotate { degrees: i16 },
 }
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
-#[serde(tag = "kind", content = "data", rename_all = "snake_case")]
+#[serde(
+    tag = "kind",
+    content = "data",
+    rename_all = "snake_case",
+    deny_unknown_fields
+)]
 pub enum Adjacent {
     Resize(u32),
     Stop,

@@ -904,6 +904,15 @@ impl<'s> Compiler<'s> {
                 }
             }
         }
+        if !node.properties.is_empty() && node.additional.is_none() {
+            // serde ignores a member its type does not name, or reads it under an alias the
+            // schema does not show: what the schema says of the named members would not hold
+            // for it, and the model would believe it had said something.
+            return Err(format!(
+                "the object at `{}` accepts members it does not name: add `#[serde(deny_unknown_fields)]` to its type",
+                if location.is_empty() { "/" } else { location }
+            ));
+        }
         Ok(node)
     }
 
@@ -1037,7 +1046,8 @@ mod tests {
                     {"type": "string", "const": "Point"},
                 ]},
             },
-            "$defs": {"Dims": {"type": "object", "properties": {"width": {"type": "integer", "minimum": 1}}}},
+            "additionalProperties": false,
+            "$defs": {"Dims": {"type": "object", "properties": {"width": {"type": "integer", "minimum": 1}}, "additionalProperties": false}},
         });
         let value = json!({"by_name": {"a": {"width": 0}, "b": {"width": 2}}, "shape": {"Boxed": {"width": 0.0}}});
         assert_eq!(
@@ -1129,11 +1139,21 @@ mod tests {
     }
 
     #[test]
+    fn objects_must_refuse_members_they_do_not_name() {
+        let open = json!({"type": "object", "properties": {"inner": {
+            "type": "object", "properties": {"quantity": {"type": "integer", "maximum": 5}}
+        }}, "additionalProperties": false});
+        let error = SchemaCheck::compile(&open, &[]).unwrap_err();
+        assert!(error.contains("/properties/inner"), "{error}");
+        assert!(error.contains("deny_unknown_fields"), "{error}");
+    }
+
+    #[test]
     fn recursive_types_compile_once() {
         let schema = json!({"$ref": "#/$defs/Tree", "$defs": {"Tree": {"type": "object", "properties": {
             "label": {"type": "string", "maxLength": 2},
             "children": {"type": "array", "items": {"$ref": "#/$defs/Tree"}},
-        }}}});
+        }, "additionalProperties": false}}});
         let value = json!({"label": "a", "children": [{"label": "abc", "children": []}]});
         assert_eq!(
             findings(schema, value),
