@@ -582,3 +582,28 @@ async fn a_transaction_undoes_the_edited_call() {
     assert_eq!(report.len(), 1);
     assert_eq!(REFUNDED.lock().unwrap().as_slice(), [100]);
 }
+
+/// A discount in percent or in cents, told apart by nothing but serde's order.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(untagged)]
+enum Discount {
+    Percent(#[schemars(range(max = 100))] u8),
+    Cents(u32),
+}
+
+/// Apply a discount.
+#[tool]
+fn apply_discount(discount: Discount) -> Result<String, ToolError> {
+    Ok(format!("{discount:?}"))
+}
+
+/// `250` fails `Percent`'s bound and fits `Cents`, so `anyOf` holds, yet serde decodes it as
+/// `Percent(250)`. The registry refuses such a union when it is built.
+#[test]
+fn an_untagged_union_that_would_let_a_bound_through_is_refused_at_build() {
+    let error = Registry::builder().tool(ApplyDiscount).build().unwrap_err();
+    let portcullis::BuildError::InvalidContract(error) = error else {
+        panic!("expected an invalid contract, got {error}");
+    };
+    assert!(error.reason.contains("tag the enum"), "{error}");
+}

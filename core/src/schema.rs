@@ -34,7 +34,7 @@ pub(crate) fn type_includes(type_keyword: Option<&Value>, name: &str) -> bool {
 }
 
 /// The inclusive range of an integer or float `format` written by schemars.
-fn format_range(format: &str) -> Option<(Value, Value)> {
+pub(crate) fn format_range(format: &str) -> Option<(Value, Value)> {
     Some(match format {
         "int8" => (i8::MIN.into(), i8::MAX.into()),
         "int16" => (i16::MIN.into(), i16::MAX.into()),

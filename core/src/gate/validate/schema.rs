@@ -20,6 +20,7 @@ use serde_json::{Map, Number, Value};
 use validator::{ValidateEmail, ValidateUrl};
 
 use crate::gate::decode::{JsonView, Segment, View, canonical_text, integer_value, pointer};
+use crate::schema::format_range;
 use crate::{RejectionCode, Violation};
 
 /// A compiled schema: its subschemas in an arena, `$ref`s resolved to indices.
@@ -171,6 +172,9 @@ struct Compiled {
     max_length: Option<u64>,
     pattern: Option<(Regex, String)>,
     format: Option<Format>,
+    /// The range a numeric `format` (`uint8`, `float`, ...) states: the Rust type's own, which
+    /// its `Deserialize` enforces.
+    type_range: Option<(Value, Value)>,
     // arrays
     items: Option<Id>,
     prefix_items: Vec<Id>,
@@ -285,6 +289,7 @@ impl SchemaCheck {
             by_location: HashMap::new(),
         };
         compiler.compile(schema, String::new())?;
+        compiler.check_unions()?;
         let mut nodes = compiler.nodes;
         let anything = nodes.len();
         nodes.push(Compiled::default());
@@ -773,6 +778,107 @@ struct Compiler<'s> {
 }
 
 impl<'s> Compiler<'s> {
+    /// Refuses a union whose alternatives a value can fit alike when an earlier one carries
+    /// constraints of its own. serde's untagged enum takes the first alternative that decodes,
+    /// while `anyOf` holds if any alternative does: `Percent(u8 up to 100) | Cents(u32)` would
+    /// let 250 pass as `Cents` and reach the tool as `Percent(250)`.
+    fn check_unions(&self) -> Result<(), String> {
+        let location_of = |wanted: Id| {
+            self.by_location
+                .iter()
+                .find(|(_, id)| **id == wanted)
+                .map_or_else(|| "/".to_owned(), |(location, _)| location.clone())
+        };
+        for (id, node) in self.nodes.iter().enumerate() {
+            for (index, &earlier) in node.any_of.iter().enumerate() {
+                let overlapping = node.any_of[index + 1..]
+                    .iter()
+                    .any(|&later| self.types(earlier, 0) & self.types(later, 0) != 0);
+                if overlapping && self.constrained(earlier, &mut Vec::new()) {
+                    return Err(format!(
+                        "the union at `{}` has alternatives a value can fit alike, and an earlier one has constraints the later ones do not enforce: serde would take the earlier one without them; tag the enum, or make its alternatives take different JSON types",
+                        location_of(id)
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The JSON types a subschema accepts, as a mask (an integer is a number too). A chain of
+    /// references or unions deeper than any type has is taken to accept everything.
+    fn types(&self, id: Id, depth: usize) -> u8 {
+        let node = &self.nodes[id];
+        if depth > 64 {
+            return u8::MAX;
+        }
+        if let Some(reference) = node.reference {
+            return self.types(reference, depth + 1);
+        }
+        if node.types.is_empty() {
+            return node
+                .any_of
+                .iter()
+                .chain(&node.one_of)
+                .map(|&branch| self.types(branch, depth + 1))
+                .reduce(|a, b| a | b)
+                .unwrap_or(u8::MAX);
+        }
+        node.types
+            .iter()
+            .map(|kind| match kind {
+                JsonType::Integer | JsonType::Number => 0b0000_1100,
+                other => 1 << (*other as u8),
+            })
+            .fold(0, |mask, bit| mask | bit)
+    }
+
+    /// Whether a subschema, or one within it, constrains a value beyond what its Rust type's
+    /// `Deserialize` refuses: a bound tighter than the type's range, a length, a pattern, a
+    /// format, unique items, a `not`.
+    fn constrained(&self, id: Id, seen: &mut Vec<Id>) -> bool {
+        if seen.contains(&id) {
+            return false;
+        }
+        seen.push(id);
+        let node = &self.nodes[id];
+        let beyond_type = |bound: &Option<Number>, edge: Option<&Value>| {
+            bound
+                .as_ref()
+                .is_some_and(|bound| edge.and_then(Value::as_number) != Some(bound))
+        };
+        let range = node.type_range.as_ref();
+        let own = beyond_type(&node.minimum, range.map(|(min, _)| min))
+            || beyond_type(&node.maximum, range.map(|(_, max)| max))
+            || node.exclusive_minimum.is_some()
+            || node.exclusive_maximum.is_some()
+            || node.multiple_of.is_some()
+            || node.min_length.is_some()
+            || node.max_length.is_some()
+            || node.pattern.is_some()
+            || node.format.is_some()
+            || node.min_items.is_some()
+            || node.max_items.is_some()
+            || node.unique_items
+            || node.min_properties.is_some()
+            || node.max_properties.is_some()
+            || node.not.is_some();
+        own || node
+            .properties
+            .iter()
+            .map(|(_, id)| *id)
+            .chain(node.items)
+            .chain(node.prefix_items.iter().copied())
+            .chain(node.additional)
+            .chain(node.reference)
+            .chain(node.all_of.iter().copied())
+            .chain(node.any_of.iter().copied())
+            .chain(node.one_of.iter().copied())
+            .collect::<Vec<Id>>()
+            .into_iter()
+            .any(|child| self.constrained(child, seen))
+    }
+
     fn compile(&mut self, schema: &'s Value, location: String) -> Result<Id, String> {
         if let Some(&id) = self.by_location.get(&location) {
             return Ok(id);
@@ -848,7 +954,9 @@ impl<'s> Compiler<'s> {
                     node.pattern = Some((regex(pattern, location)?, pattern.to_owned()));
                 }
                 "format" => {
-                    node.format = match value.as_str().ok_or_else(unexpected)? {
+                    let format = value.as_str().ok_or_else(unexpected)?;
+                    node.type_range = format_range(format);
+                    node.format = match format {
                         "email" => Some(Format::Email),
                         "uri" | "url" => Some(Format::Uri),
                         _ => None,
@@ -1110,7 +1218,7 @@ mod tests {
         let schema = json!({"$ref": "#/$defs/U", "$defs": {"U": {"anyOf": [
             {"type": "array", "items": {"$ref": "#/$defs/U"}},
             {"type": "array", "items": {"$ref": "#/$defs/U"}},
-            {"type": "integer", "maximum": 0},
+            {"type": "string"},
         ]}}});
         let mut value = json!(1);
         for _ in 0..30 {
@@ -1146,6 +1254,32 @@ mod tests {
         let error = SchemaCheck::compile(&open, &[]).unwrap_err();
         assert!(error.contains("/properties/inner"), "{error}");
         assert!(error.contains("deny_unknown_fields"), "{error}");
+    }
+
+    #[test]
+    fn overlapping_unions_with_constraints_are_refused() {
+        let percent_or_cents = json!({"anyOf": [
+            {"type": "integer", "format": "uint8", "minimum": 0, "maximum": 100},
+            {"type": "integer", "format": "uint32", "minimum": 0, "maximum": 4_294_967_295u64},
+        ]});
+        let error = SchemaCheck::compile(&percent_or_cents, &[]).unwrap_err();
+        assert!(error.contains("tag the enum"), "{error}");
+        // The type's own range is no constraint of its own: serde refuses 300 as a `u8`.
+        let small_or_large = json!({"anyOf": [
+            {"type": "integer", "format": "uint8", "minimum": 0, "maximum": 255},
+            {"type": "integer", "format": "uint32", "minimum": 0, "maximum": 4_294_967_295u64},
+        ]});
+        assert!(SchemaCheck::compile(&small_or_large, &[]).is_ok());
+        let count_or_label = json!({"anyOf": [
+            {"type": "integer", "maximum": 9},
+            {"type": "string"},
+        ]});
+        assert!(SchemaCheck::compile(&count_or_label, &[]).is_ok());
+        let endless = json!({"$ref": "#/$defs/A", "$defs": {"A": {"anyOf": [
+            {"$ref": "#/$defs/A"},
+            {"type": "string", "maxLength": 3},
+        ]}}});
+        assert!(SchemaCheck::compile(&endless, &[]).is_err());
     }
 
     #[test]
