@@ -46,7 +46,7 @@ use std::time::{Duration, SystemTime};
 
 use common::{Environment, TABLE_NAME};
 use criterion::Criterion;
-use portcullis::audit::{AuditRecord, AuditSink};
+use portcullis::audit::{AuditRecord, AuditSink, Checkpoint, Unchained};
 use portcullis::prelude::*;
 use portcullis::{
     BudgetLimits, CircuitBreaker, Decision, PolicyError, PolicyRequest, RateLimit, ReadOnlyRequests,
@@ -137,11 +137,15 @@ fn order_products(#[one_of(many_products)] products: Vec<String>) -> Result<usiz
 struct LatestRecord(std::sync::Mutex<Option<AuditRecord>>);
 
 impl AuditSink for LatestRecord {
-    fn write(&self, record: &AuditRecord) -> std::io::Result<()> {
-        *self
+    fn append(&self, entry: Unchained<'_>) -> std::io::Result<()> {
+        let mut latest = self
             .0
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(record.clone());
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let head = latest
+            .as_ref()
+            .map_or_else(Checkpoint::genesis, Checkpoint::after);
+        *latest = Some(entry.chain_after(&head));
         Ok(())
     }
 }

@@ -119,14 +119,14 @@ async fn a_caller_without_a_tenant_cannot_use_a_tenant_scoped_tool() {
 
 #[tokio::test]
 async fn roles_are_checked_before_the_arguments_are_read() {
-    // Malformed arguments: a caller without the role learns nothing about them.
+    // Malformed arguments: a caller without the role learns nothing about them, nor that the
+    // tool exists.
     let ctx = CallContext::new("eve")
         .with_roles(["viewer"])
         .with_tenant("t_001");
     let outcome = dispatch(&ctx, "create_invoice", json!({"nonsense": true})).await;
     let rejection = outcome.rejection().unwrap();
-    assert_eq!(rejection.code(), RejectionCode::RoleDenied);
-    assert!(!rejection.retryable());
+    assert_eq!(rejection.code(), RejectionCode::UnknownTool);
     assert!(
         !rejection.message().contains("billing_admin"),
         "{rejection}"
@@ -140,7 +140,7 @@ async fn a_privilege_claim_in_the_arguments_grants_nothing() {
         .with_tenant("t_001");
     let claim = json!({"tenant_id": "t_001", "currency": "USD", "amount_cents": 1, "role": "billing_admin"});
     let outcome = dispatch(&ctx, "create_invoice", claim).await;
-    assert_eq!(outcome.code(), Some(RejectionCode::RoleDenied));
+    assert_eq!(outcome.code(), Some(RejectionCode::UnknownTool));
 }
 
 #[tokio::test]

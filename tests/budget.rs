@@ -266,7 +266,14 @@ async fn concurrent_calls_never_overspend() {
         let outcome = handle.await.unwrap();
         match outcome.code() {
             None => completed += 1,
-            Some(code) => assert_eq!(code, RejectionCode::BudgetCallsExceeded),
+            // Past 50 refusals, the task is stopped outright.
+            Some(code) => assert!(
+                matches!(
+                    code,
+                    RejectionCode::BudgetCallsExceeded | RejectionCode::TooManyRefusals
+                ),
+                "{code}"
+            ),
         }
     }
     assert_eq!(completed, 10);

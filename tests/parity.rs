@@ -809,11 +809,10 @@ fn exhaustive(tool: &str) -> Vec<Value> {
                 for value in [json!(1), Value::Null] {
                     let mut added = base.clone();
                     if let Some(object) = get_mut(&mut added, &path).and_then(Value::as_object_mut)
+                        && !object.contains_key(*unknown)
                     {
-                        if !object.contains_key(*unknown) {
-                            object.insert((*unknown).to_owned(), value);
-                            out.push(added);
-                        }
+                        object.insert((*unknown).to_owned(), value);
+                        out.push(added);
                     }
                 }
             }

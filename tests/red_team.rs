@@ -205,11 +205,11 @@ async fn hostile_calls_are_refused_with_their_codes() {
             RejectionCode::UnknownTool,
         ),
         (
-            "a tool the caller's roles do not grant",
+            "a tool the caller's roles do not grant, refused as one that does not exist",
             ops(),
             "pay_supplier",
             payment(r#""amount_cents":100"#),
-            RejectionCode::RoleDenied,
+            RejectionCode::UnknownTool,
         ),
         (
             "another environment than the caller's",

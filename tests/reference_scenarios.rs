@@ -200,7 +200,8 @@ async fn plain_user_in_production_is_refused() {
         delete("user_profiles", 500, "production"),
     )
     .await;
-    assert_eq!(code(&outcome), Some(RejectionCode::RoleDenied));
+    // Refused as a tool that does not exist: a user cannot learn which admin tools there are.
+    assert_eq!(code(&outcome), Some(RejectionCode::UnknownTool));
 }
 
 #[tokio::test]

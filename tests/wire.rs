@@ -159,8 +159,8 @@ async fn anthropic_round_trip() {
     assert_eq!(content[1]["tool_use_id"], "toolu_delete");
     assert_eq!(content[1]["is_error"], true);
     let refusal = parsed(&content[1]["content"]);
-    assert_eq!(refusal["error"], "role_denied");
-    assert_eq!(refusal["gate"], "authorize");
+    assert_eq!(refusal["error"], "unknown_tool");
+    assert_eq!(refusal["gate"], "resolve");
 }
 
 #[tokio::test]

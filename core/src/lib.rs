@@ -8,7 +8,8 @@
 //! roles and environments), decode (the model's text, read once, into the typed arguments),
 //! validate (every constraint of the schema the model was shown, the arguments' own checks,
 //! dynamic values), authorize (tenant and environment arguments, policies, intent checks),
-//! approve, budget, execute, and an audit record of whatever was decided. Every gate after
+//! repeat (one run per call), budget, approve, audit (write-ahead for effects), execute, and an
+//! audit record of whatever was decided. Every gate after
 //! decode judges what the tool receives: the typed arguments, or the canonical arguments,
 //! their JSON written by their own `Serialize` ([`PolicyRequest::arguments`]).
 
@@ -37,17 +38,19 @@ pub use context::{CallContext, ToolChoice};
 pub use contract::{
     AllowedValuesFn, Approval, ContractBuilder, ContractError, Risk, ToolContract, name_problem,
 };
+pub use gate::approve::reviewer::Reviewer;
 pub use gate::approve::store::{
     ApprovalDecision, ApprovalStore, Approver, AutoApprove, AutoReject, InMemoryApprovalStore,
-    PendingCall, Ticket,
+    PendingCall, PendingLimits, Ticket,
 };
 pub use gate::authorize::policy::{Decision, Policy, PolicyError, PolicyRequest, ReadOnlyRequests};
 pub use gate::budget::store::{
     BudgetLimits, BudgetStore, Charge, CircuitBreaker, InMemoryBudgetStore, RateLimit,
 };
+pub use gate::repeat::{CallKey, Claim, ClaimState, InMemoryRepeatStore, RepeatStore};
 pub use gate::{DecodeLimits, Gate};
 pub use outcome::Outcome;
-pub use registry::{BuildError, Registry, RegistryBuilder};
+pub use registry::{BuildError, DEFAULT_REFUSAL_LIMIT, Registry, RegistryBuilder};
 pub use rejection::{Rejection, RejectionCode, Violation};
 pub use schema::schema_for;
 pub use tool::{BoxFuture, IntoToolResult, Invocation, Tool, ToolError};

@@ -67,6 +67,8 @@ fn entry(contract: &ToolContract) -> Value {
         "roles": roles,
         "environments": environments,
         "approval": contract.approval(),
+        "approvers": contract.approvers(),
+        "audit_required": contract.audit_required(),
         "rollback": contract.rollback(),
         "irreversible": contract.irreversible(),
         "read_only": contract.read_only(),
@@ -83,6 +85,12 @@ fn entry(contract: &ToolContract) -> Value {
         "input_schema_sha256": schema_hash(contract.input_schema()),
         "output_schema_sha256": contract.output_schema().map(schema_hash),
     })
+}
+
+/// The SHA-256 of a contract's manifest entry: what a ticket records, so that a call is never
+/// run under a contract other than the one it was approved for.
+pub(crate) fn contract_hash(contract: &ToolContract) -> String {
+    sha256_hex(canonical_text(&entry(contract)).as_bytes())
 }
 
 /// The SHA-256 of `schema` as compact JSON with every object's keys sorted, whatever order

@@ -2,41 +2,49 @@
 //! call down through them, from the tool's name to its body.
 //!
 //! ```text
-//!    repeat      a call id of a tool that is not idempotent, already run in this task,
-//!                returns its first outcome and passes no gate again
-//! 1. resolve     the tool exists, the caller may see it, the step's tool choice allows it
-//!    authorize   the caller holds one of the tool's roles and runs in one of its environments
+//!    refusals    a task that collected too many refusals is stopped
+//! 1. resolve     the tool exists for this caller (one it may not use is refused as missing),
+//!                the step's tool choice allows it
+//!    authorize   the caller runs in one of the tool's environments
 //! 2. decode      strict JSON into the typed arguments, once; from them the canonical arguments
 //! 3. validate    every constraint of the schema the model was shown, the tool's own checks,
 //!                the current values of `#[one_of]` arguments
 //! 4. authorize   the `#[tenant]` and `#[environment]` arguments, the tool's policy, the
 //!                registry's policies, its intent checks
+//! 5. repeat      the call is claimed, atomically: a repeat of a claimed call gets its
+//!                outcome (or its ticket), never a second run
+//! 6. budget      the call is counted, atomically, or refused; a pending call is counted too
 //! 7. approve     a call that needs a human waits as a ticket
-//! 6. budget      the call is counted, atomically, or refused
+//! 8. audit       a call that changes state is recorded as about to run, or does not run
 //! 9. execute     the tool runs, its timeout kept and its panics contained
-//! 10. audit      one hash-chained record of the decision, whichever gate took it
+//! 10. audit      one chained record of the decision, whichever gate took it
 //! ```
 //!
-//! Approval still comes before the budget: a call waiting for a human is counted when it runs.
-//! Every gate after decode reads the typed arguments or the canonical arguments, never the
-//! model's text again.
+//! A reviewer's decision ([`Registry::resume`]) sends the stored call down again from decode:
+//! an approved call skips repeat, budget and approve (it was claimed and counted when it began
+//! to wait), an edited one is counted again for its new arguments. Every gate after decode
+//! reads the typed arguments or the canonical arguments, never the model's text again.
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::audit::{Decided, Snapshots};
+use crate::audit::{Decided, Snapshots, sha256_hex};
+use crate::gate::approve::now_ms;
 use crate::gate::authorize::{authorize, authorize_caller};
-use crate::gate::decode::{self, Canonical, canonical_of};
+use crate::gate::decode::{self, Canonical, canonical_of, canonical_text};
 use crate::gate::execute::{Contained, Execution, contained, execute};
+use crate::gate::repeat::{self, CallKey, Claim, ClaimState};
 use crate::gate::resolve::{check_choice, resolve};
 use crate::gate::validate::{SchemaCheck, validate};
+use crate::manifest::contract_hash;
 use crate::registry::{Registered, Settings};
 use crate::tool::BoxFuture;
 use crate::{
-    ApprovalDecision, Arguments, CallContext, Outcome, PendingCall, Registry, Rejection,
-    RejectionCode, Tool, ToolCall, ToolContract, ToolError,
+    ApprovalDecision, Arguments, CallContext, Gate, Outcome, PendingCall, Registry, Rejection,
+    RejectionCode, Ticket, Tool, ToolCall, ToolContract, ToolError,
 };
 
 /// A tool with its types erased, so that tools of different argument types live in one map.
@@ -55,15 +63,26 @@ pub(crate) trait ErasedTool: Send + Sync {
     ) -> Option<BoxFuture<'a, Result<(), ToolError>>>;
 }
 
+/// How a call came to the gates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Road {
+    /// From the model: claimed, counted, and held for a human where the contract asks.
+    Fresh,
+    /// Approved by a reviewer as it was: claimed and counted when it began to wait.
+    Approved,
+    /// Edited by a reviewer: claimed when it began to wait, counted again for its new
+    /// arguments.
+    Edited,
+}
+
 /// One call on its way through the gates.
 pub(crate) struct Passage<'a> {
     pub(crate) ctx: &'a CallContext,
     pub(crate) call: &'a ToolCall,
     /// The tool's arguments schema, compiled.
     pub(crate) check: &'a SchemaCheck,
-    pub(crate) settings: &'a Settings,
-    /// A reviewer approved the call: the approve gate lets it pass.
-    pub(crate) approved: bool,
+    pub(crate) registry: &'a Registry,
+    pub(crate) road: Road,
     pub(crate) facts: &'a Facts,
 }
 
@@ -76,6 +95,8 @@ pub(crate) struct Facts {
     /// them for the compensation.
     pub(crate) keep_canonical: bool,
     pub(crate) snapshots: Snapshots,
+    /// The outcome is that of an earlier call with the same id: nothing ran now.
+    pub(crate) repeated: AtomicBool,
 }
 
 impl<T: Tool> ErasedTool for T {
@@ -109,15 +130,17 @@ async fn gates<T: Tool>(tool: &T, passage: Passage<'_>) -> Result<Outcome, Rejec
     let Passage {
         ctx,
         call,
-        check,
-        settings,
-        approved,
+        registry,
+        road,
         facts,
+        ..
     } = passage;
+    let settings = registry.settings();
     let contract = Tool::contract(tool);
 
     // 2. decode: the typed arguments, once; the canonical arguments from them, when read.
-    let decoded = decode::decode::<T::Args>(contract, check, &call.arguments, &settings.limits)?;
+    let decoded =
+        decode::decode::<T::Args>(contract, passage.check, &call.arguments, &settings.limits)?;
     let args = decoded.args;
     let write = || canonical_of(&args);
     let canonical = Canonical::new(&write, &facts.canonical);
@@ -135,30 +158,133 @@ async fn gates<T: Tool>(tool: &T, passage: Passage<'_>) -> Result<Outcome, Rejec
     // 4. authorize: what the arguments name, then the policies and intent checks.
     authorize(tool, ctx, &args, &canonical, &settings.rules).await?;
 
-    // 7. approve
-    if !approved
+    // 5. repeat: a call that may not run twice, or that may wait for a human, is claimed.
+    let needs_approval = road == Road::Fresh
         && settings
             .approvals
-            .required(contract, tool.approval_required(ctx, &args))
-    {
+            .required(contract, tool.approval_required(ctx, &args));
+    let key = (road == Road::Fresh && (needs_approval || !contract.idempotent()))
+        .then(|| CallKey::new(ctx, contract.name(), &call.id));
+    if let Some(key) = &key {
+        let fingerprint = sha256_hex(canonical_text(canonical.get()?).as_bytes());
+        let mut claim = settings.repeats.claim(key, &fingerprint).await;
+        if let Claim::Existing(ClaimState::Pending(ticket)) = &claim
+            && ticket.is_expired(now_ms())
+        {
+            registry.expire_tickets().await;
+            claim = settings.repeats.claim(key, &fingerprint).await;
+        }
+        if let Some(earlier) = repeat::answer(claim) {
+            facts.repeated.store(true, Ordering::Relaxed);
+            return Ok(earlier);
+        }
+    }
+
+    // 6 to 9, then the claim records what became of the call.
+    let outcome = admit(tool, passage, args, needs_approval).await;
+    if let Some(key) = &key {
+        match &outcome {
+            Ok(Outcome::Pending(ticket)) => {
+                let state = ClaimState::Pending(ticket.clone());
+                settings.repeats.update(key, state).await;
+            }
+            Ok(outcome) if ran(outcome) => {
+                let state = ClaimState::Settled(outcome.clone());
+                settings.repeats.update(key, state).await;
+            }
+            _ => settings.repeats.release(key).await,
+        }
+    }
+    outcome
+}
+
+/// Whether the tool ran: it completed, or failed while running.
+fn ran(outcome: &Outcome) -> bool {
+    match outcome {
+        Outcome::Completed(_) => true,
+        Outcome::Rejected(rejection) => rejection.gate() == Gate::Execute,
+        Outcome::Pending(_) => false,
+    }
+}
+
+/// Gates 6 to 9 for a call that passed the others.
+async fn admit<T: Tool>(
+    tool: &T,
+    passage: Passage<'_>,
+    args: T::Args,
+    needs_approval: bool,
+) -> Result<Outcome, Rejection> {
+    let Passage {
+        ctx,
+        call,
+        registry,
+        road,
+        facts,
+        ..
+    } = passage;
+    let settings = registry.settings();
+    let contract = Tool::contract(tool);
+    // The same canonical arguments as the earlier gates', written once in `facts`.
+    let write = || canonical_of(&args);
+    let canonical = &Canonical::new(&write, &facts.canonical);
+
+    // 6. budget: an approved call was counted when it began to wait.
+    let counted = settings.budget.applies_to(contract);
+    let reserved = counted && road != Road::Approved;
+    if reserved {
+        settings.budget.reserve(ctx, contract, canonical).await?;
+    }
+
+    // 7. approve
+    if needs_approval {
+        registry.expire_tickets().await;
         let ticket = settings
             .approvals
             .ticket(ctx, contract, call, canonical.get()?);
+        let pending = PendingCall {
+            ticket: ticket.clone(),
+            ctx: ctx.clone(),
+            arguments: call.arguments.clone(),
+            canonical: canonical.get()?.clone(),
+        };
+        let limits = settings.approvals.limits;
+        if let Err(rejection) = settings.approvals.store.insert(pending, limits).await {
+            settings.budget.release(ctx, contract).await;
+            return Err(rejection);
+        }
         return Ok(Outcome::Pending(Box::new(ticket)));
     }
 
-    // 6. budget
-    let counted = settings.budget.applies_to(contract);
-    if counted {
-        settings.budget.reserve(ctx, contract, &canonical).await?;
-    }
-
-    // 9. execute, with the state it changes seen before and after. What the audit and the
-    // caller read of the arguments is written before the tool takes them.
+    // What the audit and the caller read of the arguments is written before the tool takes
+    // them.
     let observed = contract.snapshot().is_some();
     if settings.audit.is_some() || facts.keep_canonical || observed {
         canonical.get()?;
     }
+
+    // 8. audit: a call that changes state runs only once it is on record.
+    if let Some(log) = settings
+        .audit
+        .as_ref()
+        .filter(|_| contract.audit_required())
+    {
+        let about = Outcome::Completed(Value::Null);
+        let mut decided = Decided::plain(ctx, call, Some(contract), &about);
+        decided.facts = Some(facts);
+        if let Err(error) = log.about_to_run(decided) {
+            tracing::error!(tool = contract.name(), %error, "the call could not be recorded before it ran, so it did not run");
+            if reserved {
+                settings.budget.release(ctx, contract).await;
+            }
+            return Err(Rejection::new(
+                RejectionCode::AuditUnavailable,
+                "the call could not be recorded before it ran, so it did not run",
+            )
+            .with_hint("try again later"));
+        }
+    }
+
+    // 9. execute, with the state it changes seen before and after.
     if let Some(snapshot) = tool.snapshot(ctx, &args) {
         Snapshots::keep(&facts.snapshots.before, snapshot.await);
     }
@@ -170,10 +296,10 @@ async fn gates<T: Tool>(tool: &T, passage: Passage<'_>) -> Result<Outcome, Rejec
     }
     // The tool took the arguments; the canonical ones, kept above, decode into the same value.
     let kept = facts.canonical.get().filter(|_| observed);
-    if let Some(Ok(args)) = kept.map(decode::typed::<T::Args>) {
-        if let Some(snapshot) = tool.snapshot(ctx, &args) {
-            Snapshots::keep(&facts.snapshots.after, snapshot.await);
-        }
+    if let Some(Ok(args)) = kept.map(decode::typed::<T::Args>)
+        && let Some(snapshot) = tool.snapshot(ctx, &args)
+    {
+        Snapshots::keep(&facts.snapshots.after, snapshot.await);
     }
     Ok(outcome)
 }
@@ -191,6 +317,32 @@ pub(crate) struct Dispatched<'r> {
     pub(crate) contract: Option<&'r ToolContract>,
 }
 
+/// What [`Registry::dispatch_keeping`] tells its caller.
+pub(crate) struct Kept {
+    pub(crate) outcome: Outcome,
+    /// The canonical arguments of the call whose outcome it is, where they were read or kept.
+    pub(crate) canonical: Option<Value>,
+    /// The outcome is that of an earlier call with the same id: nothing ran now.
+    pub(crate) repeated: bool,
+}
+
+impl Settings {
+    pub(crate) fn record(&self, decided: Decided<'_>) {
+        if let Some(log) = &self.audit {
+            log.append(decided);
+        }
+    }
+}
+
+/// The call a pending call was, as the model sent it.
+fn pending_call(pending: &PendingCall) -> ToolCall {
+    ToolCall {
+        id: pending.ticket.call_id.clone(),
+        name: pending.ticket.tool.clone(),
+        arguments: pending.arguments.clone(),
+    }
+}
+
 impl Registry {
     /// Sends one model-produced call through every gate and, if all pass, runs the tool.
     ///
@@ -198,7 +350,7 @@ impl Registry {
     /// [`Outcome`], completed or refused with a stable code. The call is borrowed: keep it to
     /// answer the provider with its id.
     pub async fn dispatch(&self, ctx: &CallContext, call: &ToolCall) -> Outcome {
-        self.dispatch_keeping(ctx, call, false).await.0
+        self.dispatch_keeping(ctx, call, false).await.outcome
     }
 
     /// [`dispatch`](Self::dispatch), and the canonical arguments of the call whose outcome it
@@ -209,63 +361,151 @@ impl Registry {
         ctx: &CallContext,
         call: &ToolCall,
         keep: bool,
-    ) -> (Outcome, Option<Value>) {
+    ) -> Kept {
+        let settings = self.settings();
         let facts = Facts {
             keep_canonical: keep,
             ..Facts::default()
         };
         // The clock is read only for the audit: it costs as much as a gate.
-        let started = self.settings().audit.as_ref().map(|_| Instant::now());
-        let (outcome, contract, resolution) = match self.repeated(ctx, call) {
-            Some((earlier, contract)) => (earlier, contract, Some("repeated call id".to_owned())),
-            None => {
-                let dispatched = self.decide(ctx, call, false, &facts).await;
-                self.remember(ctx, call, dispatched.contract, &dispatched.outcome);
-                (dispatched.outcome, dispatched.contract, None)
-            }
+        let started = settings.audit.as_ref().map(|_| Instant::now());
+        let dispatched = match self.stopped(ctx).await {
+            Some(rejection) => Dispatched {
+                outcome: Outcome::Rejected(rejection),
+                contract: self.contract(&call.name),
+            },
+            None => self.decide(ctx, call, Road::Fresh, &facts).await,
         };
+        let Dispatched { outcome, contract } = dispatched;
+        let repeated = facts.repeated.load(Ordering::Relaxed);
         if let Some(started) = started {
-            self.record(Decided {
+            settings.record(Decided {
                 ctx,
                 call,
                 contract,
                 outcome: &outcome,
                 duration: started.elapsed(),
-                resolution,
+                resolution: repeated.then(|| "repeated call id".to_owned()),
                 original_arguments: None,
                 facts: Some(&facts),
             });
         }
-        let Outcome::Pending(ticket) = &outcome else {
-            return (outcome, facts.canonical.into_inner());
-        };
-        let approvals = &self.settings().approvals;
-        approvals
-            .store
-            .insert(PendingCall {
-                ticket: (**ticket).clone(),
-                ctx: ctx.clone(),
-                arguments: call.arguments.clone(),
-            })
-            .await;
-        match &approvals.approver {
-            Some(approver) => {
-                let decision = approver.decide(ticket).await;
-                let resumed = Facts {
-                    keep_canonical: keep,
-                    ..Facts::default()
-                };
-                let outcome = self.resume_with(&ticket.id, decision, &resumed).await;
-                (outcome, resumed.canonical.into_inner())
-            }
-            None => (outcome, facts.canonical.into_inner()),
+        if counts_as_refusal(&outcome) && settings.refusal_limit.is_some() {
+            settings.budget.store.count_refusal(ctx.task_id()).await;
         }
+        let (Outcome::Pending(ticket), Some(approver), false) =
+            (&outcome, &settings.approvals.approver, repeated)
+        else {
+            return Kept {
+                outcome,
+                canonical: facts.canonical.into_inner(),
+                repeated,
+            };
+        };
+        let decision = approver.decide(ticket).await;
+        let resumed = Facts {
+            keep_canonical: keep,
+            ..Facts::default()
+        };
+        let decided = self.resume_with(&ticket.id, decision, &resumed).await;
+        // A reviewer who may not decide leaves the call waiting for one who may.
+        let outcome = match decided.code() {
+            Some(RejectionCode::ReviewerNotAllowed | RejectionCode::SelfApproval) => outcome,
+            _ => decided,
+        };
+        Kept {
+            outcome,
+            canonical: resumed.canonical.into_inner(),
+            repeated,
+        }
+    }
+
+    /// The refusal of a task that collected as many refusals as the registry allows.
+    async fn stopped(&self, ctx: &CallContext) -> Option<Rejection> {
+        let settings = self.settings();
+        let limit = settings.refusal_limit?;
+        let refusals = settings.budget.store.refusals(ctx.task_id()).await;
+        (refusals >= limit).then(|| {
+            Rejection::new(
+                RejectionCode::TooManyRefusals,
+                format!("this task collected {refusals} refused calls and is stopped"),
+            )
+            .with_hint("stop calling tools and tell the user what went wrong")
+        })
+    }
+
+    /// Ends every pending call whose ticket expired, each refused with `approval_expired`,
+    /// its budget given back and its decision audited; returns their tickets. Also done
+    /// whenever a new call begins to wait.
+    pub async fn expire_tickets(&self) -> Vec<Ticket> {
+        let expired = self.settings().approvals.store.take_expired(now_ms()).await;
+        let mut tickets = Vec::with_capacity(expired.len());
+        for pending in expired {
+            self.end_pending(
+                &pending,
+                RejectionCode::ApprovalExpired,
+                "nobody approved the call in time".to_owned(),
+                "expired".to_owned(),
+            )
+            .await;
+            tickets.push(pending.ticket);
+        }
+        tickets
+    }
+
+    /// Ends a pending call taken from the store that will not run: gives back what the budget
+    /// reserved for it, settles its claim with the refusal, and audits it.
+    async fn end_pending(
+        &self,
+        pending: &PendingCall,
+        code: RejectionCode,
+        message: String,
+        resolution: String,
+    ) -> Outcome {
+        let settings = self.settings();
+        let outcome = Outcome::Rejected(Rejection::new(code, message).with_retryable(false));
+        let ticket = &pending.ticket;
+        let contract = self.contract(&ticket.tool);
+        if let Some(contract) = contract {
+            settings.budget.release(&pending.ctx, contract).await;
+        }
+        let key = CallKey::new(&pending.ctx, &ticket.tool, &ticket.call_id);
+        settings
+            .repeats
+            .update(&key, ClaimState::Settled(outcome.clone()))
+            .await;
+        let call = pending_call(pending);
+        let mut decided = Decided::plain(&pending.ctx, &call, contract, &outcome);
+        decided.resolution = Some(resolution);
+        settings.record(decided);
+        outcome
+    }
+
+    /// The pending call of `ticket_id` as `reviewer` may see it: its ticket and its real
+    /// canonical arguments, sensitive values included. The model and the audit see only the
+    /// ticket, redacted. Refused as [`resume`](Self::resume) would refuse the reviewer.
+    pub async fn review(
+        &self,
+        ticket_id: &str,
+        reviewer: &crate::Reviewer,
+    ) -> Result<(Ticket, Value), Rejection> {
+        let pending = self
+            .settings()
+            .approvals
+            .store
+            .get(ticket_id)
+            .await
+            .ok_or_else(not_pending)?;
+        reviewer.may_decide(&pending.ticket)?;
+        Ok((pending.ticket, pending.canonical))
     }
 
     /// Decides a pending call: runs it as it was (approve) or with the reviewer's arguments
     /// (edit), which pass decode, validate, authorize and budget again, or refuses it with the
     /// reviewer's message (reject). The call is the one stored with the ticket; a ticket is
-    /// decided once, and not after it expired.
+    /// decided once, by a reviewer allowed to ([`Reviewer::may_decide`](crate::Reviewer::may_decide)),
+    /// not after it expired, and not under a contract that changed since it was opened. A
+    /// reviewer who may not decide leaves the ticket pending.
     pub async fn resume(&self, ticket_id: &str, decision: ApprovalDecision) -> Outcome {
         self.resume_with(ticket_id, decision, &Facts::default())
             .await
@@ -279,65 +519,92 @@ impl Registry {
         facts: &Facts,
     ) -> Outcome {
         let started = Instant::now();
-        let Some(pending) = self.settings().approvals.store.take(ticket_id).await else {
-            return Outcome::Rejected(
-                Rejection::new(
-                    RejectionCode::TicketNotPending,
-                    "no call waits under this ticket: it is unknown or was decided already",
+        let settings = self.settings();
+        let store = &settings.approvals.store;
+        let reviewer = decision.reviewer().clone();
+        // Looked at before it is taken: a reviewer who may not decide leaves it pending.
+        let Some(pending) = store.get(ticket_id).await else {
+            return Outcome::Rejected(not_pending());
+        };
+        let contract = self.contract(&pending.ticket.tool);
+        if let Err(rejection) = reviewer.may_decide(&pending.ticket) {
+            let outcome = Outcome::Rejected(rejection);
+            let call = pending_call(&pending);
+            let mut decided = Decided::plain(&pending.ctx, &call, contract, &outcome);
+            decided.resolution = Some(format!("refused to {}", reviewer.id()));
+            settings.record(decided);
+            return outcome;
+        }
+        let Some(pending) = store.take(ticket_id).await else {
+            return Outcome::Rejected(not_pending());
+        };
+        if pending.ticket.is_expired(now_ms()) {
+            return self
+                .end_pending(
+                    &pending,
+                    RejectionCode::ApprovalExpired,
+                    "nobody approved the call in time".to_owned(),
+                    "expired".to_owned(),
                 )
-                .with_retryable(false),
-            );
-        };
-        let PendingCall {
-            ticket,
-            ctx,
-            arguments,
-        } = pending;
-        let mut call = ToolCall {
-            id: ticket.call_id.clone(),
-            name: ticket.tool.clone(),
-            arguments,
-        };
-        let reviewer = decision.reviewer().to_owned();
-        let refused = |code, message: String| {
-            Outcome::Rejected(Rejection::new(code, message).with_retryable(false))
-        };
-        let mut original_arguments = None;
-        let (outcome, contract, resolution) = if ticket.is_expired(crate::gate::approve::now_ms()) {
-            let outcome = refused(
-                RejectionCode::ApprovalExpired,
-                "nobody approved the call in time".to_owned(),
-            );
-            (outcome, self.contract(&ticket.tool), "expired".to_owned())
-        } else {
-            match decision {
-                ApprovalDecision::Reject { message, .. } => {
-                    let message = crate::rejection::shorten(&message, 500);
-                    let outcome = refused(
+                .await;
+        }
+        if contract.map(contract_hash).as_deref() != Some(pending.ticket.contract_hash.as_str()) {
+            return self
+                .end_pending(
+                    &pending,
+                    RejectionCode::ContractChanged,
+                    "the tool changed since the call began to wait, so it does not run".to_owned(),
+                    format!("contract changed before {} decided", reviewer.id()),
+                )
+                .await;
+        }
+        let mut call = pending_call(&pending);
+        let ctx = &pending.ctx;
+        let (road, resolution, original_arguments) = match decision {
+            ApprovalDecision::Reject { message, .. } => {
+                let message = crate::rejection::shorten(&message, 500);
+                return self
+                    .end_pending(
+                        &pending,
                         RejectionCode::ApprovalRejected,
                         format!("a reviewer rejected the call: {message}"),
-                    );
-                    let resolution = format!("rejected by {reviewer}");
-                    (outcome, self.contract(&ticket.tool), resolution)
+                        format!("rejected by {}", reviewer.id()),
+                    )
+                    .await;
+            }
+            ApprovalDecision::Approve { .. } => (
+                Road::Approved,
+                format!("approved by {}", reviewer.id()),
+                None,
+            ),
+            ApprovalDecision::Edit { arguments, .. } => {
+                // The edited call is counted for itself.
+                if let Some(contract) = contract {
+                    settings.budget.release(ctx, contract).await;
                 }
-                ApprovalDecision::Approve { .. } => {
-                    let dispatched = self.decide(&ctx, &call, true, facts).await;
-                    self.remember(&ctx, &call, dispatched.contract, &dispatched.outcome);
-                    let resolution = format!("approved by {reviewer}");
-                    (dispatched.outcome, dispatched.contract, resolution)
-                }
-                ApprovalDecision::Edit { arguments, .. } => {
-                    call.arguments = Arguments::Json(arguments);
-                    original_arguments = Some(ticket.arguments.clone());
-                    let dispatched = self.decide(&ctx, &call, true, facts).await;
-                    self.remember(&ctx, &call, dispatched.contract, &dispatched.outcome);
-                    let resolution = format!("edited by {reviewer}");
-                    (dispatched.outcome, dispatched.contract, resolution)
-                }
+                call.arguments = Arguments::Json(arguments);
+                let original = pending.ticket.arguments.clone();
+                (
+                    Road::Edited,
+                    format!("edited by {}", reviewer.id()),
+                    Some(original),
+                )
             }
         };
-        self.record(Decided {
-            ctx: &ctx,
+        let Dispatched { outcome, contract } = self.decide(ctx, &call, road, facts).await;
+        if road == Road::Approved
+            && !ran(&outcome)
+            && let Some(contract) = contract
+        {
+            settings.budget.release(ctx, contract).await;
+        }
+        let key = CallKey::new(ctx, &pending.ticket.tool, &pending.ticket.call_id);
+        settings
+            .repeats
+            .update(&key, ClaimState::Settled(outcome.clone()))
+            .await;
+        settings.record(Decided {
+            ctx,
             call: &call,
             contract,
             outcome: &outcome,
@@ -349,25 +616,30 @@ impl Registry {
         outcome
     }
 
-    /// Every gate, in order; `approved` lets a call a reviewer approved past the approve gate.
+    /// Every gate, in order, for a call that came by `road`.
     pub(crate) async fn decide(
         &self,
         ctx: &CallContext,
         call: &ToolCall,
-        approved: bool,
+        road: Road,
         facts: &Facts,
     ) -> Dispatched<'_> {
+        let settings = self.settings();
         let refused = |rejection, contract| Dispatched {
             outcome: Outcome::Rejected(rejection),
             contract,
         };
-        // 1. resolve: a tool the caller may not use is hinted at no more than a missing one.
-        let Registered { tool, check } = match resolve(self.tools(), &call.name, |entry| {
+        // 1. resolve: a tool the caller may not use is refused and hinted at as a missing one.
+        let known =
+            |entry: &Registered| settings.reveal_denied_tools || entry.tool.contract().grants(ctx);
+        let visible = |entry: &Registered| {
             let contract = entry.tool.contract();
             contract.grants(ctx) && ctx.tool_choice().allows(contract.name())
-        }) {
+        };
+        let Registered { tool, check } = match resolve(self.tools(), &call.name, known, visible) {
             Ok(entry) => entry,
-            Err(rejection) => return refused(rejection, None),
+            // The audit still learns which tool it was, to redact its sensitive arguments.
+            Err(rejection) => return refused(rejection, self.contract(&call.name)),
         };
         let contract = tool.contract();
         if let Err(rejection) = check_choice(contract.name(), ctx) {
@@ -382,8 +654,8 @@ impl Registry {
             ctx,
             call,
             check,
-            settings: self.settings(),
-            approved,
+            registry: self,
+            road,
             facts,
         };
         let outcome = match contained(|| Execution::Running(tool.run(passage))) {
@@ -433,7 +705,7 @@ impl Registry {
         };
         let facts = Facts::default();
         let _ = facts.canonical.set(canonical.clone());
-        self.record(Decided {
+        self.settings().record(Decided {
             ctx,
             call,
             contract: Some(tool.contract()),
@@ -445,35 +717,27 @@ impl Registry {
         });
         result
     }
+}
 
-    /// The first outcome of this call id in this task, for a tool that is not idempotent.
-    fn repeated(
-        &self,
-        ctx: &CallContext,
-        call: &ToolCall,
-    ) -> Option<(Outcome, Option<&ToolContract>)> {
-        let contract = self
-            .contract(&call.name)
-            .filter(|contract| !contract.idempotent())?;
-        let earlier = self.settings().ran_calls.earlier(ctx, call)?;
-        Some((earlier, Some(contract)))
-    }
+fn not_pending() -> Rejection {
+    Rejection::new(
+        RejectionCode::TicketNotPending,
+        "no call waits under this ticket: it is unknown or was decided already",
+    )
+    .with_retryable(false)
+}
 
-    fn remember(
-        &self,
-        ctx: &CallContext,
-        call: &ToolCall,
-        contract: Option<&ToolContract>,
-        outcome: &Outcome,
-    ) {
-        if contract.is_some_and(|contract| !contract.idempotent()) {
-            self.settings().ran_calls.remember(ctx, call, outcome);
-        }
-    }
-
-    fn record(&self, decided: Decided<'_>) {
-        if let Some(log) = &self.settings().audit {
-            log.append(decided);
-        }
-    }
+/// Whether a refusal counts toward the task's refusal limit: a refusal of what the model sent
+/// or asked for, not the tool's own failure, a call still running, the limit itself or an
+/// audit that could not be written.
+fn counts_as_refusal(outcome: &Outcome) -> bool {
+    outcome.rejection().is_some_and(|rejection| {
+        rejection.gate() != Gate::Execute
+            && !matches!(
+                rejection.code(),
+                RejectionCode::CallInProgress
+                    | RejectionCode::TooManyRefusals
+                    | RejectionCode::AuditUnavailable
+            )
+    })
 }

@@ -9,18 +9,22 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::audit::{AuditLog, AuditSink};
+use crate::audit::{AuditKey, AuditLog, AuditSink};
 use crate::export::{Profile, ProfileError, check_all};
 use crate::gate::approve::Approvals;
+use crate::gate::approve::store::PendingLimits;
 use crate::gate::authorize::Rules;
 use crate::gate::budget::Budget;
-use crate::gate::repeat::RanCalls;
+use crate::gate::repeat::{InMemoryRepeatStore, RepeatStore};
 use crate::gate::validate::SchemaCheck;
 use crate::pipeline::ErasedTool;
 use crate::{
     ApprovalStore, Approver, BudgetLimits, BudgetStore, CallContext, ContractError, DecodeLimits,
     InMemoryApprovalStore, InMemoryBudgetStore, Policy, Ticket, Tool, ToolContract,
 };
+
+/// Refusals a task may collect before it is stopped, unless the registry says otherwise.
+pub const DEFAULT_REFUSAL_LIMIT: u64 = 50;
 
 /// The tools an agent may call, and the one way to call them: [`Registry::dispatch`].
 ///
@@ -57,7 +61,13 @@ pub(crate) struct Settings {
     pub(crate) budget: Budget,
     pub(crate) approvals: Approvals,
     pub(crate) audit: Option<AuditLog>,
-    pub(crate) ran_calls: RanCalls,
+    /// The key of the audit chain, set before or after the sink.
+    audit_key: Option<AuditKey>,
+    pub(crate) repeats: Box<dyn RepeatStore>,
+    /// Refusals a task may collect before it is stopped; `None`: no limit.
+    pub(crate) refusal_limit: Option<u64>,
+    /// Whether a caller learns that a tool it may not use exists (`role_denied`).
+    pub(crate) reveal_denied_tools: bool,
     /// The provider profiles the registry was built for, each checked against every tool.
     pub(crate) profiles: Vec<Profile>,
 }
@@ -82,9 +92,15 @@ impl Registry {
                     approver: None,
                     lifetime: Duration::from_secs(3600),
                     high_risk_by_default: false,
+                    approvers: Vec::new(),
+                    self_approval: false,
+                    limits: PendingLimits::default(),
                 },
                 audit: None,
-                ran_calls: RanCalls::new(10_000),
+                audit_key: None,
+                repeats: Box::new(InMemoryRepeatStore::default()),
+                refusal_limit: Some(DEFAULT_REFUSAL_LIMIT),
+                reveal_denied_tools: false,
                 profiles: Vec::new(),
             },
         }
@@ -271,19 +287,84 @@ impl RegistryBuilder {
         self
     }
 
-    /// Sets how many calls of tools that are not idempotent the registry remembers, so that a
-    /// repeated call id in the same task returns the first outcome instead of running the tool
-    /// again (default 10,000; 0 turns it off).
+    /// Sets how many decided calls of tools that are not idempotent the in-memory repeat
+    /// store remembers, so that a repeated call id returns the first outcome instead of running
+    /// the tool again (default 10,000). Calls running or waiting for approval are always
+    /// remembered; with 0, a call id may run again once its call is decided.
     pub fn remembered_calls(mut self, capacity: usize) -> Self {
-        self.settings.ran_calls = RanCalls::new(capacity);
+        self.settings.repeats = Box::new(InMemoryRepeatStore::with_capacity(capacity));
         self
     }
 
-    /// Records every decision, refusals included, as a hash-chained
+    /// Replaces the store that claims calls (default: an [`InMemoryRepeatStore`]); a store
+    /// shared by several workers makes a call run once across all of them.
+    pub fn repeat_store(mut self, store: impl RepeatStore) -> Self {
+        self.settings.repeats = Box::new(store);
+        self
+    }
+
+    /// Records every decision, refusals included, as a chained
     /// [`AuditRecord`](crate::audit::AuditRecord) in `sink`. The sink is written while the
-    /// dispatch waits, so that the record exists before the outcome is returned.
+    /// dispatch waits, so that the record exists before the outcome is returned; a call whose
+    /// contract is [`audit_required`](ToolContract::audit_required) runs only once its
+    /// `about_to_run` record is stored.
     pub fn audit(mut self, sink: impl AuditSink) -> Self {
-        self.settings.audit = Some(AuditLog::new(sink));
+        let mut log = AuditLog::new(sink);
+        if let Some(key) = self.settings.audit_key.clone() {
+            log.set_key(key);
+        }
+        self.settings.audit = Some(log);
+        self
+    }
+
+    /// Keys the audit chain with the operator's secret (HMAC-SHA-256), so that a writer
+    /// without it cannot rewrite the log unnoticed. Without a key, the chain is plain SHA-256.
+    pub fn audit_key(mut self, key: AuditKey) -> Self {
+        if let Some(log) = &mut self.settings.audit {
+            log.set_key(key.clone());
+        }
+        self.settings.audit_key = Some(key);
+        self
+    }
+
+    /// Sets the roles of which a reviewer must hold one to decide the calls of tools whose
+    /// contract names no `approver` (default: none, so any reviewer but the actor).
+    pub fn approvers<I, S>(mut self, roles: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.settings.approvals.approvers = roles.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Lets an actor decide its own calls (default: never).
+    pub fn allow_self_approval(mut self, allowed: bool) -> Self {
+        self.settings.approvals.self_approval = allowed;
+        self
+    }
+
+    /// Sets how many calls may wait for approval at once, per task and per actor (default
+    /// 10 and 100); one more is refused with `too_many_pending`.
+    pub fn pending_limits(mut self, limits: PendingLimits) -> Self {
+        self.settings.approvals.limits = limits;
+        self
+    }
+
+    /// Sets how many refusals a task may collect before its calls are refused with
+    /// `too_many_refusals` (default [`DEFAULT_REFUSAL_LIMIT`]; `None` for no limit), so that a
+    /// model cannot retry refused calls forever. Refusals of the tool's own failures do not
+    /// count: the circuit breaker handles those.
+    pub fn refusal_limit(mut self, limit: Option<u64>) -> Self {
+        self.settings.refusal_limit = limit;
+        self
+    }
+
+    /// Refuses a tool the caller's roles may not use with `role_denied`, instead of exactly as
+    /// a tool that does not exist (the default, so that a model cannot probe which tools
+    /// exist).
+    pub fn reveal_denied_tools(mut self, reveal: bool) -> Self {
+        self.settings.reveal_denied_tools = reveal;
         self
     }
 

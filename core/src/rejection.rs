@@ -38,7 +38,10 @@ pub enum RejectionCode {
     InvalidValue,
     /// One or more declared constraints are violated; see [`Rejection::violations`].
     ConstraintViolation,
-    /// The caller holds none of the roles the tool requires.
+    /// The caller holds none of the roles the tool requires. Given only by a registry that
+    /// tells callers of the tools they may not use
+    /// ([`RegistryBuilder::reveal_denied_tools`](crate::RegistryBuilder::reveal_denied_tools));
+    /// otherwise such a tool is an `unknown_tool`.
     RoleDenied,
     /// The call runs in an environment the tool does not allow, or names another environment
     /// than the one it runs in.
@@ -59,6 +62,24 @@ pub enum RejectionCode {
     RateLimited,
     /// The tool failed too often and is paused.
     CircuitOpen,
+    /// The task collected as many refusals as the registry allows, and is stopped.
+    TooManyRefusals,
+    /// A call with the same id is running now; send it again later to read its outcome.
+    CallInProgress,
+    /// The call id was used before, by this caller in this task, for other arguments.
+    CallIdReused,
+    /// The task or the actor has as many calls waiting for approval as the registry allows.
+    TooManyPending,
+    /// The reviewer may not decide this ticket: it lacks the approver role, or belongs to
+    /// another tenant.
+    ReviewerNotAllowed,
+    /// The reviewer is the actor who asked for the call.
+    SelfApproval,
+    /// The tool's contract changed since the ticket was opened; the call cannot run.
+    ContractChanged,
+    /// The call changes state and its audit record could not be written first, so it did not
+    /// run.
+    AuditUnavailable,
     /// A reviewer rejected the call.
     ApprovalRejected,
     /// Nobody decided on the call before its ticket expired.
@@ -99,6 +120,14 @@ impl RejectionCode {
             RejectionCode::StalledLoop => "stalled_loop",
             RejectionCode::RateLimited => "rate_limited",
             RejectionCode::CircuitOpen => "circuit_open",
+            RejectionCode::TooManyRefusals => "too_many_refusals",
+            RejectionCode::CallInProgress => "call_in_progress",
+            RejectionCode::CallIdReused => "call_id_reused",
+            RejectionCode::TooManyPending => "too_many_pending",
+            RejectionCode::ReviewerNotAllowed => "reviewer_not_allowed",
+            RejectionCode::SelfApproval => "self_approval",
+            RejectionCode::ContractChanged => "contract_changed",
+            RejectionCode::AuditUnavailable => "audit_unavailable",
             RejectionCode::ApprovalRejected => "approval_rejected",
             RejectionCode::ApprovalExpired => "approval_expired",
             RejectionCode::TicketNotPending => "ticket_not_pending",
@@ -131,10 +160,17 @@ impl RejectionCode {
             | RejectionCode::BudgetCostExceeded
             | RejectionCode::StalledLoop
             | RejectionCode::RateLimited
-            | RejectionCode::CircuitOpen => Gate::Budget,
+            | RejectionCode::CircuitOpen
+            | RejectionCode::TooManyRefusals => Gate::Budget,
+            RejectionCode::CallInProgress | RejectionCode::CallIdReused => Gate::Repeat,
             RejectionCode::ApprovalRejected
             | RejectionCode::ApprovalExpired
-            | RejectionCode::TicketNotPending => Gate::Approve,
+            | RejectionCode::TicketNotPending
+            | RejectionCode::TooManyPending
+            | RejectionCode::ReviewerNotAllowed
+            | RejectionCode::SelfApproval
+            | RejectionCode::ContractChanged => Gate::Approve,
+            RejectionCode::AuditUnavailable => Gate::Audit,
             RejectionCode::ToolFailed
             | RejectionCode::ToolTimeout
             | RejectionCode::ToolPanicked => Gate::Execute,
@@ -146,7 +182,9 @@ impl RejectionCode {
     fn retryable_by_default(self) -> bool {
         !matches!(
             self,
-            RejectionCode::ToolPanicked | RejectionCode::RoleDenied
+            RejectionCode::ToolPanicked
+                | RejectionCode::RoleDenied
+                | RejectionCode::TooManyRefusals
         )
     }
 }

@@ -115,8 +115,11 @@ impl Transaction {
         if let Some(step) = repeated {
             return step.outcome.clone();
         }
-        let (outcome, canonical) = self.registry.dispatch_keeping(&self.ctx, call, true).await;
-        match (&outcome, canonical) {
+        let kept = self.registry.dispatch_keeping(&self.ctx, call, true).await;
+        let outcome = kept.outcome;
+        match (&outcome, kept.canonical) {
+            // A repeat of a call another transaction of the task ran is not this one's to undo.
+            _ if kept.repeated => {}
             (Outcome::Completed(_), Some(canonical)) => self.steps.push(Step {
                 call: call.clone(),
                 canonical,

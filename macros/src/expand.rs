@@ -450,6 +450,12 @@ fn contract(
     if let Some(reason) = &options.irreversible {
         steps.push(quote!(.irreversible(#reason)));
     }
+    if let Some(role) = &options.approver {
+        steps.push(quote!(.approvers([#role])));
+    }
+    if let Some(required) = &options.audit_required {
+        steps.push(quote!(.audit_required(#required)));
+    }
     if options.idempotent {
         steps.push(quote!(.idempotent()));
     }
@@ -566,13 +572,13 @@ fn check_signature(function: &ItemFn) -> syn::Result<()> {
             "a tool returns `Result<T, ToolError>` (with `T: Serialize`): add a return type",
         ));
     }
-    if let ReturnType::Type(_, ty) = &sig.output {
-        if let Type::ImplTrait(_) = &**ty {
-            return Err(syn::Error::new_spanned(
-                ty,
-                "a tool returns a concrete `Result<T, ToolError>`, not `impl Trait`",
-            ));
-        }
+    if let ReturnType::Type(_, ty) = &sig.output
+        && let Type::ImplTrait(_) = &**ty
+    {
+        return Err(syn::Error::new_spanned(
+            ty,
+            "a tool returns a concrete `Result<T, ToolError>`, not `impl Trait`",
+        ));
     }
     Ok(())
 }

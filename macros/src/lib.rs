@@ -20,8 +20,10 @@ mod sensitive;
 /// "medium" | "high" | "critical"`, `role = "x"` or `roles = ["x", "y"]`, `rollback = path`
 /// (an `async fn(&CallContext, &NameArgs, &T) -> Result<(), ToolError>`), `irreversible =
 /// "reason"`, `approval = "never" | "required" | path` (a `fn(&CallContext, &NameArgs) ->
-/// bool`), `idempotent`, `open_world = false`, `read_only`, `cost = N`, `timeout_ms = N` (async
-/// tools), `crate = "path"`.
+/// bool`), `approver = "role"` (the role a reviewer must hold), `audit_required = true | false`
+/// (record the call as about to run before it runs; default: medium risk and above unless
+/// `read_only`), `idempotent`, `open_world = false`, `read_only`, `cost = N`, `timeout_ms = N`
+/// (async tools), `crate = "path"`.
 ///
 /// Parameters: `&CallContext` (injected, at most once), arguments with `///` docs,
 /// `#[validate(...)]`, `#[serde(default)]`, `#[serde(rename = "...")]`, `#[sensitive]`,

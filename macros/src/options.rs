@@ -18,6 +18,8 @@ const KEYS: &[&str] = &[
     "rollback",
     "irreversible",
     "approval",
+    "approver",
+    "audit_required",
     "idempotent",
     "open_world",
     "read_only",
@@ -56,6 +58,10 @@ pub(crate) struct ToolOptions {
     pub(crate) approval: Option<Approval>,
     pub(crate) approval_span: Option<Span>,
     pub(crate) idempotent: bool,
+    /// The role a reviewer must hold to decide the tool's calls.
+    pub(crate) approver: Option<LitStr>,
+    /// `audit_required = true | false`: whether a call is recorded as about to run first.
+    pub(crate) audit_required: Option<LitBool>,
     /// `open_world = false`: the tool only touches what the registry's owner controls.
     pub(crate) closed_world: bool,
     pub(crate) read_only: Option<Span>,
@@ -209,6 +215,19 @@ impl ToolOptions {
                         ));
                     }
                 });
+            }
+            "approver" => {
+                let role = string(meta, "approver = \"finance\"")?;
+                if role.value().trim().is_empty() {
+                    return Err(syn::Error::new(
+                        role.span(),
+                        "an approver role cannot be empty: name the role a reviewer must hold",
+                    ));
+                }
+                self.approver = Some(role);
+            }
+            "audit_required" => {
+                self.audit_required = Some(boolean(meta, "audit_required = true")?);
             }
             "idempotent" => {
                 flag(meta, "idempotent")?;

@@ -119,16 +119,15 @@ pub(crate) fn parse(sig: &mut Signature) -> syn::Result<Vec<Param>> {
             }
         }
     }
-    if args_seen {
-        if let Some((_, tokens)) = params
+    if args_seen
+        && let Some((_, tokens)) = params
             .iter()
             .find(|(param, _)| matches!(param, Param::Argument(_)))
-        {
-            fail(syn::Error::new_spanned(
-                tokens,
-                "an `#[args]` parameter must be the only argument besides `&CallContext`: move this parameter into its struct",
-            ));
-        }
+    {
+        fail(syn::Error::new_spanned(
+            tokens,
+            "an `#[args]` parameter must be the only argument besides `&CallContext`: move this parameter into its struct",
+        ));
     }
     match errors {
         Some(errors) => Err(errors),
@@ -419,14 +418,13 @@ fn serde_rename(attr: &Attribute) -> syn::Result<Option<LitStr>> {
                     .unwrap_or_default();
                 let mut sides = Vec::new();
                 for meta in inner {
-                    if let Meta::NameValue(name_value) = meta {
-                        if let Expr::Lit(ExprLit {
+                    if let Meta::NameValue(name_value) = meta
+                        && let Expr::Lit(ExprLit {
                             lit: Lit::Str(text),
                             ..
                         }) = &name_value.value
-                        {
-                            sides.push((name_value.path.is_ident("deserialize"), text.clone()));
-                        }
+                    {
+                        sides.push((name_value.path.is_ident("deserialize"), text.clone()));
                     }
                 }
                 if sides.len() == 2 && sides[0].1.value() != sides[1].1.value() {

@@ -265,6 +265,8 @@ pub fn registry() -> Registry {
         .tool(ScheduleDelivery)
         // Approval has its own tests; here a reviewer approves every call at once.
         .approver(portcullis::AutoApprove)
+        // The parity tests send thousands of refused calls as one caller.
+        .refusal_limit(None)
         .build()
         .expect("the test tools form a valid registry")
 }

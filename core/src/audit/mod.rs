@@ -1,12 +1,26 @@
 //! The audit log: one record for every decision the gates take, refusals included, chained by
-//! hashes so that an altered, dropped or reordered record shows.
+//! keyed hashes so that an altered, dropped, reordered or forged record shows.
 //!
-//! The registry appends a record after each dispatch ([`RegistryBuilder::audit`]); the record
-//! carries the SHA-256 of the one before, and [`verify`] walks a sequence of records and
-//! reports the first break. Where the records go is an [`AuditSink`]'s business: memory, a JSON
-//! Lines file, or `tracing`.
+//! What is guaranteed:
+//! - **Write-ahead for effects.** A call whose contract requires it
+//!   ([`ToolContract::audit_required`]) runs only after an `about_to_run` record reached the
+//!   sink; if the sink fails, the call is refused with `audit_unavailable` and nothing ran. The
+//!   outcome's record follows.
+//! - **A keyed chain.** Each record's `hash` is an HMAC-SHA-256, under the operator's
+//!   [`AuditKey`], of its place in the log, the hash before it and the digest of its fields. A
+//!   reader of the log can check it with the key; a writer without the key cannot rewrite it.
+//!   Without a key the chain is plain SHA-256: it shows accidents, not a forger.
+//! - **One chain across restarts and writers.** A sink continues the chain from its last
+//!   record: the JSON Lines sink reads it when it opens and, under a file lock, whenever
+//!   another writer appended since.
+//! - **Checkpoints.** [`verify`] returns the [`Checkpoint`] it reached (length and head); kept
+//!   elsewhere, it lets [`verify_to`] find a log whose tail was cut.
 //!
-//! [`RegistryBuilder::audit`]: crate::RegistryBuilder::audit
+//! What is not: a decision whose outcome record cannot be written is still decided (the failure
+//! goes to `tracing`, and the chain shows the gap); records of calls that are not
+//! `audit_required` are written after the decision.
+//!
+//! [`ToolContract::audit_required`]: crate::ToolContract::audit_required
 
 mod sinks;
 
@@ -14,6 +28,7 @@ use std::fmt;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -54,7 +69,8 @@ pub struct AuditRecord {
     /// is not JSON, and arguments over 64 KiB, are recorded by their size and SHA-256 only:
     /// `{"unrecorded": {"bytes": N, "sha256": "..."}}`.
     pub arguments: Value,
-    /// `completed` or `rejected`.
+    /// `completed`, `rejected`, `pending`, or `about_to_run` for the write-ahead record of a
+    /// call that is about to run.
     pub decision: String,
     /// The gate that refused the call.
     pub gate: Option<String>,
@@ -83,41 +99,153 @@ pub struct AuditRecord {
     pub duration_us: u64,
     /// The hash of the record before this one (64 zeros for the first).
     pub previous_hash: String,
-    /// The SHA-256 of this record's other fields and `previous_hash`.
+    /// The record's link in the chain: HMAC-SHA-256 (or SHA-256, without a key) of its
+    /// sequence, `previous_hash` and the digest of its other fields.
     pub hash: String,
 }
 
 impl AuditRecord {
-    /// The hash this record should carry: SHA-256 over its JSON form with `hash` emptied.
-    fn computed_hash(&self) -> String {
-        self.clone().seal()
+    /// The SHA-256 of the record's fields, its place in the chain left out: computed before
+    /// the record is ordered, so that no writer waits for it.
+    fn digest(&self) -> String {
+        let mut unplaced = self.clone();
+        unplaced.sequence = 0;
+        unplaced.previous_hash = String::new();
+        unplaced.hash = String::new();
+        let bytes =
+            serde_json::to_vec(&unplaced).expect("a record of strings and JSON values serializes");
+        sha256_hex(&bytes)
+    }
+}
+
+/// The operator's secret that keys the audit chain (HMAC-SHA-256). Keep it out of the log's
+/// reach: whoever holds it can rewrite the log undetected.
+///
+/// ```
+/// use portcullis_core::audit::AuditKey;
+///
+/// assert!(AuditKey::new(b"too short".to_vec()).is_err());
+/// let key = AuditKey::new([7u8; 32].to_vec()).unwrap();
+/// assert_eq!(format!("{key:?}"), "AuditKey(..)");
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct AuditKey(Vec<u8>);
+
+impl AuditKey {
+    /// The shortest key accepted, in bytes.
+    pub const MIN_BYTES: usize = 32;
+
+    /// A key of at least [`AuditKey::MIN_BYTES`] bytes, or why not.
+    pub fn new(bytes: Vec<u8>) -> Result<Self, String> {
+        if bytes.len() < Self::MIN_BYTES {
+            return Err(format!(
+                "an audit key needs at least {} bytes, not {}",
+                Self::MIN_BYTES,
+                bytes.len()
+            ));
+        }
+        Ok(AuditKey(bytes))
+    }
+}
+
+impl fmt::Debug for AuditKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AuditKey(..)")
+    }
+}
+
+/// The link of a record at `sequence` after `previous_hash`, whose fields have `digest`.
+fn link(key: Option<&AuditKey>, sequence: u64, previous_hash: &str, digest: &str) -> String {
+    let message = format!("{sequence}\n{previous_hash}\n{digest}");
+    match key {
+        Some(AuditKey(key)) => {
+            let mut mac =
+                Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes a key of any length");
+            mac.update(message.as_bytes());
+            hex(&mac.finalize().into_bytes())
+        }
+        None => sha256_hex(message.as_bytes()),
+    }
+}
+
+/// A place in a log: how many records it holds, and the hash of its last ([`GENESIS_HASH`]
+/// for an empty log). Kept outside the log, it proves later that none of those records was
+/// cut off: see [`verify_to`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// The number of records.
+    pub length: u64,
+    /// The hash of the last record.
+    pub head: String,
+}
+
+impl Checkpoint {
+    /// The place of an empty log.
+    pub fn genesis() -> Self {
+        Checkpoint {
+            length: 0,
+            head: GENESIS_HASH.to_owned(),
+        }
     }
 
-    /// Empties `hash` and returns the hash the record should carry, without copying it.
-    fn seal(&mut self) -> String {
-        self.hash = String::new();
-        let bytes =
-            serde_json::to_vec(&self).expect("a record of strings and JSON values serializes");
-        sha256_hex(&bytes)
+    /// The place of a log whose last record is `record`.
+    pub fn after(record: &AuditRecord) -> Self {
+        Checkpoint {
+            length: record.sequence + 1,
+            head: record.hash.clone(),
+        }
+    }
+}
+
+/// A record ready to join a log: everything but its place in the chain, which the sink gives
+/// it, in the order its writers append, with [`Unchained::chain_after`].
+pub struct Unchained<'k> {
+    record: AuditRecord,
+    digest: String,
+    key: Option<&'k AuditKey>,
+}
+
+impl Unchained<'_> {
+    /// The record, as the next after `head`.
+    pub fn chain_after(self, head: &Checkpoint) -> AuditRecord {
+        let Unchained {
+            mut record,
+            digest,
+            key,
+        } = self;
+        record.sequence = head.length;
+        record.hash = link(key, head.length, &head.head, &digest);
+        record.previous_hash = head.head.clone();
+        record
     }
 }
 
 /// The SHA-256 of `bytes`, in lowercase hex.
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+/// `bytes` in lowercase hex.
+pub(crate) fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut hex = String::with_capacity(64);
-    for byte in Sha256::digest(bytes) {
+    let mut hex = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
         hex.push(char::from(DIGITS[usize::from(byte >> 4)]));
         hex.push(char::from(DIGITS[usize::from(byte & 0xf)]));
     }
     hex
 }
 
-/// Where records go. A sink that fails loses the record: the registry reports the failure to
-/// `tracing` and the log's next record still chains to it, so [`verify`] shows the gap.
+/// Where records go: a sink is one log, and orders what its writers append.
+///
+/// `append` must, as one step that no other writer of the same log interleaves with: find the
+/// log's head (its last record, as stored: a sink shared by several processes reads it from
+/// the storage), chain the entry after it with [`Unchained::chain_after`], and store the
+/// record. It returns once the record is stored (durably, if the sink promises durability):
+/// a call that must be audited first runs only after that.
 pub trait AuditSink: Send + Sync + 'static {
-    /// Stores one record, durably if the sink promises durability.
-    fn write(&self, record: &AuditRecord) -> std::io::Result<()>;
+    /// Chains `entry` after the log's last record and stores it.
+    fn append(&self, entry: Unchained<'_>) -> std::io::Result<()>;
 }
 
 /// The hash a log starts from.
@@ -140,10 +268,10 @@ impl Snapshots {
     }
 }
 
-/// Appends chained records to a sink, one at a time.
+/// Prepares records and hands them to the sink that chains and stores them.
 pub(crate) struct AuditLog {
     sink: Box<dyn AuditSink>,
-    chain: Mutex<(u64, String)>,
+    key: Option<AuditKey>,
 }
 
 /// What the dispatcher knows about a decision when it records it.
@@ -161,28 +289,62 @@ pub(crate) struct Decided<'a> {
     pub(crate) facts: Option<&'a Facts>,
 }
 
+impl<'a> Decided<'a> {
+    /// A decision on `call` with nothing beyond its outcome to tell.
+    pub(crate) fn plain(
+        ctx: &'a CallContext,
+        call: &'a ToolCall,
+        contract: Option<&'a ToolContract>,
+        outcome: &'a Outcome,
+    ) -> Self {
+        Decided {
+            ctx,
+            call,
+            contract,
+            outcome,
+            duration: Duration::ZERO,
+            resolution: None,
+            original_arguments: None,
+            facts: None,
+        }
+    }
+}
+
 impl AuditLog {
     pub(crate) fn new(sink: impl AuditSink) -> Self {
         AuditLog {
             sink: Box::new(sink),
-            chain: Mutex::new((0, GENESIS_HASH.to_owned())),
+            key: None,
         }
     }
 
-    /// Records one decision.
+    pub(crate) fn set_key(&mut self, key: AuditKey) {
+        self.key = Some(key);
+    }
+
+    /// Records one decision; a failure to store it is reported to `tracing`.
     pub(crate) fn append(&self, decided: Decided<'_>) {
-        let mut record = record_of(&decided);
-        // Held while writing, so that records reach the sink in the order they are chained.
-        let mut chain = self.chain.lock().unwrap_or_else(PoisonError::into_inner);
-        let (sequence, previous_hash) = &mut *chain;
-        record.sequence = *sequence;
-        record.previous_hash = previous_hash.clone();
-        record.hash = record.seal();
-        if let Err(error) = self.sink.write(&record) {
-            tracing::error!(sequence = record.sequence, %error, "an audit record could not be written");
+        if let Err(error) = self.store(record_of(&decided)) {
+            tracing::error!(tool = %decided.call.name, %error, "an audit record could not be written");
         }
-        *sequence += 1;
-        *previous_hash = record.hash;
+    }
+
+    /// Records that the call is about to run: the write-ahead record, which must be stored
+    /// before the tool may run.
+    pub(crate) fn about_to_run(&self, decided: Decided<'_>) -> std::io::Result<()> {
+        let mut record = record_of(&decided);
+        record.decision = "about_to_run".to_owned();
+        record.summary = "about to run".to_owned();
+        self.store(record)
+    }
+
+    fn store(&self, record: AuditRecord) -> std::io::Result<()> {
+        let digest = record.digest();
+        self.sink.append(Unchained {
+            record,
+            digest,
+            key: self.key.as_ref(),
+        })
     }
 }
 
@@ -290,7 +452,8 @@ fn unrecorded(bytes: &[u8]) -> Value {
 /// Where a log's chain breaks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ChainBreak {
-    /// The record at this position does not match its own hash: it was altered.
+    /// The record at this position does not match its own link: it was altered, or written
+    /// with another key.
     Altered {
         /// The record's position in the sequence given to [`verify`].
         position: usize,
@@ -305,12 +468,30 @@ pub enum ChainBreak {
         /// The sequence number found.
         found_sequence: u64,
     },
+    /// The log is shorter than a checkpoint taken of it: its tail was cut.
+    CutShort {
+        /// The length the checkpoint recorded.
+        expected_length: u64,
+        /// The length found.
+        found_length: u64,
+    },
+    /// The record a checkpoint ends at is not the one the checkpoint recorded: the log was
+    /// rewritten from there.
+    Diverged {
+        /// The checkpoint's last record's position.
+        position: u64,
+    },
 }
 
 impl fmt::Display for ChainBreak {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ChainBreak::Altered { position } => write!(f, "record {position} was altered"),
+            ChainBreak::Altered { position } => {
+                write!(
+                    f,
+                    "record {position} was altered or written with another key"
+                )
+            }
             ChainBreak::Broken {
                 position,
                 expected_sequence,
@@ -319,6 +500,17 @@ impl fmt::Display for ChainBreak {
                 f,
                 "record {position} is number {found_sequence} where {expected_sequence} was expected: records were dropped or reordered"
             ),
+            ChainBreak::CutShort {
+                expected_length,
+                found_length,
+            } => write!(
+                f,
+                "the log holds {found_length} records where a checkpoint saw {expected_length}: its tail was cut"
+            ),
+            ChainBreak::Diverged { position } => write!(
+                f,
+                "record {position} is not the one the checkpoint saw: the log was rewritten"
+            ),
         }
     }
 }
@@ -326,31 +518,66 @@ impl fmt::Display for ChainBreak {
 impl std::error::Error for ChainBreak {}
 
 /// Checks that `records`, read back from a sink, form an unbroken chain from the log's first
-/// record: each matches its own hash, follows the one before it, and carries the next
-/// sequence number.
+/// record: each matches its own link under `key`, follows the one before it, and carries the
+/// next sequence number. Returns the checkpoint the log reached.
+///
+/// Without a checkpoint kept elsewhere, a log whose last records were cut off still verifies:
+/// see [`verify_to`].
 ///
 /// ```
-/// use portcullis_core::audit::{verify, ChainBreak};
+/// use portcullis_core::audit::{verify, Checkpoint};
 ///
-/// assert_eq!(verify(&[]), Ok(()));
+/// assert_eq!(verify(&[], None), Ok(Checkpoint::genesis()));
 /// ```
-pub fn verify(records: &[AuditRecord]) -> Result<(), ChainBreak> {
-    let mut previous_hash = GENESIS_HASH;
+pub fn verify(records: &[AuditRecord], key: Option<&AuditKey>) -> Result<Checkpoint, ChainBreak> {
+    let mut reached = Checkpoint::genesis();
     for (position, record) in records.iter().enumerate() {
-        if record.hash != record.computed_hash() {
-            return Err(ChainBreak::Altered { position });
-        }
         let expected_sequence = position as u64;
-        if record.sequence != expected_sequence || record.previous_hash != previous_hash {
+        if record.sequence != expected_sequence || record.previous_hash != reached.head {
             return Err(ChainBreak::Broken {
                 position,
                 expected_sequence,
                 found_sequence: record.sequence,
             });
         }
-        previous_hash = &record.hash;
+        let expected = link(
+            key,
+            record.sequence,
+            &record.previous_hash,
+            &record.digest(),
+        );
+        if record.hash != expected {
+            return Err(ChainBreak::Altered { position });
+        }
+        reached = Checkpoint::after(record);
     }
-    Ok(())
+    Ok(reached)
+}
+
+/// [`verify`], and that the log still holds every record `checkpoint` saw, unchanged: a cut
+/// tail or a log rewritten after the checkpoint fails.
+pub fn verify_to(
+    records: &[AuditRecord],
+    key: Option<&AuditKey>,
+    checkpoint: &Checkpoint,
+) -> Result<Checkpoint, ChainBreak> {
+    let reached = verify(records, key)?;
+    if reached.length < checkpoint.length {
+        return Err(ChainBreak::CutShort {
+            expected_length: checkpoint.length,
+            found_length: reached.length,
+        });
+    }
+    let head = match checkpoint.length {
+        0 => GENESIS_HASH,
+        length => records[(length - 1) as usize].hash.as_str(),
+    };
+    if head != checkpoint.head {
+        return Err(ChainBreak::Diverged {
+            position: checkpoint.length.saturating_sub(1),
+        });
+    }
+    Ok(reached)
 }
 
 #[cfg(test)]
@@ -359,9 +586,14 @@ mod tests {
     use crate::{Rejection, RejectionCode, Risk};
     use serde_json::json;
 
+    fn key() -> AuditKey {
+        AuditKey::new(b"an operator's secret of 32 bytes!".to_vec()).unwrap()
+    }
+
     fn log_of(count: usize) -> Vec<AuditRecord> {
         let sink = MemoryAuditSink::default();
-        let log = AuditLog::new(sink.clone());
+        let mut log = AuditLog::new(sink.clone());
+        log.set_key(key());
         let ctx = CallContext::new("alice");
         let contract = ToolContract::builder(
             "login",
@@ -400,7 +632,10 @@ mod tests {
     #[test]
     fn records_are_redacted_and_chained() {
         let records = log_of(4);
-        assert_eq!(verify(&records), Ok(()));
+        assert_eq!(
+            verify(&records, Some(&key())),
+            Ok(Checkpoint::after(&records[3]))
+        );
         assert_eq!(
             records[0].arguments,
             json!({"user": "a", "password": REDACTED})
@@ -419,12 +654,15 @@ mod tests {
 
         let mut altered = records.clone();
         altered[2].actor = "mallory".into();
-        assert_eq!(verify(&altered), Err(ChainBreak::Altered { position: 2 }));
+        assert_eq!(
+            verify(&altered, Some(&key())),
+            Err(ChainBreak::Altered { position: 2 })
+        );
 
         let mut dropped = records.clone();
         dropped.remove(1);
         assert!(matches!(
-            verify(&dropped),
+            verify(&dropped, Some(&key())),
             Err(ChainBreak::Broken {
                 position: 1,
                 expected_sequence: 1,
@@ -435,15 +673,62 @@ mod tests {
         let mut reordered = records.clone();
         reordered.swap(1, 2);
         assert!(matches!(
-            verify(&reordered),
+            verify(&reordered, Some(&key())),
             Err(ChainBreak::Broken { position: 1, .. })
         ));
 
         let mut truncated_front = records.clone();
         truncated_front.remove(0);
         assert!(matches!(
-            verify(&truncated_front),
+            verify(&truncated_front, Some(&key())),
             Err(ChainBreak::Broken { position: 0, .. })
         ));
+    }
+
+    #[test]
+    fn a_checkpoint_finds_a_cut_tail() {
+        let records = log_of(4);
+        let checkpoint = verify(&records, Some(&key())).unwrap();
+        let cut = &records[..2];
+        assert!(
+            verify(cut, Some(&key())).is_ok(),
+            "a cut log verifies alone"
+        );
+        assert_eq!(
+            verify_to(cut, Some(&key()), &checkpoint),
+            Err(ChainBreak::CutShort {
+                expected_length: 4,
+                found_length: 2
+            })
+        );
+        assert_eq!(
+            verify_to(&records, Some(&key()), &checkpoint),
+            Ok(checkpoint)
+        );
+    }
+
+    #[test]
+    fn a_rewritten_chain_fails_without_the_key() {
+        let mut records = log_of(3);
+        // The forger changes a record and re-links the whole chain, as it can without a key.
+        records[1].actor = "mallory".into();
+        let mut head = Checkpoint::genesis();
+        for record in &mut records {
+            let unchained = Unchained {
+                digest: record.digest(),
+                record: record.clone(),
+                key: None,
+            };
+            *record = unchained.chain_after(&head);
+            head = Checkpoint::after(record);
+        }
+        assert!(
+            verify(&records, None).is_ok(),
+            "an unkeyed chain can be rewritten"
+        );
+        assert_eq!(
+            verify(&records, Some(&key())),
+            Err(ChainBreak::Altered { position: 0 })
+        );
     }
 }

@@ -1,13 +1,14 @@
 //! The sinks portcullis ships: memory (tests, small tools), a JSON Lines file, and `tracing`.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{AuditRecord, AuditSink};
+use super::{AuditRecord, AuditSink, Checkpoint, Unchained};
 
-/// Keeps records in memory; clones share them.
+/// Keeps records in memory; clones share them, and one chain.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryAuditSink {
     records: Arc<Mutex<Vec<AuditRecord>>>,
@@ -24,33 +25,80 @@ impl MemoryAuditSink {
 }
 
 impl AuditSink for MemoryAuditSink {
-    fn write(&self, record: &AuditRecord) -> io::Result<()> {
-        self.records
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(record.clone());
+    fn append(&self, entry: Unchained<'_>) -> io::Result<()> {
+        let mut records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
+        let head = records
+            .last()
+            .map_or_else(Checkpoint::genesis, Checkpoint::after);
+        records.push(entry.chain_after(&head));
         Ok(())
     }
 }
 
 /// Appends one JSON object per line to a file, flushed after every record and, if asked,
 /// synced to the disk (`fsync`) too.
+///
+/// The chain continues across restarts and writers: the sink reads the file's last record
+/// when it opens, and appends under an exclusive file lock, reading the last record again
+/// whenever another writer (another sink on the same file, in this process or another)
+/// appended since. A file that ends in half a record is refused when opened. With `sync`,
+/// concurrent appends share one `fsync` (group commit): each returns once its own record is
+/// on the disk, and none waits for the disk while holding the order of the log.
 #[derive(Debug)]
 pub struct JsonLinesAuditSink {
     path: PathBuf,
-    file: Mutex<File>,
-    sync: bool,
+    writer: Mutex<Writer>,
+    sync: Option<Syncer>,
+}
+
+#[derive(Debug)]
+struct Writer {
+    file: File,
+    head: Checkpoint,
+    /// The file's length after this sink's last write or read of the head.
+    length: u64,
+}
+
+#[derive(Debug)]
+struct Syncer {
+    file: File,
+    /// How far the file was written by this sink.
+    written: AtomicU64,
+    /// How far it is known to be on the disk.
+    synced: Mutex<u64>,
 }
 
 impl JsonLinesAuditSink {
-    /// Opens `path` for appending, creating it if needed. With `sync`, every record is on the
-    /// disk before the call's outcome is returned, at the price of a disk write per call.
+    /// Opens `path` for appending, creating it if needed, and continues the chain of the
+    /// records it holds. With `sync`, every record is on the disk before the call's outcome
+    /// (or, for a call audited first, the call itself) goes on.
     pub fn open(path: impl AsRef<Path>, sync: bool) -> io::Result<Self> {
         let path = path.as_ref().to_path_buf();
-        let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        let file = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(&path)?;
+        let sync = match sync {
+            true => Some(Syncer {
+                file: file.try_clone()?,
+                written: AtomicU64::new(0),
+                synced: Mutex::new(0),
+            }),
+            false => None,
+        };
+        let mut writer = Writer {
+            file,
+            head: Checkpoint::genesis(),
+            length: 0,
+        };
+        writer.file.lock_shared()?;
+        let read = writer.catch_up();
+        writer.file.unlock()?;
+        read?;
         Ok(JsonLinesAuditSink {
             path,
-            file: Mutex::new(file),
+            writer: Mutex::new(writer),
             sync,
         })
     }
@@ -58,6 +106,56 @@ impl JsonLinesAuditSink {
     /// Reads back every record of the file, for [`verify`](super::verify).
     pub fn read(&self) -> io::Result<Vec<AuditRecord>> {
         read_json_lines(&self.path)
+    }
+}
+
+impl Writer {
+    /// Reads the head again if the file changed since this sink last saw it.
+    fn catch_up(&mut self) -> io::Result<()> {
+        let length = self.file.metadata()?.len();
+        if length == self.length {
+            return Ok(());
+        }
+        self.head = match last_line(&mut self.file, length)? {
+            Some(line) => {
+                let record: AuditRecord = serde_json::from_slice(&line).map_err(|error| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("the audit file's last record cannot be read ({error}): it may end in half a record"),
+                    )
+                })?;
+                Checkpoint::after(&record)
+            }
+            None => Checkpoint::genesis(),
+        };
+        self.length = length;
+        Ok(())
+    }
+}
+
+/// The last line of the first `length` bytes of `file`, without its newline; `None` for a
+/// file of blank lines only.
+fn last_line(file: &mut File, length: u64) -> io::Result<Option<Vec<u8>>> {
+    const CHUNK: u64 = 64 * 1024;
+    let mut tail: Vec<u8> = Vec::new();
+    let mut start = length;
+    loop {
+        let trimmed = tail.iter().rposition(|byte| !byte.is_ascii_whitespace());
+        if let Some(end) = trimmed
+            && let Some(newline) = tail[..end].iter().rposition(|&byte| byte == b'\n')
+        {
+            return Ok(Some(tail[newline + 1..=end].to_vec()));
+        }
+        if start == 0 {
+            return Ok(trimmed.map(|end| tail[..=end].to_vec()));
+        }
+        let from = start.saturating_sub(CHUNK);
+        let mut chunk = vec![0; (start - from) as usize];
+        file.seek(SeekFrom::Start(from))?;
+        file.read_exact(&mut chunk)?;
+        chunk.extend_from_slice(&tail);
+        tail = chunk;
+        start = from;
     }
 }
 
@@ -71,28 +169,70 @@ pub fn read_json_lines(path: &Path) -> io::Result<Vec<AuditRecord>> {
 }
 
 impl AuditSink for JsonLinesAuditSink {
-    fn write(&self, record: &AuditRecord) -> io::Result<()> {
-        let mut line = serde_json::to_vec(record).map_err(io::Error::other)?;
-        line.push(b'\n');
-        let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);
-        // One write of the whole line, so that a reader never sees half a record.
-        file.write_all(&line)?;
-        file.flush()?;
-        if self.sync {
-            file.sync_data()?;
+    fn append(&self, entry: Unchained<'_>) -> io::Result<()> {
+        let written = {
+            let mut writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+            writer.file.lock()?;
+            let appended = writer.append(entry);
+            writer.file.unlock()?;
+            appended?
+        };
+        let Some(syncer) = &self.sync else {
+            return Ok(());
+        };
+        syncer.written.fetch_max(written, Ordering::SeqCst);
+        let mut synced = syncer.synced.lock().unwrap_or_else(PoisonError::into_inner);
+        if *synced < written {
+            // One fsync covers every line written before it: the appends that waited here
+            // meanwhile find their line already synced.
+            let reached = syncer.written.load(Ordering::SeqCst);
+            syncer.file.sync_data()?;
+            *synced = reached;
         }
         Ok(())
     }
 }
 
+impl Writer {
+    /// Chains `entry` after the file's last record and writes it; returns the file's length
+    /// after the write.
+    fn append(&mut self, entry: Unchained<'_>) -> io::Result<u64> {
+        self.catch_up()?;
+        let record = entry.chain_after(&self.head);
+        let mut line = serde_json::to_vec(&record).map_err(io::Error::other)?;
+        line.push(b'\n');
+        // One write of the whole line, so that a reader never sees half a record.
+        self.file.write_all(&line)?;
+        self.file.flush()?;
+        self.length += line.len() as u64;
+        self.head = Checkpoint::after(&record);
+        Ok(self.length)
+    }
+}
+
 /// Emits each record as a `tracing` event at INFO level, target `portcullis::audit`, with the
-/// record as JSON in the `record` field.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct TracingAuditSink;
+/// record as JSON in the `record` field. The chain lives in this process: start it with
+/// [`TracingAuditSink::after`] from the checkpoint where the last process stopped, or verify
+/// each process's records on their own.
+#[derive(Debug, Default)]
+pub struct TracingAuditSink {
+    head: Mutex<Option<Checkpoint>>,
+}
+
+impl TracingAuditSink {
+    /// A sink whose first record follows `checkpoint`.
+    pub fn after(checkpoint: Checkpoint) -> Self {
+        TracingAuditSink {
+            head: Mutex::new(Some(checkpoint)),
+        }
+    }
+}
 
 impl AuditSink for TracingAuditSink {
-    fn write(&self, record: &AuditRecord) -> io::Result<()> {
-        let json = serde_json::to_string(record).map_err(io::Error::other)?;
+    fn append(&self, entry: Unchained<'_>) -> io::Result<()> {
+        let mut head = self.head.lock().unwrap_or_else(PoisonError::into_inner);
+        let record = entry.chain_after(head.get_or_insert_with(Checkpoint::genesis));
+        let json = serde_json::to_string(&record).map_err(io::Error::other)?;
         tracing::info!(
             target: "portcullis::audit",
             sequence = record.sequence,
@@ -102,6 +242,7 @@ impl AuditSink for TracingAuditSink {
             record = %json,
             "tool call decided"
         );
+        *head = Some(Checkpoint::after(&record));
         Ok(())
     }
 }
@@ -112,33 +253,53 @@ mod tests {
     use crate::audit::{AuditLog, Decided, verify};
     use crate::{CallContext, Outcome, ToolCall};
     use serde_json::json;
-    use std::time::Duration;
+
+    fn append_to(path: &Path, from: usize, to: usize) {
+        let log = AuditLog::new(JsonLinesAuditSink::open(path, true).unwrap());
+        let ctx = CallContext::new("alice");
+        for index in from..to {
+            let call = ToolCall::new(format!("c{index}"), "list", "{}");
+            let outcome = Outcome::Completed(json!(index));
+            log.append(Decided::plain(&ctx, &call, None, &outcome));
+        }
+    }
 
     #[test]
-    fn json_lines_round_trip_and_verify() {
+    fn json_lines_continue_their_chain_when_opened_again() {
         let dir = std::env::temp_dir().join(format!("portcullis-audit-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("audit.jsonl");
         let _ = std::fs::remove_file(&path);
-        let sink = JsonLinesAuditSink::open(&path, true).unwrap();
-        let log = AuditLog::new(sink);
-        let ctx = CallContext::new("alice");
-        for index in 0..3 {
-            let call = ToolCall::new(format!("c{index}"), "list", "{}");
-            log.append(Decided {
-                ctx: &ctx,
-                call: &call,
-                contract: None,
-                outcome: &Outcome::Completed(json!(index)),
-                duration: Duration::ZERO,
-                resolution: None,
-                original_arguments: None,
-                facts: None,
-            });
-        }
+        append_to(&path, 0, 3);
+        append_to(&path, 3, 5);
         let records = read_json_lines(&path).unwrap();
-        assert_eq!(records.len(), 3);
-        assert_eq!(verify(&records), Ok(()));
+        assert_eq!(records.len(), 5);
+        assert_eq!(verify(&records, None), Ok(Checkpoint::after(&records[4])));
+
+        // Half a record at the end: the sink refuses to fork the chain from a guess.
+        let mut file = OpenOptions::new().append(true).open(&path).unwrap();
+        file.write_all(b"{\"sequence\": 5, \"ti").unwrap();
+        let error = JsonLinesAuditSink::open(&path, false).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_last_line_is_found_across_chunks() {
+        let dir = std::env::temp_dir().join(format!("portcullis-lines-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("lines");
+        let long = "x".repeat(200_000);
+        std::fs::write(&path, format!("first\n{long}\n\n")).unwrap();
+        let mut file = File::open(&path).unwrap();
+        let length = file.metadata().unwrap().len();
+        assert_eq!(
+            last_line(&mut file, length).unwrap(),
+            Some(long.into_bytes())
+        );
+        std::fs::write(&path, "only").unwrap();
+        let mut file = File::open(&path).unwrap();
+        assert_eq!(last_line(&mut file, 4).unwrap(), Some(b"only".to_vec()));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

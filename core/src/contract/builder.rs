@@ -30,6 +30,24 @@ impl ContractBuilder {
         self
     }
 
+    /// Sets the roles of which a reviewer must hold one to decide this tool's calls (the
+    /// registry's default when not set).
+    pub fn approvers<I, S>(mut self, roles: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.contract.approvers = roles.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets whether a call must be recorded as about to run before it runs; see
+    /// [`ToolContract::audit_required`].
+    pub fn audit_required(mut self, required: bool) -> Self {
+        self.contract.audit_required = Some(required);
+        self
+    }
+
     /// Sets the environments the tool may run in.
     pub fn environments<I, S>(mut self, environments: I) -> Self
     where

@@ -99,6 +99,7 @@ pub struct ToolContract {
     policy: Option<String>,
     snapshot: Option<String>,
     approval: Approval,
+    approvers: Vec<String>,
     rollback: Option<String>,
     irreversible: Option<String>,
     idempotent: bool,
@@ -106,6 +107,7 @@ pub struct ToolContract {
     read_only: bool,
     cost: u64,
     max_calls_per_task: Option<u64>,
+    audit_required: Option<bool>,
     #[serde(serialize_with = "serialize_millis")]
     timeout: Option<Duration>,
     sensitive: Vec<String>,
@@ -146,6 +148,7 @@ impl ToolContract {
                 policy: None,
                 snapshot: None,
                 approval: Approval::Default,
+                approvers: Vec::new(),
                 rollback: None,
                 irreversible: None,
                 idempotent: false,
@@ -153,6 +156,7 @@ impl ToolContract {
                 read_only: false,
                 cost: 0,
                 max_calls_per_task: None,
+                audit_required: None,
                 timeout: None,
                 sensitive: Vec::new(),
                 checked_in_code: Vec::new(),
@@ -218,6 +222,20 @@ impl ToolContract {
     /// When a call needs a human's approval.
     pub fn approval(&self) -> &Approval {
         &self.approval
+    }
+
+    /// The roles a reviewer must hold one of to decide this tool's calls; empty means the
+    /// registry's default ([`RegistryBuilder::approvers`](crate::RegistryBuilder::approvers)).
+    pub fn approvers(&self) -> &[String] {
+        &self.approvers
+    }
+
+    /// Whether a call must be recorded as about to run before it runs (write-ahead), so that no
+    /// effect happens without its audit record: as the contract says, and otherwise for every
+    /// tool that is not read-only and of medium risk or above.
+    pub fn audit_required(&self) -> bool {
+        self.audit_required
+            .unwrap_or(!self.read_only && self.risk >= Risk::Medium)
     }
 
     /// Whether a compensating action is declared.

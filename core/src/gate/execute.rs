@@ -140,10 +140,10 @@ impl<T> Future for Deadline<'_, T> {
         if let Poll::Ready(done) = this.future.as_mut().poll(cx) {
             return Poll::Ready(Finish::Done(done));
         }
-        if let Some((timer, limit)) = &mut this.timer {
-            if Pin::new(timer).poll(cx).is_ready() {
-                return Poll::Ready(Finish::TimedOut(*limit));
-            }
+        if let Some((timer, limit)) = &mut this.timer
+            && Pin::new(timer).poll(cx).is_ready()
+        {
+            return Poll::Ready(Finish::TimedOut(*limit));
         }
         Poll::Pending
     }

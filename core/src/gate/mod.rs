@@ -32,23 +32,29 @@ pub enum Gate {
     Validate,
     /// This caller may make this call: roles, environment, tenant, policies, intent.
     Authorize,
+    /// The call is claimed once: a repeat gets the first outcome, not a second run.
+    Repeat,
     /// The task, the actor and the tool are within their limits.
     Budget,
     /// A human approved the call, where the contract or the registry asks for it.
     Approve,
+    /// A call that changes state is recorded as about to run before it runs.
+    Audit,
     /// The tool runs, with its timeout, its panics contained.
     Execute,
 }
 
 impl Gate {
     /// Every gate, in the order a call passes them.
-    pub const PIPELINE: [Gate; 7] = [
+    pub const PIPELINE: [Gate; 9] = [
         Gate::Resolve,
         Gate::Decode,
         Gate::Validate,
         Gate::Authorize,
+        Gate::Repeat,
         Gate::Budget,
         Gate::Approve,
+        Gate::Audit,
         Gate::Execute,
     ];
 
@@ -59,8 +65,10 @@ impl Gate {
             Gate::Decode => "decode",
             Gate::Validate => "validate",
             Gate::Authorize => "authorize",
+            Gate::Repeat => "repeat",
             Gate::Budget => "budget",
             Gate::Approve => "approve",
+            Gate::Audit => "audit",
             Gate::Execute => "execute",
         }
     }
@@ -95,8 +103,19 @@ impl Gate {
                 StalledLoop,
                 RateLimited,
                 CircuitOpen,
+                TooManyRefusals,
             ],
-            Gate::Approve => &[ApprovalRejected, ApprovalExpired, TicketNotPending],
+            Gate::Repeat => &[CallInProgress, CallIdReused],
+            Gate::Approve => &[
+                ApprovalRejected,
+                ApprovalExpired,
+                TicketNotPending,
+                TooManyPending,
+                ReviewerNotAllowed,
+                SelfApproval,
+                ContractChanged,
+            ],
+            Gate::Audit => &[AuditUnavailable],
             Gate::Execute => &[ToolFailed, ToolTimeout, ToolPanicked],
         }
     }

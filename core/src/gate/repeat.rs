@@ -1,139 +1,230 @@
-//! Repeated call ids: a model that repeats a call (a retry after a timeout, a duplicated tool
-//! call in one response) must not run a tool that is not idempotent twice. The outcome of a
-//! call that ran is kept under its task, tool and call id, and a repeat gets it back.
+//! The repeat gate: one run per call. A model repeats calls (a retry after a timeout, a
+//! duplicated tool call in one response, a JSON-RPC id reused by a client), and a tool that is
+//! not idempotent must not run twice for one of them.
+//!
+//! The gate runs after authorize, so a repeat is judged as the caller it comes from: a call is
+//! known by its tenant, actor, task, tool and call id ([`CallKey`]), and another caller reusing
+//! the id makes a call of its own. The [`RepeatStore`] claims a call atomically before anything
+//! runs: of concurrent duplicates one runs, and the others are refused with `call_in_progress`
+//! until it is decided; afterwards a repeat gets the first outcome back. A call waiting for
+//! approval is claimed too, so resending it returns the same ticket. The same id with other
+//! arguments is refused with `call_id_reused`.
 
-use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, VecDeque};
-use std::hash::BuildHasher;
-use std::sync::{Mutex, PoisonError};
+use std::future::ready;
+use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::{CallContext, Gate, Outcome, ToolCall};
+use crate::tool::BoxFuture;
+use crate::{CallContext, Outcome, Rejection, RejectionCode, Ticket};
 
-/// A call's identity: its task, tool and call id.
-type Key = (String, String, String);
+/// Which call a claim is for: who made it, in which task, of which tool, under which id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CallKey {
+    /// The caller's tenant.
+    pub tenant: Option<String>,
+    /// Who called.
+    pub actor: String,
+    /// The task the call belongs to.
+    pub task: String,
+    /// The tool.
+    pub tool: String,
+    /// The provider's call id.
+    pub call_id: String,
+}
 
-/// The outcomes of the latest calls that ran, at most `capacity` of them, found by a hash of
-/// their identity so that a lookup copies nothing. The hasher's keys are random: call ids come
-/// from the model, and must not be able to pick their buckets.
-pub(crate) struct RanCalls {
-    hasher: RandomState,
-    state: Mutex<Remembered>,
+impl CallKey {
+    pub(crate) fn new(ctx: &CallContext, tool: &str, call_id: &str) -> Self {
+        CallKey {
+            tenant: ctx.tenant().map(str::to_owned),
+            actor: ctx.actor().to_owned(),
+            task: ctx.task_id().to_owned(),
+            tool: tool.to_owned(),
+            call_id: call_id.to_owned(),
+        }
+    }
+}
+
+/// Where a claimed call stands.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClaimState {
+    /// It passed the repeat gate and has not been decided yet.
+    Running,
+    /// It waits for a human under this ticket.
+    Pending(Box<Ticket>),
+    /// It was decided: the tool ran (or a reviewer or the clock refused it) with this outcome.
+    Settled(Outcome),
+}
+
+/// What claiming a call found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Claim {
+    /// The call is new and now claimed: it is the caller's to run.
+    New,
+    /// The same call was claimed before; where it stands.
+    Existing(ClaimState),
+    /// The call id was claimed for other arguments.
+    OtherArguments,
+}
+
+/// Keeps the claims of calls. Implementations must claim atomically: of two concurrent claims
+/// of one key, exactly one gets [`Claim::New`].
+pub trait RepeatStore: Send + Sync + 'static {
+    /// Claims `key` for a call whose canonical arguments have `fingerprint`, or reports the
+    /// claim already held.
+    fn claim<'a>(&'a self, key: &'a CallKey, fingerprint: &'a str) -> BoxFuture<'a, Claim>;
+    /// Records where a claimed call now stands.
+    fn update<'a>(&'a self, key: &'a CallKey, state: ClaimState) -> BoxFuture<'a, ()>;
+    /// Drops the claim of a call a later gate refused before it ran: the id may serve again.
+    fn release<'a>(&'a self, key: &'a CallKey) -> BoxFuture<'a, ()>;
+}
+
+/// A [`RepeatStore`] in memory, for one process. It keeps every open claim and the outcomes
+/// of the latest `capacity` decided calls; older outcomes are forgotten, oldest first.
+#[derive(Clone)]
+pub struct InMemoryRepeatStore {
+    state: Arc<Mutex<Claims>>,
     capacity: usize,
 }
 
 #[derive(Default)]
-struct Remembered {
-    outcomes: HashMap<u64, Vec<(Key, Outcome)>>,
-    order: VecDeque<(u64, Key)>,
+struct Claims {
+    calls: HashMap<CallKey, (String, ClaimState)>,
+    settled: VecDeque<CallKey>,
 }
 
-impl RanCalls {
-    pub(crate) fn new(capacity: usize) -> Self {
-        RanCalls {
-            hasher: RandomState::new(),
-            state: Mutex::new(Remembered::default()),
+impl InMemoryRepeatStore {
+    /// A store that keeps the outcomes of the latest `capacity` decided calls.
+    pub fn with_capacity(capacity: usize) -> Self {
+        InMemoryRepeatStore {
+            state: Arc::new(Mutex::new(Claims::default())),
             capacity,
         }
     }
 
-    fn hash(&self, ctx: &CallContext, call: &ToolCall) -> u64 {
-        self.hasher
-            .hash_one((ctx.task_id(), call.name.as_str(), call.id.as_str()))
+    fn lock(&self) -> std::sync::MutexGuard<'_, Claims> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
 
-    fn is(key: &Key, ctx: &CallContext, call: &ToolCall) -> bool {
-        key.0 == ctx.task_id() && key.1 == call.name && key.2 == call.id
+impl Default for InMemoryRepeatStore {
+    /// Keeps the outcomes of the latest 10,000 decided calls.
+    fn default() -> Self {
+        InMemoryRepeatStore::with_capacity(10_000)
     }
+}
 
-    /// The outcome of an earlier run of the same call in the same task, if any.
-    pub(crate) fn earlier(&self, ctx: &CallContext, call: &ToolCall) -> Option<Outcome> {
-        if self.capacity == 0 {
-            return None;
-        }
-        let hash = self.hash(ctx, call);
-        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        state
-            .outcomes
-            .get(&hash)?
-            .iter()
-            .find(|(key, _)| Self::is(key, ctx, call))
-            .map(|(_, outcome)| outcome.clone())
-    }
-
-    /// Keeps `outcome` if the tool ran (it completed, or failed while running).
-    pub(crate) fn remember(&self, ctx: &CallContext, call: &ToolCall, outcome: &Outcome) {
-        let ran = match outcome {
-            Outcome::Completed(_) => true,
-            Outcome::Rejected(rejection) => rejection.gate() == Gate::Execute,
-            _ => false,
-        };
-        if !ran || self.capacity == 0 {
-            return;
-        }
-        let hash = self.hash(ctx, call);
-        let key: Key = (ctx.task_id().to_owned(), call.name.clone(), call.id.clone());
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let Remembered { outcomes, order } = &mut *state;
-        let bucket = outcomes.entry(hash).or_default();
-        match bucket.iter_mut().find(|(known, _)| *known == key) {
-            Some((_, kept)) => *kept = outcome.clone(),
+impl RepeatStore for InMemoryRepeatStore {
+    fn claim<'a>(&'a self, key: &'a CallKey, fingerprint: &'a str) -> BoxFuture<'a, Claim> {
+        let mut claims = self.lock();
+        let claim = match claims.calls.get(key) {
+            Some((known, _)) if known != fingerprint => Claim::OtherArguments,
+            Some((_, state)) => Claim::Existing(state.clone()),
             None => {
-                bucket.push((key.clone(), outcome.clone()));
-                order.push_back((hash, key));
+                claims
+                    .calls
+                    .insert(key.clone(), (fingerprint.to_owned(), ClaimState::Running));
+                Claim::New
+            }
+        };
+        Box::pin(ready(claim))
+    }
+
+    fn update<'a>(&'a self, key: &'a CallKey, state: ClaimState) -> BoxFuture<'a, ()> {
+        let mut guard = self.lock();
+        let Claims { calls, settled } = &mut *guard;
+        let settles = matches!(state, ClaimState::Settled(_));
+        if let Some((_, held)) = calls.get_mut(key) {
+            *held = state;
+            if settles {
+                settled.push_back(key.clone());
             }
         }
-        while order.len() > self.capacity {
-            let Some((hash, oldest)) = order.pop_front() else {
+        while settled.len() > self.capacity {
+            let Some(oldest) = settled.pop_front() else {
                 break;
             };
-            if let Some(bucket) = outcomes.get_mut(&hash) {
-                bucket.retain(|(known, _)| *known != oldest);
-                if bucket.is_empty() {
-                    outcomes.remove(&hash);
-                }
-            }
+            calls.remove(&oldest);
         }
+        Box::pin(ready(()))
+    }
+
+    fn release<'a>(&'a self, key: &'a CallKey) -> BoxFuture<'a, ()> {
+        let mut claims = self.lock();
+        if matches!(claims.calls.get(key), Some((_, ClaimState::Running))) {
+            claims.calls.remove(key);
+        }
+        Box::pin(ready(()))
+    }
+}
+
+/// The answer to a call whose claim was already held, or `None` for a new call.
+pub(crate) fn answer(claim: Claim) -> Option<Outcome> {
+    match claim {
+        Claim::New => None,
+        Claim::Existing(ClaimState::Settled(outcome)) => Some(outcome),
+        Claim::Existing(ClaimState::Pending(ticket)) => Some(Outcome::Pending(ticket)),
+        Claim::Existing(ClaimState::Running) => Some(Outcome::Rejected(
+            Rejection::new(
+                RejectionCode::CallInProgress,
+                "a call with this id is running now",
+            )
+            .with_hint("wait, then send the same call again to read its outcome"),
+        )),
+        Claim::OtherArguments => Some(Outcome::Rejected(
+            Rejection::new(
+                RejectionCode::CallIdReused,
+                "this call id was used for a call with other arguments",
+            )
+            .with_hint("give every new call an id of its own")
+            .with_retryable(false),
+        )),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Rejection, RejectionCode};
     use serde_json::json;
 
+    fn key(actor: &str, id: &str) -> CallKey {
+        CallKey::new(&CallContext::new(actor).with_task_id("t"), "pay", id)
+    }
+
+    fn claim(store: &InMemoryRepeatStore, key: &CallKey, fingerprint: &str) -> Claim {
+        futures_executor(store.claim(key, fingerprint))
+    }
+
+    fn futures_executor<T>(future: BoxFuture<'_, T>) -> T {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(future)
+    }
+
     #[test]
-    fn remembers_calls_that_ran_within_capacity() {
-        let calls = RanCalls::new(2);
-        let ctx = CallContext::new("a").with_task_id("t");
-        let call = |id: &str| ToolCall::new(id, "pay", "{}");
-        calls.remember(&ctx, &call("1"), &Outcome::Completed(json!(1)));
-        calls.remember(
-            &ctx,
-            &call("2"),
-            &Outcome::Rejected(Rejection::new(RejectionCode::InvalidType, "x")),
-        );
+    fn claims_once_and_keeps_the_latest_outcomes() {
+        let store = InMemoryRepeatStore::with_capacity(1);
+        let first = key("alice", "1");
+        assert_eq!(claim(&store, &first, "a"), Claim::New);
         assert_eq!(
-            calls.earlier(&ctx, &call("1")),
-            Some(Outcome::Completed(json!(1)))
+            claim(&store, &first, "a"),
+            Claim::Existing(ClaimState::Running)
         );
+        assert_eq!(claim(&store, &first, "b"), Claim::OtherArguments);
+        assert_eq!(claim(&store, &key("bob", "1"), "a"), Claim::New);
+        let done = ClaimState::Settled(Outcome::Completed(json!(1)));
+        futures_executor(store.update(&first, done.clone()));
+        assert_eq!(claim(&store, &first, "a"), Claim::Existing(done));
+
+        let second = key("alice", "2");
+        assert_eq!(claim(&store, &second, "a"), Claim::New);
+        futures_executor(store.release(&second));
+        assert_eq!(claim(&store, &second, "a"), Claim::New, "released");
+        futures_executor(store.update(&second, ClaimState::Settled(Outcome::Completed(json!(2)))));
         assert_eq!(
-            calls.earlier(&ctx, &call("2")),
-            None,
-            "a call refused before it ran"
-        );
-        let other_task = CallContext::new("a").with_task_id("u");
-        assert_eq!(calls.earlier(&other_task, &call("1")), None);
-        calls.remember(&ctx, &call("3"), &Outcome::Completed(json!(3)));
-        calls.remember(&ctx, &call("4"), &Outcome::Completed(json!(4)));
-        assert_eq!(
-            calls.earlier(&ctx, &call("1")),
-            None,
+            claim(&store, &first, "a"),
+            Claim::New,
             "the oldest is forgotten"
-        );
-        assert_eq!(
-            calls.earlier(&ctx, &call("4")),
-            Some(Outcome::Completed(json!(4)))
         );
     }
 }

@@ -1,19 +1,27 @@
-//! The resolve gate: the tool exists, and the step's tool choice allows it.
+//! The resolve gate: the tool exists for this caller, and the step's tool choice allows it. A
+//! tool the caller may not use is refused exactly as one that does not exist, so that a model
+//! cannot learn which tools exist by probing.
 
 use crate::suggest;
 use crate::{CallContext, Rejection, RejectionCode, ToolChoice};
 
 /// Looks `name` up exactly in `tools` (sorted by name): no case folding, no Unicode
 /// normalization, so a look-alike or a name with an invisible character never reaches a real
-/// tool. The hint for an unknown name draws only on the tools `visible` keeps, so that it never
-/// reveals a tool the caller may not use.
+/// tool. A tool `known` refuses is missing to this caller: its refusal is that of a name no
+/// tool has. The hint for an unknown name draws only on the tools `visible` keeps, so that it
+/// never reveals a tool the caller may not use.
 pub(crate) fn resolve<'a, T>(
     tools: &'a [(String, T)],
     name: &str,
+    known: impl Fn(&T) -> bool,
     visible: impl Fn(&T) -> bool,
 ) -> Result<&'a T, Rejection> {
-    let found = tools.binary_search_by(|(candidate, _)| candidate.as_str().cmp(name));
-    found.map(|index| &tools[index].1).map_err(|_| {
+    let found = tools
+        .binary_search_by(|(candidate, _)| candidate.as_str().cmp(name))
+        .ok()
+        .map(|index| &tools[index].1)
+        .filter(|tool| known(tool));
+    found.ok_or_else(|| {
         let names = || {
             tools
                 .iter()
@@ -63,14 +71,14 @@ mod tests {
     #[test]
     fn exact_names_only() {
         let tools = [("delete_record".to_string(), 1)];
-        assert_eq!(resolve(&tools, "delete_record", |_| true), Ok(&1));
+        assert_eq!(resolve(&tools, "delete_record", |_| true, |_| true), Ok(&1));
         for name in [
             "Delete_Record",
             "delete_record ",
             "dеlete_record",
             "delete\u{200b}_record",
         ] {
-            let rejection = resolve(&tools, name, |_| true).unwrap_err();
+            let rejection = resolve(&tools, name, |_| true, |_| true).unwrap_err();
             assert_eq!(rejection.code(), RejectionCode::UnknownTool);
             assert_eq!(
                 rejection.hint(),
@@ -83,15 +91,28 @@ mod tests {
     #[test]
     fn strangers_get_the_list() {
         let tools = [("a".to_string(), 2), ("b".to_string(), 1)];
-        let rejection = resolve(&tools, "transfer_funds", |_| true).unwrap_err();
+        let rejection = resolve(&tools, "transfer_funds", |_| true, |_| true).unwrap_err();
         assert_eq!(rejection.hint(), Some("the available tools are a, b"));
-        let rejection = resolve(&tools, "transfer_funds", |tool| *tool == 2).unwrap_err();
+        let rejection = resolve(&tools, "transfer_funds", |_| true, |tool| *tool == 2).unwrap_err();
         assert_eq!(rejection.hint(), Some("the available tools are a"));
-        let rejection = resolve(&tools, "bb", |tool| *tool == 2).unwrap_err();
+        let rejection = resolve(&tools, "bb", |_| true, |tool| *tool == 2).unwrap_err();
         assert_eq!(
             rejection.hint(),
             Some("the available tools are a"),
             "no hint toward `b`"
+        );
+    }
+
+    #[test]
+    fn a_tool_the_caller_may_not_know_of_is_missing() {
+        let tools = [("a".to_string(), 2), ("b".to_string(), 1)];
+        let hidden = resolve(&tools, "b", |tool| *tool == 2, |tool| *tool == 2).unwrap_err();
+        let missing = resolve(&tools, "c", |tool| *tool == 2, |tool| *tool == 2).unwrap_err();
+        assert_eq!(hidden.code(), RejectionCode::UnknownTool);
+        assert_eq!(hidden.hint(), missing.hint());
+        assert_eq!(
+            hidden.message().replace("\"b\"", "\"c\""),
+            missing.message()
         );
     }
 

@@ -114,18 +114,18 @@ pub fn parse(request: &Value) -> Result<McpCall, WireError> {
 ///   official Python client raises when it is missing or does not match); the text tells the
 ///   model not to call again.
 pub fn reply(call: &McpCall, outcome: &Outcome) -> Value {
-    if let Outcome::Rejected(rejection) = outcome {
-        if rejection.code() == RejectionCode::UnknownTool {
-            return json!({
-                "jsonrpc": "2.0",
-                "id": call.request_id,
-                "error": {
-                    "code": INVALID_PARAMS,
-                    "message": rejection.message(),
-                    "data": model_message(rejection),
-                },
-            });
-        }
+    if let Outcome::Rejected(rejection) = outcome
+        && rejection.code() == RejectionCode::UnknownTool
+    {
+        return json!({
+            "jsonrpc": "2.0",
+            "id": call.request_id,
+            "error": {
+                "code": INVALID_PARAMS,
+                "message": rejection.message(),
+                "data": model_message(rejection),
+            },
+        });
     }
     let mut result = json!({
         "content": [{"type": "text", "text": outcome_text(outcome)}],

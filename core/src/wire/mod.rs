@@ -395,6 +395,9 @@ mod tests {
             description: "alice wants to transfer".into(),
             created_ms: 1,
             expires_ms: 2,
+            approvers: vec!["finance".into()],
+            self_approval: false,
+            contract_hash: "0".repeat(64),
         }
     }
 

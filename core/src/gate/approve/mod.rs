@@ -1,5 +1,7 @@
-//! The approve gate: whether a call needs a human, and the ticket that asks one.
+//! The approve gate: whether a call needs a human, the ticket that asks one, and who may
+//! decide it.
 
+pub(crate) mod reviewer;
 pub(crate) mod store;
 
 use std::time::Duration;
@@ -7,9 +9,10 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::audit::recorded_canonical;
+use crate::manifest::contract_hash;
 use crate::{Approval, CallContext, Risk, ToolCall, ToolContract};
 pub(crate) use store::now_ms;
-use store::{ApprovalStore, Approver, Ticket, expiry_ms};
+use store::{ApprovalStore, Approver, PendingLimits, Ticket, expiry_ms, random_ticket_id};
 
 /// The registry's approval settings.
 pub(crate) struct Approvals {
@@ -17,6 +20,11 @@ pub(crate) struct Approvals {
     pub(crate) approver: Option<Box<dyn Approver>>,
     pub(crate) lifetime: Duration,
     pub(crate) high_risk_by_default: bool,
+    /// The approver roles of tools whose contract names none.
+    pub(crate) approvers: Vec<String>,
+    /// Whether an actor may decide its own calls.
+    pub(crate) self_approval: bool,
+    pub(crate) limits: PendingLimits,
 }
 
 impl Approvals {
@@ -48,8 +56,12 @@ impl Approvals {
             .map(|reason| format!(", cannot be undone: {reason}"))
             .unwrap_or_default();
         let created_ms = now_ms();
+        let approvers = match contract.approvers() {
+            [] => self.approvers.clone(),
+            named => named.to_vec(),
+        };
         Ticket {
-            id: format!("ticket_{}", crate::context::fresh_id("t")),
+            id: random_ticket_id(),
             tool: contract.name().to_owned(),
             call_id: call.id.clone(),
             description: format!(
@@ -65,6 +77,9 @@ impl Approvals {
             irreversible: contract.irreversible().map(str::to_owned),
             created_ms,
             expires_ms: expiry_ms(created_ms, self.lifetime),
+            approvers,
+            self_approval: self.self_approval,
+            contract_hash: contract_hash(contract),
         }
     }
 }

@@ -5,7 +5,8 @@
 //! runs the call stored with the ticket, never another, and takes the ticket out of the
 //! [`ApprovalStore`] as it decides, so no ticket is decided twice. Edited arguments go through
 //! decode, validate, authorize and budget again: a reviewer cannot smuggle in what the gates
-//! refuse.
+//! refuse. Ticket ids are 128 random bits from the operating system: knowing one ticket tells
+//! nothing of another.
 
 use std::collections::HashMap;
 use std::future::ready;
@@ -15,8 +16,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::reviewer::Reviewer;
 use crate::tool::BoxFuture;
-use crate::{Arguments, CallContext, Risk};
+use crate::{Arguments, CallContext, Rejection, RejectionCode, Risk};
 
 /// A call waiting for a human: what it is, who asked, and until when it may be decided.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -28,7 +30,9 @@ pub struct Ticket {
     pub tool: String,
     /// The provider's call id.
     pub call_id: String,
-    /// The arguments, as the model sent them.
+    /// The canonical arguments (what the tool would receive), sensitive values redacted: the
+    /// model and the audit see these. A reviewer allowed to decide sees the real ones through
+    /// [`Registry::review`](crate::Registry::review).
     pub arguments: Value,
     /// Who asked.
     pub actor: String,
@@ -44,12 +48,27 @@ pub struct Ticket {
     pub created_ms: u64,
     /// After this time (milliseconds since the Unix epoch) the call can no longer be approved.
     pub expires_ms: u64,
+    /// The roles of which a reviewer must hold one to decide; empty: any reviewer.
+    pub approvers: Vec<String>,
+    /// Whether the actor who asked may decide its own call.
+    pub self_approval: bool,
+    /// The SHA-256 of the tool's contract when the ticket was opened: a call is not run under
+    /// a contract that changed since.
+    pub contract_hash: String,
 }
 
 impl Ticket {
     pub(crate) fn is_expired(&self, now_ms: u64) -> bool {
         now_ms >= self.expires_ms
     }
+}
+
+/// A fresh ticket id: 128 bits from the operating system's random source.
+pub(crate) fn random_ticket_id() -> String {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).expect("the operating system's random source is available");
+    let hex: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
+    format!("ticket_{hex}")
 }
 
 /// Milliseconds since the Unix epoch.
@@ -65,25 +84,26 @@ pub(crate) fn expiry_ms(created_ms: u64, lifetime: Duration) -> u64 {
     created_ms.saturating_add(u64::try_from(lifetime.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// A reviewer's decision on a ticket.
+/// A reviewer's decision on a ticket. The reviewer must be allowed to decide it
+/// ([`Reviewer::may_decide`]); a decision of one who is not leaves the ticket pending.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ApprovalDecision {
     /// Run the call as it is.
     Approve {
         /// Who approved.
-        reviewer: String,
+        reviewer: Reviewer,
     },
     /// Run the call with these arguments instead; they pass every gate again.
     Edit {
         /// Who edited.
-        reviewer: String,
+        reviewer: Reviewer,
         /// The new arguments.
         arguments: Value,
     },
     /// Do not run the call; the message goes back to the model.
     Reject {
         /// Who rejected.
-        reviewer: String,
+        reviewer: Reviewer,
         /// Why, for the model.
         message: String,
     },
@@ -91,7 +111,7 @@ pub enum ApprovalDecision {
 
 impl ApprovalDecision {
     /// The reviewer.
-    pub fn reviewer(&self) -> &str {
+    pub fn reviewer(&self) -> &Reviewer {
         match self {
             ApprovalDecision::Approve { reviewer }
             | ApprovalDecision::Edit { reviewer, .. }
@@ -109,15 +129,46 @@ pub struct PendingCall {
     pub ctx: CallContext,
     /// The arguments as the model sent them.
     pub arguments: Arguments,
+    /// The canonical arguments, sensitive values included, for a reviewer allowed to decide.
+    pub canonical: Value,
 }
 
-/// Keeps pending calls until they are decided. `take` must remove atomically: of two
-/// concurrent decisions on one ticket, only one may get the call.
+/// How many calls may wait for approval at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PendingLimits {
+    /// Calls of one task waiting at once.
+    pub per_task: usize,
+    /// Calls of one actor waiting at once, all tasks together.
+    pub per_actor: usize,
+}
+
+impl Default for PendingLimits {
+    /// 10 per task, 100 per actor.
+    fn default() -> Self {
+        PendingLimits {
+            per_task: 10,
+            per_actor: 100,
+        }
+    }
+}
+
+/// Keeps pending calls until they are decided. `insert` must check the limits and keep the
+/// call in one atomic step, and `take` must remove atomically: of two concurrent decisions on
+/// one ticket, only one may get the call.
 pub trait ApprovalStore: Send + Sync + 'static {
-    /// Keeps a pending call.
-    fn insert(&self, pending: PendingCall) -> BoxFuture<'_, ()>;
+    /// Keeps a pending call, unless its task or its actor already has as many waiting as
+    /// `limits` allow (`too_many_pending`). Expired tickets do not count.
+    fn insert(
+        &self,
+        pending: PendingCall,
+        limits: PendingLimits,
+    ) -> BoxFuture<'_, Result<(), Rejection>>;
+    /// The pending call of ticket `id`, left in place.
+    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<PendingCall>>;
     /// Removes and returns the pending call of ticket `id`, if it is still pending.
     fn take<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<PendingCall>>;
+    /// Removes and returns every call whose ticket expired at `now_ms`.
+    fn take_expired(&self, now_ms: u64) -> BoxFuture<'_, Vec<PendingCall>>;
     /// The tickets still pending, for a reviewer's queue.
     fn pending(&self) -> BoxFuture<'_, Vec<Ticket>>;
 }
@@ -128,19 +179,63 @@ pub struct InMemoryApprovalStore {
     calls: Arc<Mutex<HashMap<String, PendingCall>>>,
 }
 
+impl InMemoryApprovalStore {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, PendingCall>> {
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 impl ApprovalStore for InMemoryApprovalStore {
-    fn insert(&self, pending: PendingCall) -> BoxFuture<'_, ()> {
-        let mut calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
-        calls.insert(pending.ticket.id.clone(), pending);
-        Box::pin(ready(()))
+    fn insert(
+        &self,
+        pending: PendingCall,
+        limits: PendingLimits,
+    ) -> BoxFuture<'_, Result<(), Rejection>> {
+        let mut calls = self.lock();
+        let now = now_ms();
+        let waiting = calls.values().filter(|other| !other.ticket.is_expired(now));
+        let (mut of_task, mut of_actor) = (0, 0);
+        for other in waiting {
+            of_task += usize::from(other.ctx.task_id() == pending.ctx.task_id());
+            of_actor += usize::from(other.ticket.actor == pending.ticket.actor);
+        }
+        let full = if of_task >= limits.per_task {
+            Some(format!(
+                "this task has {of_task} calls waiting for approval"
+            ))
+        } else if of_actor >= limits.per_actor {
+            Some(format!("{of_actor} calls of this actor wait for approval"))
+        } else {
+            None
+        };
+        let result = match full {
+            Some(message) => Err(Rejection::new(RejectionCode::TooManyPending, message)
+                .with_hint("wait for a reviewer to decide the calls already waiting")
+                .with_retryable(false)),
+            None => {
+                calls.insert(pending.ticket.id.clone(), pending);
+                Ok(())
+            }
+        };
+        Box::pin(ready(result))
+    }
+
+    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<PendingCall>> {
+        Box::pin(ready(self.lock().get(id).cloned()))
     }
 
     fn take<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<PendingCall>> {
-        let taken = self
-            .calls
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(id);
+        Box::pin(ready(self.lock().remove(id)))
+    }
+
+    fn take_expired(&self, now_ms: u64) -> BoxFuture<'_, Vec<PendingCall>> {
+        let mut calls = self.lock();
+        let expired: Vec<String> = calls
+            .values()
+            .filter(|pending| pending.ticket.is_expired(now_ms))
+            .map(|pending| pending.ticket.id.clone())
+            .collect();
+        let taken = expired.iter().filter_map(|id| calls.remove(id)).collect();
         Box::pin(ready(taken))
     }
 
@@ -172,7 +267,7 @@ pub struct AutoApprove;
 impl Approver for AutoApprove {
     fn decide<'a>(&'a self, _ticket: &'a Ticket) -> BoxFuture<'a, ApprovalDecision> {
         Box::pin(ready(ApprovalDecision::Approve {
-            reviewer: "auto-approve".to_owned(),
+            reviewer: Reviewer::new("auto-approve"),
         }))
     }
 }
@@ -184,7 +279,7 @@ pub struct AutoReject;
 impl Approver for AutoReject {
     fn decide<'a>(&'a self, _ticket: &'a Ticket) -> BoxFuture<'a, ApprovalDecision> {
         Box::pin(ready(ApprovalDecision::Reject {
-            reviewer: "auto-reject".to_owned(),
+            reviewer: Reviewer::new("auto-reject"),
             message: "rejected automatically".to_owned(),
         }))
     }

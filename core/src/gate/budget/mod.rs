@@ -7,6 +7,21 @@ use super::decode::{Canonical, canonical_text};
 use crate::{BudgetLimits, BudgetStore, CallContext, Charge, Outcome, Rejection};
 use crate::{RejectionCode, ToolContract};
 
+fn charge<'a>(
+    ctx: &'a CallContext,
+    contract: &'a ToolContract,
+    canonical_arguments: Option<&'a str>,
+) -> Charge<'a> {
+    Charge {
+        task: ctx.task_id(),
+        actor: ctx.actor(),
+        tool: contract.name(),
+        cost: contract.cost(),
+        tool_max_calls_per_task: contract.max_calls_per_task(),
+        canonical_arguments,
+    }
+}
+
 /// The registry's limits and the store that counts against them.
 pub(crate) struct Budget {
     pub(crate) limits: BudgetLimits,
@@ -32,15 +47,15 @@ impl Budget {
             Some(_) => Some(canonical_text(canonical.get()?)),
             None => None,
         };
-        let charge = Charge {
-            task: ctx.task_id(),
-            actor: ctx.actor(),
-            tool: contract.name(),
-            cost: contract.cost(),
-            tool_max_calls_per_task: contract.max_calls_per_task(),
-            canonical_arguments: canonical.as_deref(),
-        };
+        let charge = charge(ctx, contract, canonical.as_deref());
         self.store.reserve(charge, &self.limits).await
+    }
+
+    /// Gives back the reservation of a call that will not run.
+    pub(crate) async fn release(&self, ctx: &CallContext, contract: &ToolContract) {
+        if self.applies_to(contract) {
+            self.store.release(charge(ctx, contract, None)).await;
+        }
     }
 
     /// Tells the store whether the tool failed, for the circuit breaker.

@@ -99,6 +99,17 @@ pub trait BudgetStore: Send + Sync + 'static {
         failed: bool,
         limits: &'a BudgetLimits,
     ) -> BoxFuture<'a, ()>;
+
+    /// Gives back what `charge` reserved (its call and its cost), for a call that will not
+    /// run: a reviewer rejected it, its ticket expired, or it could not be audited first. The
+    /// rate limit's window keeps it: a rate counts attempts.
+    fn release<'a>(&'a self, charge: Charge<'a>) -> BoxFuture<'a, ()>;
+
+    /// Counts one refusal of a call of `task`, and returns how many it has collected.
+    fn count_refusal<'a>(&'a self, task: &'a str) -> BoxFuture<'a, u64>;
+
+    /// How many refusals `task` has collected.
+    fn refusals<'a>(&'a self, task: &'a str) -> BoxFuture<'a, u64>;
 }
 
 /// A [`BudgetStore`] in memory, for one process. Tasks are counted until
@@ -123,6 +134,7 @@ struct TaskUsage {
     per_tool: HashMap<String, u64>,
     /// The last call's tool and canonical arguments, and how many times in a row it was made.
     last: Option<(String, String, u32)>,
+    refusals: u64,
 }
 
 #[derive(Default)]
@@ -166,17 +178,17 @@ impl InMemoryBudgetStore {
             circuits,
         } = &mut *state;
 
-        if let Some(circuit) = circuits.get(charge.tool) {
-            if circuit.open_until.is_some_and(|until| now < until) {
-                return Err(Rejection::new(
-                    RejectionCode::CircuitOpen,
-                    format!(
-                        "`{}` failed too often and is paused for a while",
-                        charge.tool
-                    ),
-                )
-                .with_hint("try again later, or do without this tool"));
-            }
+        if let Some(circuit) = circuits.get(charge.tool)
+            && circuit.open_until.is_some_and(|until| now < until)
+        {
+            return Err(Rejection::new(
+                RejectionCode::CircuitOpen,
+                format!(
+                    "`{}` failed too often and is paused for a while",
+                    charge.tool
+                ),
+            )
+            .with_hint("try again later, or do without this tool"));
         }
 
         let window = actors.entry(charge.actor.to_owned()).or_default();
@@ -220,14 +232,14 @@ impl InMemoryBudgetStore {
             )));
         }
         let cost = task.cost.saturating_add(charge.cost);
-        if let Some(max) = limits.max_cost_per_task {
-            if cost > max {
-                return Err(Rejection::new(
-                    RejectionCode::BudgetCostExceeded,
-                    format!("this call would spend {cost} of the task's budget of {max}"),
-                )
-                .with_retryable(false));
-            }
+        if let Some(max) = limits.max_cost_per_task
+            && cost > max
+        {
+            return Err(Rejection::new(
+                RejectionCode::BudgetCostExceeded,
+                format!("this call would spend {cost} of the task's budget of {max}"),
+            )
+            .with_retryable(false));
         }
         let repeats = match (&task.last, charge.canonical_arguments) {
             (Some((tool, arguments, times)), Some(canonical))
@@ -304,6 +316,33 @@ impl BudgetStore for InMemoryBudgetStore {
     ) -> BoxFuture<'a, ()> {
         self.record_end(tool, failed, limits);
         Box::pin(ready(()))
+    }
+
+    fn release<'a>(&'a self, charge: Charge<'a>) -> BoxFuture<'a, ()> {
+        if let Some(task) = self.lock().tasks.get_mut(charge.task) {
+            task.calls = task.calls.saturating_sub(1);
+            task.cost = task.cost.saturating_sub(charge.cost);
+            if let Some(calls) = task.per_tool.get_mut(charge.tool) {
+                *calls = calls.saturating_sub(1);
+            }
+        }
+        Box::pin(ready(()))
+    }
+
+    fn count_refusal<'a>(&'a self, task: &'a str) -> BoxFuture<'a, u64> {
+        let mut state = self.lock();
+        let usage = state.tasks.entry(task.to_owned()).or_default();
+        usage.refusals = usage.refusals.saturating_add(1);
+        Box::pin(ready(usage.refusals))
+    }
+
+    fn refusals<'a>(&'a self, task: &'a str) -> BoxFuture<'a, u64> {
+        let refusals = self
+            .lock()
+            .tasks
+            .get(task)
+            .map_or(0, |usage| usage.refusals);
+        Box::pin(ready(refusals))
     }
 }
 

@@ -241,10 +241,10 @@ fn violation(error: &ValidationError, schema: Option<&Value>, path: &[Segment]) 
         "regex" => "pattern",
         other => other,
     };
-    if rule == "pattern" {
-        if let Some(pattern) = schema.and_then(|schema| schema.get("pattern")) {
-            params.insert("pattern".into(), pattern.clone());
-        }
+    if rule == "pattern"
+        && let Some(pattern) = schema.and_then(|schema| schema.get("pattern"))
+    {
+        params.insert("pattern".into(), pattern.clone());
     }
     let message = match &error.message {
         Some(message) => message.to_string(),

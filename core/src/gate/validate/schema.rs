@@ -377,15 +377,15 @@ impl SchemaCheck {
             out.push(shape(RejectionCode::InvalidType, path, &message));
             return;
         }
-        if let Some(allowed) = &node.allowed {
-            if !allowed.holds(value) {
-                out.push(shape(
-                    RejectionCode::InvalidValue,
-                    path,
-                    "the value is not one of the allowed values",
-                ));
-                return;
-            }
+        if let Some(allowed) = &node.allowed
+            && !allowed.holds(value)
+        {
+            out.push(shape(
+                RejectionCode::InvalidValue,
+                path,
+                "the value is not one of the allowed values",
+            ));
+            return;
         }
         if let Some(reference) = node.reference {
             self.node(reference, value, path, out);
@@ -406,14 +406,14 @@ impl SchemaCheck {
         if !node.one_of.is_empty() {
             self.one_of(&node.one_of, value, path, out);
         }
-        if let Some(not) = node.not {
-            if self.passes(not, value, path, out) {
-                let described = match &self.nodes[not].pattern {
-                    Some((_, pattern)) => format!("must not match the pattern {pattern}"),
-                    None => "must not have this form".to_owned(),
-                };
-                out.push(constraint(path, "not", described, Map::new()));
-            }
+        if let Some(not) = node.not
+            && self.passes(not, value, path, out)
+        {
+            let described = match &self.nodes[not].pattern {
+                Some((_, pattern)) => format!("must not match the pattern {pattern}"),
+                None => "must not have this form".to_owned(),
+            };
+            out.push(constraint(path, "not", described, Map::new()));
         }
     }
 
@@ -573,17 +573,15 @@ impl SchemaCheck {
                     self.node(*schema, member, path, out);
                 }
             }
-            if !matched {
-                if let Some(additional) = node.additional {
-                    if self.nodes[additional].nothing {
-                        out.push(shape(
-                            RejectionCode::UnknownArgument,
-                            path,
-                            &format!("`{key}` is not an accepted name"),
-                        ));
-                    } else {
-                        self.node(additional, member, path, out);
-                    }
+            if !matched && let Some(additional) = node.additional {
+                if self.nodes[additional].nothing {
+                    out.push(shape(
+                        RejectionCode::UnknownArgument,
+                        path,
+                        &format!("`{key}` is not an accepted name"),
+                    ));
+                } else {
+                    self.node(additional, member, path, out);
                 }
             }
             path.pop();
@@ -628,17 +626,17 @@ impl Compiled {
             let message = super::describe("range", &params, false);
             out.push(constraint(path, "range", message, params));
         }
-        if let Some(divisor) = &self.multiple_of {
-            if !is_multiple(number, divisor) {
-                let mut params = Map::new();
-                params.insert("multiple_of".to_owned(), Value::Number(divisor.clone()));
-                out.push(constraint(
-                    path,
-                    "multiple_of",
-                    format!("must be a multiple of {divisor}"),
-                    params,
-                ));
-            }
+        if let Some(divisor) = &self.multiple_of
+            && !is_multiple(number, divisor)
+        {
+            let mut params = Map::new();
+            params.insert("multiple_of".to_owned(), Value::Number(divisor.clone()));
+            out.push(constraint(
+                path,
+                "multiple_of",
+                format!("must be a multiple of {divisor}"),
+                params,
+            ));
         }
     }
 
@@ -663,13 +661,13 @@ impl Compiled {
                 out.push(constraint(path, "length", message, params));
             }
         }
-        if let Some((regex, pattern)) = &self.pattern {
-            if !regex.is_match(text) {
-                let mut params = Map::new();
-                params.insert("pattern".to_owned(), Value::String(pattern.clone()));
-                let message = format!("must match the pattern {}", Value::String(pattern.clone()));
-                out.push(constraint(path, "pattern", message, params));
-            }
+        if let Some((regex, pattern)) = &self.pattern
+            && !regex.is_match(text)
+        {
+            let mut params = Map::new();
+            params.insert("pattern".to_owned(), Value::String(pattern.clone()));
+            let message = format!("must match the pattern {}", Value::String(pattern.clone()));
+            out.push(constraint(path, "pattern", message, params));
         }
         match self.format {
             Some(Format::Email) if !text.validate_email() => {

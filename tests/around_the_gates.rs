@@ -1,0 +1,837 @@
+//! Nothing around the gates: repeats, approvals and the audit log cannot be replayed, forged or
+//! cut. One test per road an attacker found around the gates, each asserting the exact outcome.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use portcullis::audit::{
+    AuditKey, AuditRecord, AuditSink, ChainBreak, Checkpoint, JsonLinesAuditSink, MemoryAuditSink,
+    Unchained, read_json_lines, verify, verify_to,
+};
+use portcullis::prelude::*;
+use portcullis::{
+    ApprovalDecision, BudgetLimits, InMemoryApprovalStore, PendingLimits, Reviewer, Transaction,
+};
+use serde_json::{Value, json};
+
+fn call(id: &str, tool: &str, arguments: Value) -> ToolCall {
+    ToolCall::new(id, tool, arguments)
+}
+
+fn key() -> AuditKey {
+    AuditKey::new(b"the operator's secret, 32 bytes+".to_vec()).unwrap()
+}
+
+fn approve(reviewer: Reviewer) -> ApprovalDecision {
+    ApprovalDecision::Approve { reviewer }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Repeats
+
+static PAYROLL_RUNS: AtomicUsize = AtomicUsize::new(0);
+
+/// The payroll report of the month.
+#[tool(role = "admin")]
+fn payroll_report(month: String) -> Result<String, ToolError> {
+    let run = PAYROLL_RUNS.fetch_add(1, Ordering::SeqCst) + 1;
+    Ok(format!("payroll of {month}, run {run}"))
+}
+
+/// A viewer who reuses an admin's call id in the admin's task gets nothing of the admin's:
+/// the tool is unknown to it. Another admin reusing the id makes a call of its own.
+#[tokio::test]
+async fn a_call_id_does_not_cross_callers() {
+    let registry = Registry::builder().tool(PayrollReport).build().unwrap();
+    let report = || call("1", "payroll_report", json!({"month": "2026-10"}));
+    let alice = CallContext::new("alice")
+        .with_roles(["admin"])
+        .with_task_id("task");
+    let first = registry.dispatch(&alice, &report()).await;
+    let secret = first.output().unwrap().clone();
+
+    let viewer = CallContext::new("vic")
+        .with_roles(["viewer"])
+        .with_task_id("task");
+    let replayed = registry.dispatch(&viewer, &report()).await;
+    assert_eq!(replayed.code(), Some(RejectionCode::UnknownTool));
+    assert!(
+        !replayed
+            .rejection()
+            .unwrap()
+            .to_string()
+            .contains("payroll of")
+    );
+
+    let bob = CallContext::new("bob")
+        .with_roles(["admin"])
+        .with_task_id("task");
+    let own = registry.dispatch(&bob, &report()).await;
+    assert!(own.is_completed());
+    assert_ne!(own.output(), Some(&secret), "bob's call ran for bob");
+    assert_eq!(
+        registry.dispatch(&alice, &report()).await.output(),
+        Some(&secret)
+    );
+}
+
+/// The same id with other arguments is refused, not answered with the first call's outcome.
+#[tokio::test]
+async fn a_call_id_reused_for_other_arguments_is_refused() {
+    let registry = Registry::builder().tool(PayrollReport).build().unwrap();
+    let alice = CallContext::new("alice").with_roles(["admin"]);
+    let october = call("7", "payroll_report", json!({"month": "2026-10"}));
+    assert!(registry.dispatch(&alice, &october).await.is_completed());
+    let november = call("7", "payroll_report", json!({"month": "2026-11"}));
+    let outcome = registry.dispatch(&alice, &november).await;
+    assert_eq!(outcome.code(), Some(RejectionCode::CallIdReused));
+    // The same arguments in another spelling are the same call.
+    let spelled = ToolCall::new("7", "payroll_report", r#"{ "month" : "2026-10" }"#);
+    assert!(registry.dispatch(&alice, &spelled).await.is_completed());
+}
+
+static CHARGED: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+static REFUNDED: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+
+/// Charge a card.
+#[tool(risk = "high", rollback = refund_charge)]
+fn charge(amount_cents: u64) -> Result<u64, ToolError> {
+    CHARGED.lock().unwrap().push(amount_cents);
+    Ok(amount_cents)
+}
+
+async fn refund_charge(_: &CallContext, args: &ChargeArgs, _: &u64) -> Result<(), ToolError> {
+    REFUNDED.lock().unwrap().push(args.amount_cents);
+    Ok(())
+}
+
+/// A second transaction of the task that sends a call id the first completed gets its
+/// outcome, and does not make it a step of its own: aborting both refunds once.
+#[tokio::test]
+async fn a_second_transaction_does_not_adopt_a_step() {
+    let registry = Registry::builder().tool(Charge).build().unwrap();
+    let ctx = CallContext::new("agent").with_task_id("checkout");
+    let pay = call("c1", "charge", json!({"amount_cents": 4_200}));
+    let mut first: Transaction = registry.transaction(&ctx);
+    assert!(first.dispatch(&pay).await.is_completed());
+    let mut second = registry.transaction(&ctx);
+    assert_eq!(second.dispatch(&pay).await.output(), Some(&json!(4_200)));
+    assert!(
+        second.abort().await.is_empty(),
+        "nothing of its own to undo"
+    );
+    assert_eq!(first.abort().await.len(), 1);
+    assert_eq!(CHARGED.lock().unwrap().as_slice(), [4_200]);
+    assert_eq!(REFUNDED.lock().unwrap().as_slice(), [4_200]);
+}
+
+static SLOW_RUNS: AtomicUsize = AtomicUsize::new(0);
+
+/// Send a wire transfer, slowly.
+#[tool(risk = "medium")]
+async fn wire_transfer(amount_cents: u64) -> Result<u64, ToolError> {
+    SLOW_RUNS.fetch_add(1, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    Ok(amount_cents)
+}
+
+/// 16 concurrent dispatches of one call id: the tool runs once; the others are told the call
+/// is in progress, and a later repeat reads its outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_duplicates_run_once() {
+    let sink = MemoryAuditSink::default();
+    let registry = Registry::builder()
+        .tool(WireTransfer)
+        .audit(sink.clone())
+        .build()
+        .unwrap();
+    let ctx = CallContext::new("agent");
+    let send = call("w1", "wire_transfer", json!({"amount_cents": 100}));
+    let dispatches: Vec<_> = (0..16)
+        .map(|_| {
+            let (registry, ctx, send) = (registry.clone(), ctx.clone(), send.clone());
+            tokio::spawn(async move { registry.dispatch(&ctx, &send).await })
+        })
+        .collect();
+    let mut completed = 0;
+    for dispatch in dispatches {
+        match dispatch.await.unwrap() {
+            Outcome::Completed(output) => {
+                assert_eq!(output, json!(100));
+                completed += 1;
+            }
+            other => assert_eq!(other.code(), Some(RejectionCode::CallInProgress)),
+        }
+    }
+    assert_eq!(SLOW_RUNS.load(Ordering::SeqCst), 1);
+    assert!(completed >= 1);
+    assert_eq!(
+        registry.dispatch(&ctx, &send).await.output(),
+        Some(&json!(100))
+    );
+    assert_eq!(SLOW_RUNS.load(Ordering::SeqCst), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Approvals
+
+static PAYOUTS: AtomicUsize = AtomicUsize::new(0);
+
+/// Pay a supplier.
+#[tool(
+    risk = "critical",
+    irreversible = "payouts settle at once",
+    approver = "finance",
+    max_calls_per_task = 1
+)]
+fn pay_supplier(
+    supplier: String,
+    amount_cents: u64,
+    #[sensitive] pin: String,
+) -> Result<String, ToolError> {
+    let _ = pin;
+    PAYOUTS.fetch_add(1, Ordering::SeqCst);
+    Ok(format!("paid {amount_cents} to {supplier}"))
+}
+
+fn payout(id: &str, amount: u64) -> ToolCall {
+    call(
+        id,
+        "pay_supplier",
+        json!({"supplier": "acme", "amount_cents": amount, "pin": "9876"}),
+    )
+}
+
+fn finance() -> Reviewer {
+    Reviewer::new("rita").with_roles(["finance"])
+}
+
+/// Resending a pending call returns its ticket: one ticket, one run.
+#[tokio::test]
+async fn a_resent_pending_call_has_one_ticket_and_runs_once() {
+    let before = PAYOUTS.load(Ordering::SeqCst);
+    let registry = Registry::builder().tool(PaySupplier).build().unwrap();
+    let ctx = CallContext::new("agent");
+    let first = registry.dispatch(&ctx, &payout("p1", 500)).await;
+    let again = registry.dispatch(&ctx, &payout("p1", 500)).await;
+    let ticket = first.ticket().unwrap().clone();
+    assert_eq!(again.ticket().map(|t| &t.id), Some(&ticket.id));
+    assert_eq!(registry.pending_tickets().await.len(), 1);
+    assert!(
+        registry
+            .resume(&ticket.id, approve(finance()))
+            .await
+            .is_completed()
+    );
+    let second = registry.resume(&ticket.id, approve(finance())).await;
+    assert_eq!(second.code(), Some(RejectionCode::TicketNotPending));
+    let resent = registry.dispatch(&ctx, &payout("p1", 500)).await;
+    assert_eq!(resent.output(), Some(&json!("paid 500 to acme")));
+    assert_eq!(PAYOUTS.load(Ordering::SeqCst) - before, 1);
+}
+
+/// 10,000 pending calls against `max_calls_per_task = 1`: one waits, the others are refused by
+/// the budget when they would begin to wait. A rejected ticket gives its reservation back.
+#[tokio::test]
+async fn pending_calls_are_counted_by_the_budget() {
+    let registry = Registry::builder()
+        .tool(PaySupplier)
+        .refusal_limit(None)
+        .build()
+        .unwrap();
+    let ctx = CallContext::new("agent");
+    let mut codes = std::collections::BTreeMap::new();
+    for index in 0..10_000 {
+        let outcome = registry
+            .dispatch(&ctx, &payout(&format!("p{index}"), 1))
+            .await;
+        let code = outcome.code().map_or("pending", |code| code.as_str());
+        *codes.entry(code).or_insert(0) += 1;
+    }
+    assert_eq!(
+        codes,
+        [("budget_calls_exceeded", 9_999), ("pending", 1)].into()
+    );
+    let tickets = registry.pending_tickets().await;
+    assert_eq!(tickets.len(), 1);
+    let reject = ApprovalDecision::Reject {
+        reviewer: finance(),
+        message: "not this supplier".into(),
+    };
+    assert_eq!(
+        registry.resume(&tickets[0].id, reject).await.code(),
+        Some(RejectionCode::ApprovalRejected)
+    );
+    let next = registry.dispatch(&ctx, &payout("p_next", 1)).await;
+    assert!(next.ticket().is_some(), "the reservation was given back");
+}
+
+/// Send a newsletter.
+#[tool(risk = "medium", approval = "required")]
+fn send_newsletter(subject: String) -> Result<String, ToolError> {
+    Ok(subject)
+}
+
+/// Without a budget, the pending calls of a task and of an actor are capped.
+#[tokio::test]
+async fn pending_calls_are_capped() {
+    let registry = Registry::builder()
+        .tool(SendNewsletter)
+        .pending_limits(PendingLimits {
+            per_task: 3,
+            per_actor: 4,
+        })
+        .build()
+        .unwrap();
+    let send = |id: usize| {
+        call(
+            &format!("n{id}"),
+            "send_newsletter",
+            json!({"subject": "hi"}),
+        )
+    };
+    let ctx = CallContext::new("agent").with_task_id("a");
+    for id in 0..3 {
+        assert!(registry.dispatch(&ctx, &send(id)).await.ticket().is_some());
+    }
+    let over = registry.dispatch(&ctx, &send(3)).await;
+    assert_eq!(over.code(), Some(RejectionCode::TooManyPending));
+    let other_task = CallContext::new("agent").with_task_id("b");
+    assert!(
+        registry
+            .dispatch(&other_task, &send(4))
+            .await
+            .ticket()
+            .is_some()
+    );
+    let over = registry.dispatch(&other_task, &send(5)).await;
+    assert_eq!(over.code(), Some(RejectionCode::TooManyPending));
+}
+
+/// Ticket ids are 128 random bits: a guess finds nothing.
+#[tokio::test]
+async fn a_guessed_ticket_id_finds_nothing() {
+    let registry = Registry::builder().tool(SendNewsletter).build().unwrap();
+    let ctx = CallContext::new("agent");
+    let a = registry
+        .dispatch(&ctx, &call("1", "send_newsletter", json!({"subject": "a"})))
+        .await;
+    let b = registry
+        .dispatch(&ctx, &call("2", "send_newsletter", json!({"subject": "b"})))
+        .await;
+    let (a, b) = (&a.ticket().unwrap().id, &b.ticket().unwrap().id);
+    let hex = |id: &str| id.strip_prefix("ticket_").map(str::len);
+    assert_eq!((hex(a), hex(b)), (Some(32), Some(32)));
+    assert_ne!(a[7..15], b[7..15], "no shared prefix to guess from");
+    for guess in [
+        "ticket_1",
+        "ticket_00000000000000000000000000000000",
+        &a.replace('a', "b"),
+    ] {
+        if guess == a {
+            continue;
+        }
+        let outcome = registry.resume(guess, approve(Reviewer::new("rita"))).await;
+        assert_eq!(
+            outcome.code(),
+            Some(RejectionCode::TicketNotPending),
+            "{guess}"
+        );
+    }
+}
+
+/// The actor cannot approve its own call; the ticket stays for a reviewer who may.
+#[tokio::test]
+async fn an_actor_cannot_approve_its_own_call() {
+    let registry = Registry::builder().tool(SendNewsletter).build().unwrap();
+    let ctx = CallContext::new("mallory");
+    let pending = registry
+        .dispatch(&ctx, &call("1", "send_newsletter", json!({"subject": "x"})))
+        .await;
+    let ticket = pending.ticket().unwrap().id.clone();
+    let own = registry
+        .resume(&ticket, approve(Reviewer::new("mallory")))
+        .await;
+    assert_eq!(own.code(), Some(RejectionCode::SelfApproval));
+    assert_eq!(registry.pending_tickets().await.len(), 1);
+    assert!(
+        registry
+            .resume(&ticket, approve(Reviewer::new("rita")))
+            .await
+            .is_completed()
+    );
+
+    let allowing = Registry::builder()
+        .tool(SendNewsletter)
+        .allow_self_approval(true)
+        .build()
+        .unwrap();
+    let pending = allowing
+        .dispatch(&ctx, &call("1", "send_newsletter", json!({"subject": "x"})))
+        .await;
+    let ticket = &pending.ticket().unwrap().id;
+    assert!(
+        allowing
+            .resume(ticket, approve(Reviewer::new("mallory")))
+            .await
+            .is_completed()
+    );
+}
+
+/// A reviewer without the approver role may neither decide nor read the ticket; one with it
+/// sees the real arguments, which the model and the audit never see.
+#[tokio::test]
+async fn only_an_authorized_reviewer_decides_and_sees_the_arguments() {
+    let sink = MemoryAuditSink::default();
+    let registry = Registry::builder()
+        .tool(PaySupplier)
+        .audit(sink.clone())
+        .build()
+        .unwrap();
+    let ctx = CallContext::new("agent").with_tenant("acme_corp");
+    let pending = registry.dispatch(&ctx, &payout("p1", 700)).await;
+    let ticket = pending.ticket().unwrap().clone();
+    assert_eq!(ticket.arguments["pin"], "[redacted]");
+    assert_eq!(ticket.approvers, ["finance"]);
+
+    let intern = Reviewer::new("ivan").with_roles(["support"]);
+    let refused = registry.resume(&ticket.id, approve(intern.clone())).await;
+    assert_eq!(refused.code(), Some(RejectionCode::ReviewerNotAllowed));
+    let reject = ApprovalDecision::Reject {
+        reviewer: intern.clone(),
+        message: "no".into(),
+    };
+    assert_eq!(
+        registry.resume(&ticket.id, reject).await.code(),
+        Some(RejectionCode::ReviewerNotAllowed),
+        "nor can it destroy the ticket"
+    );
+    let error = registry.review(&ticket.id, &intern).await.unwrap_err();
+    assert_eq!(error.code(), RejectionCode::ReviewerNotAllowed);
+    let other_tenant = finance().with_tenant("globex");
+    let error = registry
+        .review(&ticket.id, &other_tenant)
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), RejectionCode::ReviewerNotAllowed);
+
+    let (shown, arguments) = registry.review(&ticket.id, &finance()).await.unwrap();
+    assert_eq!(shown.id, ticket.id);
+    assert_eq!(arguments["pin"], "9876");
+    assert!(
+        registry
+            .resume(&ticket.id, approve(finance()))
+            .await
+            .is_completed()
+    );
+    let records = serde_json::to_string(&sink.records()).unwrap();
+    assert!(!records.contains("9876"), "{records}");
+    assert!(records.contains("refused to ivan"));
+    assert!(records.contains("approved by rita"));
+}
+
+mod changed {
+    use super::*;
+
+    /// Pay a supplier: the same tool, now costing more.
+    #[tool(
+        risk = "critical",
+        irreversible = "payouts settle at once",
+        approver = "finance",
+        max_calls_per_task = 1,
+        cost = 5
+    )]
+    pub fn pay_supplier(
+        supplier: String,
+        amount_cents: u64,
+        #[sensitive] pin: String,
+    ) -> Result<String, ToolError> {
+        let _ = pin;
+        Ok(format!("paid {amount_cents} to {supplier}"))
+    }
+}
+
+/// A ticket opened under one contract does not run under another, and expired tickets are
+/// swept and audited.
+#[tokio::test]
+async fn tickets_bind_their_contract_and_expire() {
+    let store = InMemoryApprovalStore::default();
+    let before = Registry::builder()
+        .tool(PaySupplier)
+        .approval_store(store.clone())
+        .build()
+        .unwrap();
+    let ctx = CallContext::new("agent");
+    let pending = before.dispatch(&ctx, &payout("p1", 1)).await;
+    let ticket = pending.ticket().unwrap().id.clone();
+    let after = Registry::builder()
+        .tool(changed::PaySupplier)
+        .approval_store(store)
+        .build()
+        .unwrap();
+    let outcome = after.resume(&ticket, approve(finance())).await;
+    assert_eq!(outcome.code(), Some(RejectionCode::ContractChanged));
+
+    let sink = MemoryAuditSink::default();
+    let hasty = Registry::builder()
+        .tool(SendNewsletter)
+        .approval_lifetime(Duration::ZERO)
+        .audit(sink.clone())
+        .build()
+        .unwrap();
+    let newsletter = call("n1", "send_newsletter", json!({"subject": "late"}));
+    assert!(hasty.dispatch(&ctx, &newsletter).await.ticket().is_some());
+    let expired = hasty.expire_tickets().await;
+    assert_eq!(expired.len(), 1);
+    assert!(hasty.pending_tickets().await.is_empty());
+    let record = sink.records().pop().unwrap();
+    assert_eq!(record.code.as_deref(), Some("approval_expired"));
+    assert_eq!(record.resolution.as_deref(), Some("expired"));
+    let resent = hasty.dispatch(&ctx, &newsletter).await;
+    assert_eq!(resent.code(), Some(RejectionCode::ApprovalExpired));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The audit log
+
+static ERASED: AtomicUsize = AtomicUsize::new(0);
+
+/// Erase a customer's data.
+#[tool(risk = "medium")]
+fn erase_customer(customer_id: u64) -> Result<u64, ToolError> {
+    ERASED.fetch_add(1, Ordering::SeqCst);
+    Ok(customer_id)
+}
+
+/// Look a customer up.
+#[tool(read_only)]
+fn find_customer(customer_id: u64) -> Result<u64, ToolError> {
+    Ok(customer_id)
+}
+
+static PURGED: AtomicUsize = AtomicUsize::new(0);
+
+/// Purge old backups.
+#[tool(risk = "medium")]
+fn purge_backups(older_than_days: u32) -> Result<u32, ToolError> {
+    PURGED.fetch_add(1, Ordering::SeqCst);
+    Ok(older_than_days)
+}
+
+/// A sink whose disk is full.
+struct FullDisk;
+
+impl AuditSink for FullDisk {
+    fn append(&self, _: Unchained<'_>) -> std::io::Result<()> {
+        Err(std::io::Error::other("no space left on device"))
+    }
+}
+
+/// With a failing sink, a call that must be audited first does not run; a read-only call
+/// still does.
+#[tokio::test]
+async fn no_record_no_effect() {
+    let registry = Registry::builder()
+        .tool(PurgeBackups)
+        .tool(FindCustomer)
+        .audit(FullDisk)
+        .build()
+        .unwrap();
+    let ctx = CallContext::new("agent");
+    let purge = call("p1", "purge_backups", json!({"older_than_days": 30}));
+    let outcome = registry.dispatch(&ctx, &purge).await;
+    assert_eq!(outcome.code(), Some(RejectionCode::AuditUnavailable));
+    assert_eq!(PURGED.load(Ordering::SeqCst), 0);
+    // Nothing ran, so the call id is free: once the disk has room, the same call runs.
+    assert_eq!(
+        registry.dispatch(&ctx, &purge).await.code(),
+        Some(RejectionCode::AuditUnavailable)
+    );
+    let find = call("f1", "find_customer", json!({"customer_id": 7}));
+    assert!(registry.dispatch(&ctx, &find).await.is_completed());
+}
+
+fn temp_log(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("portcullis-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join("audit.jsonl")
+}
+
+fn audited(path: &std::path::Path) -> Registry {
+    Registry::builder()
+        .tool(EraseCustomer)
+        .tool(FindCustomer)
+        .audit(JsonLinesAuditSink::open(path, true).unwrap())
+        .audit_key(key())
+        .build()
+        .unwrap()
+}
+
+/// Two registries append to one log in turn, each continuing the other's chain; the whole
+/// log verifies under the key, the write-ahead records included.
+#[tokio::test]
+async fn a_log_appended_by_two_registries_verifies() {
+    let path = temp_log("two-writers");
+    let (first, second) = (audited(&path), audited(&path));
+    let ctx = CallContext::new("agent");
+    for index in 0..6u64 {
+        let registry = if index % 2 == 0 { &first } else { &second };
+        let find = call(
+            &format!("f{index}"),
+            "find_customer",
+            json!({"customer_id": index}),
+        );
+        assert!(registry.dispatch(&ctx, &find).await.is_completed());
+    }
+    let erase = call("e", "erase_customer", json!({"customer_id": 1}));
+    assert!(first.dispatch(&ctx, &erase).await.is_completed());
+    drop((first, second));
+    let reopened = audited(&path);
+    let find = call("last", "find_customer", json!({"customer_id": 9}));
+    assert!(reopened.dispatch(&ctx, &find).await.is_completed());
+
+    let records = read_json_lines(&path).unwrap();
+    let decisions: Vec<&str> = records.iter().map(|r| r.decision.as_str()).collect();
+    assert_eq!(decisions.len(), 9);
+    assert_eq!(&decisions[6..8], ["about_to_run", "completed"]);
+    let checkpoint = verify(&records, Some(&key())).unwrap();
+    assert_eq!(checkpoint, Checkpoint::after(&records[8]));
+}
+
+/// A cut tail verifies alone, and fails against a checkpoint kept elsewhere; a chain rewritten
+/// without the key fails under it.
+#[tokio::test]
+async fn a_cut_or_rewritten_log_fails_verification() {
+    let path = temp_log("cut");
+    let registry = audited(&path);
+    let ctx = CallContext::new("agent");
+    for index in 0..4u64 {
+        let find = call(
+            &format!("f{index}"),
+            "find_customer",
+            json!({"customer_id": index}),
+        );
+        registry.dispatch(&ctx, &find).await;
+    }
+    let records = read_json_lines(&path).unwrap();
+    let checkpoint = verify(&records, Some(&key())).unwrap();
+
+    let cut = &records[..2];
+    assert!(verify(cut, Some(&key())).is_ok());
+    assert_eq!(
+        verify_to(cut, Some(&key()), &checkpoint),
+        Err(ChainBreak::CutShort {
+            expected_length: 4,
+            found_length: 2
+        })
+    );
+
+    // The forger edits a record and re-links every record after it, as one can without the
+    // key: the plain-hash chain it builds holds together, the keyed one does not.
+    let forged: Vec<AuditRecord> = {
+        let sink = MemoryAuditSink::default();
+        let forger = Registry::builder()
+            .tool(FindCustomer)
+            .audit(sink.clone())
+            .build()
+            .unwrap();
+        for index in 0..4u64 {
+            let customer = if index == 1 { 999 } else { index };
+            let find = call(
+                &format!("f{index}"),
+                "find_customer",
+                json!({"customer_id": customer}),
+            );
+            forger.dispatch(&ctx, &find).await;
+        }
+        sink.records()
+    };
+    assert!(verify(&forged, None).is_ok());
+    assert_eq!(
+        verify(&forged, Some(&key())),
+        Err(ChainBreak::Altered { position: 0 })
+    );
+    assert_eq!(
+        verify_to(&records, Some(&key()), &checkpoint),
+        Ok(checkpoint)
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Probing
+
+/// A tool the caller may not use is refused exactly as one that does not exist.
+#[tokio::test]
+async fn the_existence_of_a_tool_cannot_be_probed() {
+    let registry = Registry::builder()
+        .tool(PayrollReport)
+        .tool(FindCustomer)
+        .build()
+        .unwrap();
+    let viewer = CallContext::new("vic");
+    let hidden = registry
+        .dispatch(&viewer, &call("1", "payroll_report", json!({"month": "x"})))
+        .await;
+    let missing = registry
+        .dispatch(
+            &viewer,
+            &call("2", "payroll_reports", json!({"month": "x"})),
+        )
+        .await;
+    let (hidden, missing) = (hidden.rejection().unwrap(), missing.rejection().unwrap());
+    assert_eq!(hidden.code(), RejectionCode::UnknownTool);
+    assert_eq!(missing.code(), RejectionCode::UnknownTool);
+    assert_eq!(hidden.hint(), missing.hint());
+    assert_eq!(hidden.hint(), Some("the available tools are find_customer"));
+    assert_eq!(
+        hidden.message().replace("payroll_report", "X"),
+        missing.message().replace("payroll_reports", "X")
+    );
+
+    let telling = Registry::builder()
+        .tool(PayrollReport)
+        .reveal_denied_tools(true)
+        .build()
+        .unwrap();
+    let told = telling
+        .dispatch(&viewer, &call("1", "payroll_report", json!({"month": "x"})))
+        .await;
+    assert_eq!(told.code(), Some(RejectionCode::RoleDenied));
+}
+
+/// A model that keeps sending refused calls is stopped; a task of its own starts afresh.
+#[tokio::test]
+async fn an_endless_retrier_is_stopped() {
+    let registry = Registry::builder()
+        .tool(FindCustomer)
+        .refusal_limit(Some(5))
+        .build()
+        .unwrap();
+    let ctx = CallContext::new("agent").with_task_id("loop");
+    for index in 0..5 {
+        let bad = call(
+            &format!("b{index}"),
+            "find_customer",
+            json!({"customer_id": "x"}),
+        );
+        assert_eq!(
+            registry.dispatch(&ctx, &bad).await.code(),
+            Some(RejectionCode::InvalidType)
+        );
+    }
+    let good = call("g", "find_customer", json!({"customer_id": 1}));
+    let stopped = registry.dispatch(&ctx, &good).await;
+    assert_eq!(stopped.code(), Some(RejectionCode::TooManyRefusals));
+    assert!(!stopped.rejection().unwrap().retryable());
+    let fresh = CallContext::new("agent").with_task_id("next");
+    assert!(registry.dispatch(&fresh, &good).await.is_completed());
+}
+
+// ---------------------------------------------------------------------------------------------
+// All together
+
+static ORDERS: AtomicUsize = AtomicUsize::new(0);
+
+/// Place an order.
+#[tool(risk = "medium", cost = 2)]
+fn place_order(item: String) -> Result<String, ToolError> {
+    ORDERS.fetch_add(1, Ordering::SeqCst);
+    Ok(item)
+}
+
+static BIG_ORDERS: AtomicUsize = AtomicUsize::new(0);
+
+/// Place a large order.
+#[tool(risk = "medium", approval = "required", cost = 3)]
+fn place_large_order(item: String) -> Result<String, ToolError> {
+    BIG_ORDERS.fetch_add(1, Ordering::SeqCst);
+    Ok(item)
+}
+
+/// 64 tasks at once, each sending every call twice, some of them waiting for approval that
+/// two reviewers race to give: every call runs once, the budgets count exactly, and the audit
+/// chain verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_tasks_with_repeats_and_approvals() {
+    let sink = MemoryAuditSink::default();
+    let registry = Registry::builder()
+        .tool(PlaceOrder)
+        .tool(PlaceLargeOrder)
+        .budget(BudgetLimits {
+            max_cost_per_task: Some(7),
+            ..BudgetLimits::default()
+        })
+        .audit(sink.clone())
+        .audit_key(key())
+        .build()
+        .unwrap();
+    let outcomes = Arc::new(Mutex::new(Vec::new()));
+    let tasks: Vec<_> = (0..64)
+        .map(|task| {
+            let (registry, outcomes) = (registry.clone(), Arc::clone(&outcomes));
+            tokio::spawn(async move {
+                let ctx = CallContext::new(format!("agent{task}")).with_task_id(format!("t{task}"));
+                // cost 2 + 2 + 3 = 7: every call fits once; a fourth would not.
+                let calls = [
+                    call("a", "place_order", json!({"item": "pen"})),
+                    call("b", "place_order", json!({"item": "ink"})),
+                    call("c", "place_large_order", json!({"item": "desk"})),
+                ];
+                for call in &calls {
+                    let (first, second) =
+                        tokio::join!(registry.dispatch(&ctx, call), registry.dispatch(&ctx, call));
+                    outcomes.lock().unwrap().push((first, second));
+                }
+                let over = registry
+                    .dispatch(&ctx, &call("d", "place_order", json!({"item": "more"})))
+                    .await;
+                assert_eq!(over.code(), Some(RejectionCode::BudgetCostExceeded));
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let tickets = registry.pending_tickets().await;
+    assert_eq!(
+        tickets.len(),
+        64,
+        "one ticket per task, however often it was sent"
+    );
+    let decisions: Vec<_> = tickets
+        .iter()
+        .flat_map(|ticket| {
+            [finance(), Reviewer::new("sam")].map(|reviewer| {
+                let (registry, id) = (registry.clone(), ticket.id.clone());
+                tokio::spawn(async move { registry.resume(&id, approve(reviewer)).await })
+            })
+        })
+        .collect();
+    let mut ran = 0;
+    for decision in decisions {
+        match decision.await.unwrap() {
+            Outcome::Completed(_) => ran += 1,
+            other => assert_eq!(other.code(), Some(RejectionCode::TicketNotPending)),
+        }
+    }
+    assert_eq!(ran, 64);
+    assert_eq!(ORDERS.load(Ordering::SeqCst), 128);
+    assert_eq!(BIG_ORDERS.load(Ordering::SeqCst), 64);
+    for (first, second) in outcomes.lock().unwrap().iter() {
+        assert!(
+            [first, second]
+                .iter()
+                .any(|outcome| outcome.is_completed() || outcome.ticket().is_some()),
+            "{first:?} {second:?}"
+        );
+    }
+    let records = sink.records();
+    assert!(verify(&records, Some(&key())).is_ok());
+    let about_to_run = records
+        .iter()
+        .filter(|r| r.decision == "about_to_run")
+        .count();
+    assert_eq!(about_to_run, 128 + 64);
+}
