@@ -354,6 +354,13 @@ async fn an_actor_cannot_approve_its_own_call() {
         .resume(&ticket, approve(Reviewer::new("mallory")))
         .await;
     assert_eq!(own.code(), Some(RejectionCode::SelfApproval));
+    let tenant_reviewer = Reviewer::new("tina").with_tenant("acme");
+    let other = registry.resume(&ticket, approve(tenant_reviewer)).await;
+    assert_eq!(
+        other.code(),
+        Some(RejectionCode::ReviewerNotAllowed),
+        "a tenant's reviewer decides only that tenant's tickets"
+    );
     assert_eq!(registry.pending_tickets().await.len(), 1);
     assert!(
         registry
@@ -550,6 +557,53 @@ async fn no_record_no_effect() {
     );
     let find = call("f1", "find_customer", json!({"customer_id": 7}));
     assert!(registry.dispatch(&ctx, &find).await.is_completed());
+}
+
+/// A sink that fails while its switch is on.
+#[derive(Clone, Default)]
+struct Flaky {
+    failing: Arc<std::sync::atomic::AtomicBool>,
+    records: MemoryAuditSink,
+}
+
+impl AuditSink for Flaky {
+    fn append(&self, entry: Unchained<'_>) -> std::io::Result<()> {
+        if self.failing.load(Ordering::SeqCst) {
+            return Err(std::io::Error::other("the log's disk is away"));
+        }
+        self.records.append(entry)
+    }
+}
+
+/// An approved call that cannot be recorded first does not run, and waits again under its
+/// ticket until it can.
+#[tokio::test]
+async fn an_approved_call_waits_for_its_audit() {
+    let sink = Flaky::default();
+    let registry = Registry::builder()
+        .tool(PaySupplier)
+        .audit(sink.clone())
+        .build()
+        .unwrap();
+    let ctx = CallContext::new("agent");
+    let pending = registry.dispatch(&ctx, &payout("p1", 300)).await;
+    let ticket = pending.ticket().unwrap().id.clone();
+    sink.failing.store(true, Ordering::SeqCst);
+    let outcome = registry.resume(&ticket, approve(finance())).await;
+    assert_eq!(outcome.code(), Some(RejectionCode::AuditUnavailable));
+    assert_eq!(registry.pending_tickets().await.len(), 1);
+    let resent = registry.dispatch(&ctx, &payout("p1", 300)).await;
+    assert_eq!(
+        resent.ticket().map(|t| &t.id),
+        Some(&ticket),
+        "still waiting"
+    );
+    sink.failing.store(false, Ordering::SeqCst);
+    let outcome = registry.resume(&ticket, approve(finance())).await;
+    assert_eq!(outcome.output(), Some(&json!("paid 300 to acme")));
+    assert!(verify(&sink.records.records(), None).is_ok());
+    let resent = registry.dispatch(&ctx, &payout("p1", 300)).await;
+    assert_eq!(resent, outcome);
 }
 
 fn temp_log(name: &str) -> std::path::PathBuf {

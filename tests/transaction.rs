@@ -147,11 +147,15 @@ async fn abort_compensates_in_reverse_order_and_survives_a_failing_compensation(
         .filter(|record| record.resolution.as_deref() == Some("compensation"))
         .map(|record| (record.call_id, record.decision))
         .collect();
+    // Each compensation changes state: recorded as about to run before it ran.
     assert_eq!(
         compensations,
         [
+            ("4".into(), "about_to_run".into()),
             ("4".into(), "completed".into()),
+            ("2".into(), "about_to_run".into()),
             ("2".into(), "rejected".into()),
+            ("1".into(), "about_to_run".into()),
             ("1".into(), "completed".into())
         ]
     );

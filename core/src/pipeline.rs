@@ -35,7 +35,7 @@ use crate::audit::{Decided, Snapshots, sha256_hex};
 use crate::gate::approve::now_ms;
 use crate::gate::authorize::{authorize, authorize_caller};
 use crate::gate::decode::{self, Canonical, canonical_of, canonical_text};
-use crate::gate::execute::{Contained, Execution, contained, execute};
+use crate::gate::execute::{Contained, Execution, contained, execute, panicked};
 use crate::gate::repeat::{self, CallKey, Claim, ClaimState};
 use crate::gate::resolve::{check_choice, resolve};
 use crate::gate::validate::{SchemaCheck, validate};
@@ -43,8 +43,8 @@ use crate::manifest::contract_hash;
 use crate::registry::{Registered, Settings};
 use crate::tool::BoxFuture;
 use crate::{
-    ApprovalDecision, Arguments, CallContext, Gate, Outcome, PendingCall, Registry, Rejection,
-    RejectionCode, Ticket, Tool, ToolCall, ToolContract, ToolError,
+    ApprovalDecision, Arguments, CallContext, Gate, Outcome, PendingCall, PendingLimits, Registry,
+    Rejection, RejectionCode, Ticket, Tool, ToolCall, ToolContract, ToolError,
 };
 
 /// A tool with its types erased, so that tools of different argument types live in one map.
@@ -173,6 +173,14 @@ async fn gates<T: Tool>(tool: &T, passage: Passage<'_>) -> Result<Outcome, Rejec
         {
             registry.expire_tickets().await;
             claim = settings.repeats.claim(key, &fingerprint).await;
+            if let Claim::Existing(ClaimState::Pending(_)) = claim {
+                // Its ticket left the store by another road (a restart of an in-memory store,
+                // another worker's sweep): the call still cannot wait past its expiry.
+                let expired = Outcome::Rejected(expired());
+                let state = ClaimState::Settled(expired.clone());
+                settings.repeats.update(key, state).await;
+                claim = Claim::Existing(ClaimState::Settled(expired));
+            }
         }
         if let Some(earlier) = repeat::answer(claim) {
             facts.repeated.store(true, Ordering::Relaxed);
@@ -180,14 +188,16 @@ async fn gates<T: Tool>(tool: &T, passage: Passage<'_>) -> Result<Outcome, Rejec
         }
     }
 
-    // 6 to 9, then the claim records what became of the call.
-    let outcome = admit(tool, passage, args, needs_approval).await;
+    // 6 to 9, then the claim records what became of the call. A panic in them (a snapshot
+    // hook, a store) is contained here, so that the claim is still settled: the call may have
+    // run, and must not run again.
+    let admitted = Contained {
+        future: Box::pin(admit(tool, passage, args, key.as_ref(), needs_approval)),
+    };
+    let outcome = admitted.await.unwrap_or_else(|()| Ok(panicked()));
     if let Some(key) = &key {
         match &outcome {
-            Ok(Outcome::Pending(ticket)) => {
-                let state = ClaimState::Pending(ticket.clone());
-                settings.repeats.update(key, state).await;
-            }
+            Ok(Outcome::Pending(_)) => {}
             Ok(outcome) if ran(outcome) => {
                 let state = ClaimState::Settled(outcome.clone());
                 settings.repeats.update(key, state).await;
@@ -196,6 +206,14 @@ async fn gates<T: Tool>(tool: &T, passage: Passage<'_>) -> Result<Outcome, Rejec
         }
     }
     outcome
+}
+
+fn expired() -> Rejection {
+    Rejection::new(
+        RejectionCode::ApprovalExpired,
+        "nobody approved the call in time",
+    )
+    .with_retryable(false)
 }
 
 /// Whether the tool ran: it completed, or failed while running.
@@ -212,6 +230,7 @@ async fn admit<T: Tool>(
     tool: &T,
     passage: Passage<'_>,
     args: T::Args,
+    claimed: Option<&CallKey>,
     needs_approval: bool,
 ) -> Result<Outcome, Rejection> {
     let Passage {
@@ -231,6 +250,10 @@ async fn admit<T: Tool>(
     // 6. budget: an approved call was counted when it began to wait.
     let counted = settings.budget.applies_to(contract);
     let reserved = counted && road != Road::Approved;
+    // Written before anything is reserved, so that nothing after can fail on them.
+    if needs_approval {
+        canonical.get()?;
+    }
     if reserved {
         settings.budget.reserve(ctx, contract, canonical).await?;
     }
@@ -246,10 +269,22 @@ async fn admit<T: Tool>(
             ctx: ctx.clone(),
             arguments: call.arguments.clone(),
             canonical: canonical.get()?.clone(),
+            reserved_cost: reserved.then(|| contract.cost()),
         };
+        // The claim waits before the ticket can be decided, so that a reviewer's quick
+        // decision is never overwritten by it.
+        if let Some(key) = claimed {
+            let state = ClaimState::Pending(Box::new(ticket.clone()));
+            settings.repeats.update(key, state).await;
+        }
         let limits = settings.approvals.limits;
         if let Err(rejection) = settings.approvals.store.insert(pending, limits).await {
-            settings.budget.release(ctx, contract).await;
+            if reserved {
+                settings
+                    .budget
+                    .release(ctx, contract.name(), contract.cost())
+                    .await;
+            }
             return Err(rejection);
         }
         return Ok(Outcome::Pending(Box::new(ticket)));
@@ -274,7 +309,10 @@ async fn admit<T: Tool>(
         if let Err(error) = log.about_to_run(decided) {
             tracing::error!(tool = contract.name(), %error, "the call could not be recorded before it ran, so it did not run");
             if reserved {
-                settings.budget.release(ctx, contract).await;
+                settings
+                    .budget
+                    .release(ctx, contract.name(), contract.cost())
+                    .await;
             }
             return Err(Rejection::new(
                 RejectionCode::AuditUnavailable,
@@ -390,34 +428,55 @@ impl Registry {
                 facts: Some(&facts),
             });
         }
-        if counts_as_refusal(&outcome) && settings.refusal_limit.is_some() {
+        let kept = match (&outcome, &settings.approvals.approver, repeated) {
+            (Outcome::Pending(ticket), Some(approver), false) => {
+                self.approve_in_line(approver.as_ref(), ticket, keep).await
+            }
+            _ => None,
+        };
+        let kept = kept.unwrap_or_else(|| Kept {
+            outcome,
+            canonical: facts.canonical.into_inner(),
+            repeated,
+        });
+        if counts_as_refusal(&kept.outcome) && settings.refusal_limit.is_some() {
             settings.budget.store.count_refusal(ctx.task_id()).await;
         }
-        let (Outcome::Pending(ticket), Some(approver), false) =
-            (&outcome, &settings.approvals.approver, repeated)
-        else {
-            return Kept {
-                outcome,
-                canonical: facts.canonical.into_inner(),
-                repeated,
-            };
-        };
-        let decision = approver.decide(ticket).await;
+        kept
+    }
+
+    /// Asks the registry's in-line approver about `ticket` and resumes the call with its
+    /// decision; `None` leaves the call pending: the approver failed, may not decide it, or
+    /// another decision came first (a repeat of the call reads that one's outcome).
+    async fn approve_in_line(
+        &self,
+        approver: &dyn crate::Approver,
+        ticket: &Ticket,
+        keep: bool,
+    ) -> Option<Kept> {
+        let decision = (Contained {
+            future: approver.decide(ticket),
+        })
+        .await
+        .ok()?;
         let resumed = Facts {
             keep_canonical: keep,
             ..Facts::default()
         };
-        let decided = self.resume_with(&ticket.id, decision, &resumed).await;
-        // A reviewer who may not decide leaves the call waiting for one who may.
-        let outcome = match decided.code() {
-            Some(RejectionCode::ReviewerNotAllowed | RejectionCode::SelfApproval) => outcome,
-            _ => decided,
-        };
-        Kept {
+        let outcome = self.resume_with(&ticket.id, decision, &resumed).await;
+        let waits = matches!(
+            outcome.code(),
+            Some(
+                RejectionCode::ReviewerNotAllowed
+                    | RejectionCode::SelfApproval
+                    | RejectionCode::TicketNotPending
+            )
+        );
+        (!waits).then(|| Kept {
             outcome,
             canonical: resumed.canonical.into_inner(),
-            repeated,
-        }
+            repeated: false,
+        })
     }
 
     /// The refusal of a task that collected as many refusals as the registry allows.
@@ -466,8 +525,11 @@ impl Registry {
         let outcome = Outcome::Rejected(Rejection::new(code, message).with_retryable(false));
         let ticket = &pending.ticket;
         let contract = self.contract(&ticket.tool);
-        if let Some(contract) = contract {
-            settings.budget.release(&pending.ctx, contract).await;
+        if let Some(cost) = pending.reserved_cost {
+            settings
+                .budget
+                .release(&pending.ctx, &ticket.tool, cost)
+                .await;
         }
         let key = CallKey::new(&pending.ctx, &ticket.tool, &ticket.call_id);
         settings
@@ -579,8 +641,8 @@ impl Registry {
             ),
             ApprovalDecision::Edit { arguments, .. } => {
                 // The edited call is counted for itself.
-                if let Some(contract) = contract {
-                    settings.budget.release(ctx, contract).await;
+                if let Some(cost) = pending.reserved_cost {
+                    settings.budget.release(ctx, &call.name, cost).await;
                 }
                 call.arguments = Arguments::Json(arguments);
                 let original = pending.ticket.arguments.clone();
@@ -592,13 +654,28 @@ impl Registry {
             }
         };
         let Dispatched { outcome, contract } = self.decide(ctx, &call, road, facts).await;
+        let key = CallKey::new(ctx, &pending.ticket.tool, &pending.ticket.call_id);
+        if road == Road::Approved && outcome.code() == Some(RejectionCode::AuditUnavailable) {
+            // Nothing ran: the call waits again under its ticket, still reserved and claimed
+            // as pending, to be approved once the audit can record it.
+            let mut decided = Decided::plain(ctx, &call, contract, &outcome);
+            decided.resolution = Some(resolution);
+            settings.record(decided);
+            let unlimited = PendingLimits {
+                per_task: usize::MAX,
+                per_actor: usize::MAX,
+            };
+            if let Err(rejection) = store.insert(pending, unlimited).await {
+                tracing::error!(%rejection, "an approved call could not wait again for its audit");
+            }
+            return outcome;
+        }
         if road == Road::Approved
             && !ran(&outcome)
-            && let Some(contract) = contract
+            && let Some(cost) = pending.reserved_cost
         {
-            settings.budget.release(ctx, contract).await;
+            settings.budget.release(ctx, &call.name, cost).await;
         }
-        let key = CallKey::new(ctx, &pending.ticket.tool, &pending.ticket.call_id);
         settings
             .repeats
             .update(&key, ClaimState::Settled(outcome.clone()))
@@ -684,6 +761,26 @@ impl Registry {
         let Some(compensation) = tool.compensation(ctx, canonical, output) else {
             return CompensationResult::NothingToUndo;
         };
+        let facts = Facts::default();
+        let _ = facts.canonical.set(canonical.clone());
+        let settings = self.settings();
+        // A compensation changes state too: under the same write-ahead rule as the call.
+        if let Some(log) = settings.audit.as_ref() {
+            let contract = tool.contract();
+            let about = Outcome::Completed(Value::Null);
+            let mut decided = Decided::plain(ctx, call, Some(contract), &about);
+            decided.resolution = Some("compensation".to_owned());
+            decided.facts = Some(&facts);
+            if contract.audit_required()
+                && let Err(error) = log.about_to_run(decided)
+            {
+                tracing::error!(tool = contract.name(), %error, "a compensation could not be recorded before it ran, so it did not run");
+                return CompensationResult::Failed(ToolError::new(
+                    "audit_unavailable",
+                    "the compensation could not be recorded before it ran, so it did not run",
+                ));
+            }
+        }
         let result = match (Contained {
             future: compensation,
         })
@@ -703,9 +800,7 @@ impl Registry {
             ),
             _ => Outcome::Completed(Value::Null),
         };
-        let facts = Facts::default();
-        let _ = facts.canonical.set(canonical.clone());
-        self.settings().record(Decided {
+        settings.record(Decided {
             ctx,
             call,
             contract: Some(tool.contract()),

@@ -3,7 +3,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{AuditRecord, AuditSink, Checkpoint, Unchained};
@@ -41,7 +41,8 @@ impl AuditSink for MemoryAuditSink {
 /// The chain continues across restarts and writers: the sink reads the file's last record
 /// when it opens, and appends under an exclusive file lock, reading the last record again
 /// whenever another writer (another sink on the same file, in this process or another)
-/// appended since. A file that ends in half a record is refused when opened. With `sync`,
+/// appended since. A file that ends in half a record, or that became shorter than the sink
+/// left it, is refused rather than forked. With `sync`,
 /// concurrent appends share one `fsync` (group commit): each returns once its own record is
 /// on the disk, and none waits for the disk while holding the order of the log.
 #[derive(Debug)]
@@ -66,6 +67,9 @@ struct Syncer {
     written: AtomicU64,
     /// How far it is known to be on the disk.
     synced: Mutex<u64>,
+    /// An `fsync` failed: the kernel may have dropped written pages and report it only once,
+    /// so no later record can be known to be on the disk.
+    failed: AtomicBool,
 }
 
 impl JsonLinesAuditSink {
@@ -84,6 +88,7 @@ impl JsonLinesAuditSink {
                 file: file.try_clone()?,
                 written: AtomicU64::new(0),
                 synced: Mutex::new(0),
+                failed: AtomicBool::new(false),
             }),
             false => None,
         };
@@ -115,6 +120,18 @@ impl Writer {
         let length = self.file.metadata()?.len();
         if length == self.length {
             return Ok(());
+        }
+        let invalid = |message: &str| Err(io::Error::new(io::ErrorKind::InvalidData, message));
+        if length < self.length {
+            return invalid(
+                "the audit file is shorter than this sink left it: it was cut or replaced",
+            );
+        }
+        let mut last = [0u8];
+        self.file.seek(SeekFrom::Start(length - 1))?;
+        self.file.read_exact(&mut last)?;
+        if last != *b"\n" {
+            return invalid("the audit file ends in half a record");
         }
         self.head = match last_line(&mut self.file, length)? {
             Some(line) => {
@@ -170,6 +187,15 @@ pub fn read_json_lines(path: &Path) -> io::Result<Vec<AuditRecord>> {
 
 impl AuditSink for JsonLinesAuditSink {
     fn append(&self, entry: Unchained<'_>) -> io::Result<()> {
+        if self
+            .sync
+            .as_ref()
+            .is_some_and(|syncer| syncer.failed.load(Ordering::SeqCst))
+        {
+            return Err(io::Error::other(
+                "an earlier fsync of the audit file failed: reopen the log once the disk is sound",
+            ));
+        }
         let written = {
             let mut writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
             writer.file.lock()?;
@@ -186,7 +212,10 @@ impl AuditSink for JsonLinesAuditSink {
             // One fsync covers every line written before it: the appends that waited here
             // meanwhile find their line already synced.
             let reached = syncer.written.load(Ordering::SeqCst);
-            syncer.file.sync_data()?;
+            if let Err(error) = syncer.file.sync_data() {
+                syncer.failed.store(true, Ordering::SeqCst);
+                return Err(error);
+            }
             *synced = reached;
         }
         Ok(())
@@ -280,6 +309,22 @@ mod tests {
         let mut file = OpenOptions::new().append(true).open(&path).unwrap();
         file.write_all(b"{\"sequence\": 5, \"ti").unwrap();
         let error = JsonLinesAuditSink::open(&path, false).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+
+        // Cut under an open sink: it refuses to chain on from an older head.
+        std::fs::write(&path, "").unwrap();
+        append_to(&path, 0, 2);
+        let sink = JsonLinesAuditSink::open(&path, false).unwrap();
+        let first_line = std::fs::read_to_string(&path).unwrap();
+        let first_line = first_line.lines().next().unwrap();
+        std::fs::write(&path, format!("{first_line}\n")).unwrap();
+        let log = AuditLog::new(sink);
+        let ctx = CallContext::new("alice");
+        let call = ToolCall::new("c", "list", "{}");
+        let outcome = Outcome::Completed(json!(0));
+        let error = log
+            .about_to_run(Decided::plain(&ctx, &call, None, &outcome))
+            .unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::InvalidData);
         std::fs::remove_dir_all(&dir).unwrap();
     }

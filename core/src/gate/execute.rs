@@ -88,7 +88,7 @@ fn completed<O: Serialize>(result: Result<O, ToolError>) -> Outcome {
 /// The refusal for a panic. The panic's own message stays out of it: it may hold anything (a
 /// connection string in an `unwrap` on an error); the process's panic hook has already reported
 /// it to the operator.
-fn panicked() -> Outcome {
+pub(crate) fn panicked() -> Outcome {
     Outcome::Rejected(Rejection::new(
         RejectionCode::ToolPanicked,
         "the tool failed unexpectedly; the failure was reported to its operator",

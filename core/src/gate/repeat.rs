@@ -72,9 +72,11 @@ pub trait RepeatStore: Send + Sync + 'static {
     /// Claims `key` for a call whose canonical arguments have `fingerprint`, or reports the
     /// claim already held.
     fn claim<'a>(&'a self, key: &'a CallKey, fingerprint: &'a str) -> BoxFuture<'a, Claim>;
-    /// Records where a claimed call now stands.
+    /// Records where a claimed call now stands. A settled claim stays settled: its outcome is
+    /// final, whatever update comes after.
     fn update<'a>(&'a self, key: &'a CallKey, state: ClaimState) -> BoxFuture<'a, ()>;
-    /// Drops the claim of a call a later gate refused before it ran: the id may serve again.
+    /// Drops the claim of a call that did not run and will not (a later gate refused it): the
+    /// id may serve again. A settled claim is kept.
     fn release<'a>(&'a self, key: &'a CallKey) -> BoxFuture<'a, ()>;
 }
 
@@ -133,7 +135,9 @@ impl RepeatStore for InMemoryRepeatStore {
         let mut guard = self.lock();
         let Claims { calls, settled } = &mut *guard;
         let settles = matches!(state, ClaimState::Settled(_));
-        if let Some((_, held)) = calls.get_mut(key) {
+        if let Some((_, held)) = calls.get_mut(key)
+            && !matches!(held, ClaimState::Settled(_))
+        {
             *held = state;
             if settles {
                 settled.push_back(key.clone());
@@ -150,7 +154,7 @@ impl RepeatStore for InMemoryRepeatStore {
 
     fn release<'a>(&'a self, key: &'a CallKey) -> BoxFuture<'a, ()> {
         let mut claims = self.lock();
-        if matches!(claims.calls.get(key), Some((_, ClaimState::Running))) {
+        if !matches!(claims.calls.get(key), Some((_, ClaimState::Settled(_)))) {
             claims.calls.remove(key);
         }
         Box::pin(ready(()))
@@ -214,7 +218,14 @@ mod tests {
         assert_eq!(claim(&store, &key("bob", "1"), "a"), Claim::New);
         let done = ClaimState::Settled(Outcome::Completed(json!(1)));
         futures_executor(store.update(&first, done.clone()));
-        assert_eq!(claim(&store, &first, "a"), Claim::Existing(done));
+        assert_eq!(claim(&store, &first, "a"), Claim::Existing(done.clone()));
+        futures_executor(store.update(&first, ClaimState::Running));
+        futures_executor(store.release(&first));
+        assert_eq!(
+            claim(&store, &first, "a"),
+            Claim::Existing(done),
+            "a settled claim is final"
+        );
 
         let second = key("alice", "2");
         assert_eq!(claim(&store, &second, "a"), Claim::New);

@@ -41,8 +41,8 @@ impl Reviewer {
         self
     }
 
-    /// Sets the tenant the reviewer belongs to; a reviewer without one may review any
-    /// tenant's tickets (an operator of the whole service).
+    /// Sets the tenant the reviewer belongs to: it then reviews only that tenant's tickets. A
+    /// reviewer without one may review every ticket (an operator of the whole service).
     pub fn with_tenant(mut self, tenant: impl Into<String>) -> Self {
         self.tenant = Some(tenant.into());
         self
@@ -70,8 +70,8 @@ impl Reviewer {
 
     /// Whether the reviewer may decide `ticket`, and see its arguments: it holds one of the
     /// ticket's approver roles (any reviewer, where the ticket names none), belongs to the
-    /// ticket's tenant (or to none), and is not the actor who asked, unless the ticket allows
-    /// self-approval.
+    /// ticket's tenant (or to no tenant: an operator), and is not the actor who asked, unless
+    /// the ticket allows self-approval.
     pub fn may_decide(&self, ticket: &Ticket) -> Result<(), Rejection> {
         let refused =
             |code, message: String| Err(Rejection::new(code, message).with_retryable(false));
@@ -86,12 +86,12 @@ impl Reviewer {
                 ),
             );
         }
-        if let (Some(own), Some(asked)) = (self.tenant(), ticket.tenant.as_deref())
-            && own != asked
+        if let Some(own) = self.tenant()
+            && ticket.tenant.as_deref() != Some(own)
         {
             return refused(
                 RejectionCode::ReviewerNotAllowed,
-                format!("`{}` may not decide another tenant's ticket", self.id),
+                format!("`{}` may review only its own tenant's tickets", self.id),
             );
         }
         if self.id == ticket.actor && !ticket.self_approval {

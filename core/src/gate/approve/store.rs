@@ -131,6 +131,9 @@ pub struct PendingCall {
     pub arguments: Arguments,
     /// The canonical arguments, sensitive values included, for a reviewer allowed to decide.
     pub canonical: Value,
+    /// The cost the budget reserved for the call as it began to wait, given back if it does
+    /// not run; `None` when the budget did not count it.
+    pub reserved_cost: Option<u64>,
 }
 
 /// How many calls may wait for approval at once.

@@ -51,11 +51,17 @@ impl Budget {
         self.store.reserve(charge, &self.limits).await
     }
 
-    /// Gives back the reservation of a call that will not run.
-    pub(crate) async fn release(&self, ctx: &CallContext, contract: &ToolContract) {
-        if self.applies_to(contract) {
-            self.store.release(charge(ctx, contract, None)).await;
-        }
+    /// Gives back the reservation of a call of `tool` that will not run: one call, and `cost`.
+    pub(crate) async fn release(&self, ctx: &CallContext, tool: &str, cost: u64) {
+        let charge = Charge {
+            task: ctx.task_id(),
+            actor: ctx.actor(),
+            tool,
+            cost,
+            tool_max_calls_per_task: None,
+            canonical_arguments: None,
+        };
+        self.store.release(charge).await;
     }
 
     /// Tells the store whether the tool failed, for the circuit breaker.
