@@ -1,5 +1,6 @@
 //! One model-produced request to run a tool.
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The arguments of a call, as the provider delivered them.
@@ -7,7 +8,10 @@ use serde_json::Value;
 /// OpenAI sends arguments as JSON text; Anthropic and Gemini send a parsed JSON object. Pass
 /// the text whenever you have it: only the text still shows a key named twice, which a parsed
 /// value has already collapsed into one.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// Stored (a pending call in a durable store) as `{"text": "..."}` or `{"json": {...}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Arguments {
     /// Raw JSON text, parsed strictly by the decode gate.
     Text(String),

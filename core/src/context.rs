@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
 /// The caller of a tool call: actor, roles, tenant, environment, task and trace ids, the user's
 /// original request, and typed extensions for application data.
 ///
@@ -25,9 +27,66 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// assert_eq!(ctx.tenant(), Some("t_001"));
 /// assert!(!ctx.task_id().is_empty());
 /// ```
+///
+/// A context serializes without its extensions (they are whatever the application put there),
+/// so that a call waiting in a durable store can be run later as the caller who made it.
 #[derive(Clone)]
 pub struct CallContext {
     inner: Arc<Inner>,
+}
+
+/// The part of a context that is stored: all but the extensions.
+#[derive(Serialize, Deserialize)]
+struct Stored {
+    actor: String,
+    #[serde(default)]
+    roles: Vec<String>,
+    #[serde(default)]
+    tenant: Option<String>,
+    #[serde(default)]
+    environment: Option<String>,
+    task_id: String,
+    trace_id: String,
+    #[serde(default)]
+    request: Option<String>,
+    #[serde(default)]
+    tool_choice: ToolChoice,
+}
+
+impl Serialize for CallContext {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let inner = &*self.inner;
+        Stored {
+            actor: inner.actor.clone(),
+            roles: inner.roles.clone(),
+            tenant: inner.tenant.clone(),
+            environment: inner.environment.clone(),
+            task_id: inner.task_id.clone(),
+            trace_id: inner.trace_id.clone(),
+            request: inner.request.clone(),
+            tool_choice: inner.tool_choice.clone(),
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for CallContext {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let stored = Stored::deserialize(deserializer)?;
+        Ok(CallContext {
+            inner: Arc::new(Inner {
+                actor: stored.actor,
+                roles: stored.roles,
+                tenant: stored.tenant,
+                environment: stored.environment,
+                task_id: stored.task_id,
+                trace_id: stored.trace_id,
+                request: stored.request,
+                tool_choice: stored.tool_choice,
+                extensions: HashMap::new(),
+            }),
+        })
+    }
 }
 
 #[derive(Clone)]
@@ -207,7 +266,8 @@ impl fmt::Debug for CallContext {
 /// assert_eq!(choice.anthropic(), json!({"type": "tool", "name": "search"}));
 /// assert_eq!(ToolChoice::Required.openai_chat(), json!("required"));
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ToolChoice {
     /// No tool: the model answers in text.

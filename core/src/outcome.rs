@@ -1,12 +1,17 @@
 //! What dispatch returns.
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::{Rejection, RejectionCode, Ticket};
 
 /// The result of dispatching one call: the tool ran and returned its output, a gate refused
 /// the call, or the call waits for a human's approval.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// It serializes as `{"completed": output}`, `{"rejected": rejection}` or `{"pending": ticket}`,
+/// for a store that keeps the outcome of a call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Outcome {
     /// Every gate passed and the tool returned this output, as JSON.
@@ -51,5 +56,107 @@ impl Outcome {
             Outcome::Pending(ticket) => Some(ticket),
             Outcome::Completed(_) | Outcome::Rejected(_) => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::approve::store::PendingCall;
+    use crate::{Arguments, CallContext, Risk, ToolChoice, Violation};
+    use serde_json::json;
+
+    fn ticket() -> Ticket {
+        Ticket {
+            id: "ticket_00".into(),
+            tool: "pay".into(),
+            call_id: "c1".into(),
+            arguments: json!({"pin": "[redacted]"}),
+            actor: "alice".into(),
+            tenant: Some("acme".into()),
+            risk: Risk::Critical,
+            irreversible: Some("money moves".into()),
+            description: "alice asks to pay".into(),
+            created_ms: 1,
+            expires_ms: 2,
+            approvers: vec!["finance".into()],
+            self_approval: false,
+            contract_hash: "ab".repeat(32),
+        }
+    }
+
+    /// A durable store keeps outcomes and pending calls as JSON, and reads back the same.
+    #[test]
+    fn outcomes_and_pending_calls_survive_a_store() {
+        let violation = Violation {
+            path: "/amount".into(),
+            rule: "range".into(),
+            message: "must be at most 5".into(),
+            params: serde_json::Map::from_iter([("max".to_owned(), json!(5))]),
+        };
+        let outcomes = [
+            Outcome::Completed(json!({"paid": 5})),
+            Outcome::Rejected(
+                Rejection::new(RejectionCode::ConstraintViolation, "out of range")
+                    .with_path("/amount")
+                    .with_hint("pay less")
+                    .with_reason("too_much")
+                    .with_retryable(false)
+                    .with_violations(vec![violation]),
+            ),
+            Outcome::Pending(Box::new(ticket())),
+        ];
+        for outcome in outcomes {
+            let text = serde_json::to_string(&outcome).unwrap();
+            assert_eq!(
+                serde_json::from_str::<Outcome>(&text).unwrap(),
+                outcome,
+                "{text}"
+            );
+        }
+        let stored = serde_json::to_value(Outcome::Completed(json!(1))).unwrap();
+        assert_eq!(stored, json!({"completed": 1}));
+
+        struct Session;
+        let ctx = CallContext::new("alice")
+            .with_roles(["clerk"])
+            .with_tenant("acme")
+            .with_environment("production")
+            .with_task_id("t1")
+            .with_request("pay the invoice")
+            .with_tool_choice(ToolChoice::Tool("pay".into()))
+            .with_extension(Session);
+        let pending = PendingCall {
+            ticket: ticket(),
+            ctx,
+            arguments: Arguments::Text(r#"{"pin":"1234"}"#.into()),
+            canonical: json!({"pin": "1234"}),
+            reserved_cost: Some(3),
+        };
+        let text = serde_json::to_string(&pending).unwrap();
+        let read: PendingCall = serde_json::from_str(&text).unwrap();
+        assert_eq!(read.ticket, pending.ticket);
+        assert_eq!(read.arguments, pending.arguments);
+        assert_eq!(
+            (read.canonical, read.reserved_cost),
+            (pending.canonical, Some(3))
+        );
+        let (was, is) = (&pending.ctx, &read.ctx);
+        assert_eq!(
+            (is.actor(), is.roles(), is.tenant(), is.environment()),
+            (was.actor(), was.roles(), was.tenant(), was.environment())
+        );
+        assert_eq!(
+            (is.task_id(), is.trace_id()),
+            (was.task_id(), was.trace_id())
+        );
+        assert_eq!(
+            (is.request(), is.tool_choice()),
+            (was.request(), was.tool_choice())
+        );
+        assert!(
+            is.extension::<Session>().is_none(),
+            "extensions are not stored"
+        );
     }
 }

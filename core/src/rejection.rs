@@ -2,13 +2,13 @@
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::gate::Gate;
 
 /// The stable, snake_case code of a refusal. Codes never change meaning; new ones may be added.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum RejectionCode {
@@ -209,7 +209,7 @@ pub(crate) fn shorten(text: &str, max_chars: usize) -> std::borrow::Cow<'_, str>
 }
 
 /// One violated constraint found by the validate gate.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Violation {
     /// JSON pointer to the offending value, using the names the model sees (`/items/0/qty`).
     pub path: String,
@@ -227,21 +227,27 @@ pub struct Violation {
 /// argument, a sentence, a hint, and whether retrying can help.
 ///
 /// [`Rejection::to_model_message`] renders it as the compact JSON text that goes back to the
-/// model so that it can correct its call.
-#[derive(Debug, Clone, PartialEq)]
+/// model so that it can correct its call. It serializes whole (its code, message, path, hint,
+/// retryable flag, reason and violations), for a store that keeps a call's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
 pub struct Rejection {
     // Boxed: a refusal is rare and the happy path should not carry its size around.
     inner: Box<Details>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Details {
     code: RejectionCode,
     message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     hint: Option<String>,
     retryable: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     violations: Vec<Violation>,
 }
 

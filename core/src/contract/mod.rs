@@ -9,7 +9,7 @@ mod sensitive;
 use std::fmt;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use builder::ContractBuilder;
@@ -21,7 +21,9 @@ pub use sensitive::REDACTED;
 pub(crate) use sensitive::pointer_of;
 
 /// How much harm a wrong call can do. Ordered: `Low < Medium < High < Critical`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Risk {
     /// Harmless if wrong (reads, drafts).

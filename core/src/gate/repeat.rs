@@ -14,11 +14,13 @@ use std::collections::{HashMap, VecDeque};
 use std::future::ready;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use serde::{Deserialize, Serialize};
+
 use crate::tool::BoxFuture;
 use crate::{CallContext, Outcome, Rejection, RejectionCode, Ticket};
 
 /// Which call a claim is for: who made it, in which task, of which tool, under which id.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct CallKey {
     /// The caller's tenant.
     pub tenant: Option<String>,
@@ -44,8 +46,9 @@ impl CallKey {
     }
 }
 
-/// Where a claimed call stands.
-#[derive(Debug, Clone, PartialEq)]
+/// Where a claimed call stands; it serializes for a durable store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ClaimState {
     /// It passed the repeat gate and has not been decided yet.
     Running,

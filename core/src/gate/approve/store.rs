@@ -13,7 +13,7 @@ use std::future::ready;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::reviewer::Reviewer;
@@ -21,7 +21,7 @@ use crate::tool::BoxFuture;
 use crate::{Arguments, CallContext, Rejection, RejectionCode, Risk};
 
 /// A call waiting for a human: what it is, who asked, and until when it may be decided.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Ticket {
     /// The ticket's id, for [`Registry::resume`](crate::Registry::resume).
@@ -120,8 +120,10 @@ impl ApprovalDecision {
     }
 }
 
-/// A call waiting in a store: its ticket, the caller's context and the arguments as sent.
-#[derive(Debug, Clone)]
+/// A call waiting in a store: its ticket, the caller's context and the arguments as sent. It
+/// serializes for a durable store; the context's extensions are not kept (see
+/// [`CallContext`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PendingCall {
     /// The ticket shown to the reviewer.
     pub ticket: Ticket,
@@ -137,7 +139,7 @@ pub struct PendingCall {
 }
 
 /// How many calls may wait for approval at once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PendingLimits {
     /// Calls of one task waiting at once.
     pub per_task: usize,
