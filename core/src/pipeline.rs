@@ -833,6 +833,8 @@ fn counts_as_refusal(outcome: &Outcome) -> bool {
                 RejectionCode::CallInProgress
                     | RejectionCode::TooManyRefusals
                     | RejectionCode::AuditUnavailable
+                    | RejectionCode::ClaimsUnavailable
+                    | RejectionCode::ApprovalsUnavailable
             )
     })
 }

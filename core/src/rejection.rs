@@ -68,6 +68,12 @@ pub enum RejectionCode {
     CallInProgress,
     /// The call id was used before, by this caller in this task, for other arguments.
     CallIdReused,
+    /// The store of claims could not be reached, so the call could not be claimed and did not
+    /// run.
+    ClaimsUnavailable,
+    /// The store of pending calls could not be reached, so the call could not wait and did
+    /// not run.
+    ApprovalsUnavailable,
     /// The task or the actor has as many calls waiting for approval as the registry allows.
     TooManyPending,
     /// The reviewer may not decide this ticket: it lacks the approver role, or belongs to
@@ -123,6 +129,8 @@ impl RejectionCode {
             RejectionCode::TooManyRefusals => "too_many_refusals",
             RejectionCode::CallInProgress => "call_in_progress",
             RejectionCode::CallIdReused => "call_id_reused",
+            RejectionCode::ClaimsUnavailable => "claims_unavailable",
+            RejectionCode::ApprovalsUnavailable => "approvals_unavailable",
             RejectionCode::TooManyPending => "too_many_pending",
             RejectionCode::ReviewerNotAllowed => "reviewer_not_allowed",
             RejectionCode::SelfApproval => "self_approval",
@@ -162,14 +170,17 @@ impl RejectionCode {
             | RejectionCode::RateLimited
             | RejectionCode::CircuitOpen
             | RejectionCode::TooManyRefusals => Gate::Budget,
-            RejectionCode::CallInProgress | RejectionCode::CallIdReused => Gate::Repeat,
+            RejectionCode::CallInProgress
+            | RejectionCode::CallIdReused
+            | RejectionCode::ClaimsUnavailable => Gate::Repeat,
             RejectionCode::ApprovalRejected
             | RejectionCode::ApprovalExpired
             | RejectionCode::TicketNotPending
             | RejectionCode::TooManyPending
             | RejectionCode::ReviewerNotAllowed
             | RejectionCode::SelfApproval
-            | RejectionCode::ContractChanged => Gate::Approve,
+            | RejectionCode::ContractChanged
+            | RejectionCode::ApprovalsUnavailable => Gate::Approve,
             RejectionCode::AuditUnavailable => Gate::Audit,
             RejectionCode::ToolFailed
             | RejectionCode::ToolTimeout

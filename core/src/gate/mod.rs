@@ -105,7 +105,7 @@ impl Gate {
                 CircuitOpen,
                 TooManyRefusals,
             ],
-            Gate::Repeat => &[CallInProgress, CallIdReused],
+            Gate::Repeat => &[CallInProgress, CallIdReused, ClaimsUnavailable],
             Gate::Approve => &[
                 ApprovalRejected,
                 ApprovalExpired,
@@ -114,6 +114,7 @@ impl Gate {
                 ReviewerNotAllowed,
                 SelfApproval,
                 ContractChanged,
+                ApprovalsUnavailable,
             ],
             Gate::Audit => &[AuditUnavailable],
             Gate::Execute => &[ToolFailed, ToolTimeout, ToolPanicked],

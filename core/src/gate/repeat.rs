@@ -67,6 +67,9 @@ pub enum Claim {
     Existing(ClaimState),
     /// The call id was claimed for other arguments.
     OtherArguments,
+    /// The store could not be reached: the call is refused, since it cannot be known not to
+    /// have run.
+    Unavailable,
 }
 
 /// Keeps the claims of calls. Implementations must claim atomically: of two concurrent claims
@@ -176,6 +179,13 @@ pub(crate) fn answer(claim: Claim) -> Option<Outcome> {
                 "a call with this id is running now",
             )
             .with_hint("wait, then send the same call again to read its outcome"),
+        )),
+        Claim::Unavailable => Some(Outcome::Rejected(
+            Rejection::new(
+                RejectionCode::ClaimsUnavailable,
+                "the call could not be claimed, so it did not run",
+            )
+            .with_hint("try again later"),
         )),
         Claim::OtherArguments => Some(Outcome::Rejected(
             Rejection::new(

@@ -1,0 +1,31 @@
+//! Durable stores for portcullis: the state the gates keep (pending approvals, claims of
+//! calls), in a database that outlives the process and is shared by several workers.
+//!
+//! [`SqliteStore`] is the embedded default: a file path is the whole configuration. It opens
+//! the database in WAL mode with full `fsync`, runs its embedded migrations, and refuses a
+//! database whose schema is newer than it knows. Every decision that must happen once (a
+//! ticket taken, a call claimed) is one SQLite transaction, so several processes on one machine
+//! may share the file.
+//!
+//! ```
+//! use portcullis_core::Registry;
+//! use portcullis_stores::SqliteStore;
+//!
+//! let dir = std::env::temp_dir().join(format!("portcullis-doc-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir).unwrap();
+//! let store = SqliteStore::open(dir.join("state.db")).unwrap();
+//! let registry = Registry::builder()
+//!     .approval_store(store.clone())
+//!     .repeat_store(store)
+//!     .build()
+//!     .unwrap();
+//! # drop(registry);
+//! # std::fs::remove_dir_all(&dir).unwrap();
+//! ```
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod sqlite;
+
+pub use sqlite::{OpenError, SqliteStore};

@@ -1,0 +1,161 @@
+//! The SQLite store: one file, opened in WAL mode, its schema migrated when opened.
+
+mod approvals;
+mod repeats;
+
+use std::fmt;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use rusqlite::{Connection, TransactionBehavior};
+
+/// The schema, one migration per version, applied in order when a store opens. Never edit a
+/// migration that shipped: add the next one.
+const MIGRATIONS: &[&str] = &[
+    // 1: pending approvals and claims of calls.
+    "CREATE TABLE pending_calls (
+        ticket_id TEXT PRIMARY KEY,
+        task TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        created_ms INTEGER NOT NULL,
+        expires_ms INTEGER NOT NULL,
+        call TEXT NOT NULL
+    );
+    CREATE INDEX pending_calls_by_task ON pending_calls (task, expires_ms);
+    CREATE INDEX pending_calls_by_actor ON pending_calls (actor, expires_ms);
+    CREATE INDEX pending_calls_by_expiry ON pending_calls (expires_ms);
+    CREATE TABLE claims (
+        call_key TEXT PRIMARY KEY,
+        fingerprint TEXT NOT NULL,
+        state TEXT NOT NULL,
+        settled INTEGER NOT NULL
+    );",
+];
+
+/// How long a writer waits for another process's transaction before it gives up.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// State kept in one SQLite file: an [`ApprovalStore`](portcullis_core::ApprovalStore) and a
+/// [`RepeatStore`](portcullis_core::RepeatStore). Clones share the connection.
+///
+/// The store's methods run their (short) SQLite transactions on the calling thread.
+#[derive(Clone)]
+pub struct SqliteStore {
+    connection: Arc<Mutex<Connection>>,
+}
+
+/// Why a store could not be opened.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// The database could not be opened or migrated.
+    Database(rusqlite::Error),
+    /// The database was written by a newer portcullis: its schema is at `found`, this one knows
+    /// up to `known`.
+    NewerSchema {
+        /// The database's schema version.
+        found: i64,
+        /// The newest version this build knows.
+        known: i64,
+    },
+}
+
+impl fmt::Display for OpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpenError::Database(error) => write!(f, "the store's database failed: {error}"),
+            OpenError::NewerSchema { found, known } => write!(
+                f,
+                "the database's schema is at version {found}, newer than the {known} this \
+                 portcullis knows: upgrade portcullis before opening it"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for OpenError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            OpenError::Database(error) => Some(error),
+            OpenError::NewerSchema { .. } => None,
+        }
+    }
+}
+
+impl From<rusqlite::Error> for OpenError {
+    fn from(error: rusqlite::Error) -> Self {
+        OpenError::Database(error)
+    }
+}
+
+impl SqliteStore {
+    /// Opens (or creates) the store at `path` and brings its schema up to date.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, OpenError> {
+        let mut connection = Connection::open(path)?;
+        connection.busy_timeout(BUSY_TIMEOUT)?;
+        connection.pragma_update(None, "journal_mode", "WAL")?;
+        // Every commit is on the disk before the decision it records is acted on.
+        connection.pragma_update(None, "synchronous", "FULL")?;
+        migrate(&mut connection)?;
+        Ok(SqliteStore {
+            connection: Arc::new(Mutex::new(connection)),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        // A transaction in progress when a thread panicked was rolled back when it dropped.
+        self.connection
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Applies the migrations the database lacks, in one transaction.
+fn migrate(connection: &mut Connection) -> Result<(), OpenError> {
+    let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let found: i64 = transaction.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    let known = MIGRATIONS.len() as i64;
+    if found > known {
+        return Err(OpenError::NewerSchema { found, known });
+    }
+    for migration in &MIGRATIONS[found as usize..] {
+        transaction.execute_batch(migration)?;
+    }
+    transaction.pragma_update(None, "user_version", known)?;
+    transaction.commit()?;
+    Ok(())
+}
+
+/// Reports a database failure the store answers by refusing.
+fn failed(operation: &str, error: &dyn fmt::Display) {
+    tracing::error!(%error, "the SQLite store could not {operation}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_newer_schema_is_refused() {
+        let dir = std::env::temp_dir().join(format!("portcullis-migrate-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("state.db");
+        let _ = std::fs::remove_file(&path);
+        drop(SqliteStore::open(&path).unwrap());
+        drop(SqliteStore::open(&path).unwrap());
+        let connection = Connection::open(&path).unwrap();
+        connection.pragma_update(None, "user_version", 99).unwrap();
+        drop(connection);
+        let error = SqliteStore::open(&path).err().unwrap();
+        assert!(matches!(
+            error,
+            OpenError::NewerSchema {
+                found: 99,
+                known: 1
+            }
+        ));
+        assert!(error.to_string().contains("upgrade portcullis"), "{error}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,92 @@
+//! Claims of calls in SQLite: of two processes claiming one call, one gets it.
+
+use std::future::ready;
+
+use portcullis_core::{BoxFuture, CallKey, Claim, ClaimState, RepeatStore};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use super::{SqliteStore, failed};
+
+/// The claim's key as stored: the call key's JSON, which tells every tenant, actor, task, tool
+/// and call id apart.
+fn stored_key(key: &CallKey) -> Result<String, rusqlite::Error> {
+    serde_json::to_string(key)
+        .map_err(|error| rusqlite::Error::ToSqlConversionFailure(Box::new(error)))
+}
+
+fn stored_state(state: &ClaimState) -> Result<String, rusqlite::Error> {
+    serde_json::to_string(state)
+        .map_err(|error| rusqlite::Error::ToSqlConversionFailure(Box::new(error)))
+}
+
+fn claim(
+    connection: &mut Connection,
+    key: &CallKey,
+    fingerprint: &str,
+) -> Result<Claim, rusqlite::Error> {
+    let key = stored_key(key)?;
+    let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let held: Option<(String, String)> = transaction
+        .query_row(
+            "SELECT fingerprint, state FROM claims WHERE call_key = ?1",
+            [&key],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .optional()?;
+    let claim = match held {
+        Some((known, _)) if known != fingerprint => Claim::OtherArguments,
+        Some((_, state)) => match serde_json::from_str(&state) {
+            Ok(state) => Claim::Existing(state),
+            Err(error) => {
+                failed("read a claim", &error);
+                Claim::Unavailable
+            }
+        },
+        None => {
+            transaction.execute(
+                "INSERT INTO claims (call_key, fingerprint, state, settled) VALUES (?1, ?2, ?3, 0)",
+                params![key, fingerprint, stored_state(&ClaimState::Running)?],
+            )?;
+            Claim::New
+        }
+    };
+    transaction.commit()?;
+    Ok(claim)
+}
+
+impl RepeatStore for SqliteStore {
+    fn claim<'a>(&'a self, key: &'a CallKey, fingerprint: &'a str) -> BoxFuture<'a, Claim> {
+        let claim = claim(&mut self.lock(), key, fingerprint).unwrap_or_else(|error| {
+            failed("claim a call", &error);
+            Claim::Unavailable
+        });
+        Box::pin(ready(claim))
+    }
+
+    fn update<'a>(&'a self, key: &'a CallKey, state: ClaimState) -> BoxFuture<'a, ()> {
+        let settled = matches!(state, ClaimState::Settled(_));
+        let updated = (|| {
+            self.lock().execute(
+                "UPDATE claims SET state = ?2, settled = ?3 WHERE call_key = ?1 AND settled = 0",
+                params![stored_key(key)?, stored_state(&state)?, settled],
+            )
+        })();
+        if let Err(error) = updated {
+            failed("update a claim", &error);
+        }
+        Box::pin(ready(()))
+    }
+
+    fn release<'a>(&'a self, key: &'a CallKey) -> BoxFuture<'a, ()> {
+        let released = (|| {
+            self.lock().execute(
+                "DELETE FROM claims WHERE call_key = ?1 AND settled = 0",
+                [stored_key(key)?],
+            )
+        })();
+        if let Err(error) = released {
+            failed("release a claim", &error);
+        }
+        Box::pin(ready(()))
+    }
+}
