@@ -4,7 +4,6 @@
 
 use std::path::PathBuf;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use portcullis::prelude::*;
 use portcullis::{ApprovalDecision, Reviewer};
@@ -33,12 +32,13 @@ fn pay_supplier(supplier: String, amount_cents: u64) -> Result<String, ToolError
     Ok(format!("paid {amount_cents} to {supplier}"))
 }
 
-static TRANSFERS: AtomicUsize = AtomicUsize::new(0);
+/// The amounts transferred, one entry per run; each test moves amounts of its own.
+static MOVED: Mutex<Vec<u64>> = Mutex::new(Vec::new());
 
 /// Move money between two of the company's accounts.
 #[tool(risk = "medium")]
 async fn transfer(amount_cents: u64) -> Result<u64, ToolError> {
-    TRANSFERS.fetch_add(1, Ordering::SeqCst);
+    MOVED.lock().unwrap().push(amount_cents);
     tokio::task::yield_now().await;
     Ok(amount_cents)
 }
@@ -132,7 +132,7 @@ async fn two_workers_decide_one_ticket_once() {
 async fn a_call_sent_to_several_workers_runs_once() {
     let path = database("claims");
     let ctx = CallContext::new("agent").with_task_id("t3");
-    let send = ToolCall::new("w1", "transfer", json!({"amount_cents": 5}));
+    let send = ToolCall::new("w1", "transfer", json!({"amount_cents": 5_000}));
     let dispatches: Vec<_> = (0..8)
         .map(|_| {
             let (registry, ctx, send) = (worker(&path), ctx.clone(), send.clone());
@@ -146,8 +146,91 @@ async fn a_call_sent_to_several_workers_runs_once() {
             "{outcome:?}"
         );
     }
-    assert_eq!(TRANSFERS.load(Ordering::SeqCst), 1);
-    let other_arguments = ToolCall::new("w1", "transfer", json!({"amount_cents": 6}));
+    let runs = MOVED
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|moved| **moved == 5_000)
+        .count();
+    assert_eq!(runs, 1);
+    let other_arguments = ToolCall::new("w1", "transfer", json!({"amount_cents": 6_000}));
     let reused = worker(&path).dispatch(&ctx, &other_arguments).await;
     assert_eq!(reused.code(), Some(RejectionCode::CallIdReused));
+}
+
+fn audit_key() -> portcullis::audit::AuditKey {
+    portcullis::audit::AuditKey::new(b"the operator's secret, 32 bytes+".to_vec()).unwrap()
+}
+
+/// An audited worker: its own connection, writing to the shared log.
+fn audited_worker(path: &PathBuf) -> Registry {
+    Registry::builder()
+        .tool(Transfer)
+        .audit(SqliteStore::open(path).unwrap())
+        .audit_key(audit_key())
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn several_workers_write_one_verifiable_audit_chain() {
+    use portcullis::audit::{ChainBreak, verify, verify_to};
+
+    let path = database("audit");
+    let dispatches: Vec<_> = (0..4)
+        .flat_map(|worker| {
+            let registry = audited_worker(&path);
+            (0..8).map(move |index| {
+                let registry = registry.clone();
+                tokio::spawn(async move {
+                    let ctx = CallContext::new(format!("agent{worker}"));
+                    let call = ToolCall::new(
+                        format!("c{index}"),
+                        "transfer",
+                        json!({"amount_cents": index}),
+                    );
+                    registry.dispatch(&ctx, &call).await
+                })
+            })
+        })
+        .collect();
+    for dispatch in dispatches {
+        assert!(dispatch.await.unwrap().is_completed());
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    let records = store.audit_records(0, None).unwrap();
+    assert_eq!(
+        records.len(),
+        64,
+        "an about-to-run and an outcome record per call"
+    );
+    let checkpoint = verify(&records, Some(&audit_key())).unwrap();
+    assert_eq!(checkpoint.length, 64);
+    assert_eq!(store.audit_records(60, Some(2)).unwrap(), records[60..62]);
+
+    // A cut tail verifies alone and fails against the checkpoint; an altered record fails.
+    let connection = rusqlite::Connection::open(&path).unwrap();
+    connection
+        .execute("DELETE FROM audit_records WHERE sequence >= 62", [])
+        .unwrap();
+    let cut = store.audit_records(0, None).unwrap();
+    assert!(verify(&cut, Some(&audit_key())).is_ok());
+    assert_eq!(
+        verify_to(&cut, Some(&audit_key()), &checkpoint),
+        Err(ChainBreak::CutShort {
+            expected_length: 64,
+            found_length: 62
+        })
+    );
+    connection
+        .execute(
+            "UPDATE audit_records SET record = replace(record, '\"agent1\"', '\"agent9\"')",
+            [],
+        )
+        .unwrap();
+    let altered = store.audit_records(0, None).unwrap();
+    assert!(matches!(
+        verify(&altered, Some(&audit_key())),
+        Err(ChainBreak::Altered { .. })
+    ));
 }

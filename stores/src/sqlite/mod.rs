@@ -1,6 +1,7 @@
 //! The SQLite store: one file, opened in WAL mode, its schema migrated when opened.
 
 mod approvals;
+mod audit;
 mod repeats;
 
 use std::fmt;
@@ -31,13 +32,20 @@ const MIGRATIONS: &[&str] = &[
         state TEXT NOT NULL,
         settled INTEGER NOT NULL
     );",
+    // 2: the audit log, one chain whoever appends.
+    "CREATE TABLE audit_records (
+        sequence INTEGER PRIMARY KEY,
+        hash TEXT NOT NULL,
+        record TEXT NOT NULL
+    );",
 ];
 
 /// How long a writer waits for another process's transaction before it gives up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// State kept in one SQLite file: an [`ApprovalStore`](portcullis_core::ApprovalStore) and a
-/// [`RepeatStore`](portcullis_core::RepeatStore). Clones share the connection.
+/// State kept in one SQLite file: an [`ApprovalStore`](portcullis_core::ApprovalStore), a
+/// [`RepeatStore`](portcullis_core::RepeatStore) and an
+/// [`AuditSink`](portcullis_core::audit::AuditSink). Clones share the connection.
 ///
 /// The store's methods run their (short) SQLite transactions on the calling thread.
 #[derive(Clone)]
@@ -152,7 +160,7 @@ mod tests {
             error,
             OpenError::NewerSchema {
                 found: 99,
-                known: 1
+                known: 2
             }
         ));
         assert!(error.to_string().contains("upgrade portcullis"), "{error}");
