@@ -45,7 +45,8 @@ pub use gate::approve::store::{
 };
 pub use gate::authorize::policy::{Decision, Policy, PolicyError, PolicyRequest, ReadOnlyRequests};
 pub use gate::budget::store::{
-    BudgetLimits, BudgetStore, Charge, CircuitBreaker, InMemoryBudgetStore, RateLimit,
+    Admitted, BudgetLimits, BudgetStore, Charge, CircuitBreaker, InMemoryBudgetStore, RateLimit,
+    Usage, judge_charge,
 };
 pub use gate::repeat::{CallKey, Claim, ClaimState, InMemoryRepeatStore, RepeatStore};
 pub use gate::{DecodeLimits, Gate};

@@ -834,6 +834,7 @@ fn counts_as_refusal(outcome: &Outcome) -> bool {
                     | RejectionCode::TooManyRefusals
                     | RejectionCode::AuditUnavailable
                     | RejectionCode::ClaimsUnavailable
+                    | RejectionCode::BudgetUnavailable
                     | RejectionCode::ApprovalsUnavailable
             )
     })

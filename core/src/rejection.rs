@@ -64,6 +64,9 @@ pub enum RejectionCode {
     CircuitOpen,
     /// The task collected as many refusals as the registry allows, and is stopped.
     TooManyRefusals,
+    /// The store of budgets could not be reached, so the call could not be counted and did
+    /// not run.
+    BudgetUnavailable,
     /// A call with the same id is running now; send it again later to read its outcome.
     CallInProgress,
     /// The call id was used before, by this caller in this task, for other arguments.
@@ -127,6 +130,7 @@ impl RejectionCode {
             RejectionCode::RateLimited => "rate_limited",
             RejectionCode::CircuitOpen => "circuit_open",
             RejectionCode::TooManyRefusals => "too_many_refusals",
+            RejectionCode::BudgetUnavailable => "budget_unavailable",
             RejectionCode::CallInProgress => "call_in_progress",
             RejectionCode::CallIdReused => "call_id_reused",
             RejectionCode::ClaimsUnavailable => "claims_unavailable",
@@ -169,7 +173,8 @@ impl RejectionCode {
             | RejectionCode::StalledLoop
             | RejectionCode::RateLimited
             | RejectionCode::CircuitOpen
-            | RejectionCode::TooManyRefusals => Gate::Budget,
+            | RejectionCode::TooManyRefusals
+            | RejectionCode::BudgetUnavailable => Gate::Budget,
             RejectionCode::CallInProgress
             | RejectionCode::CallIdReused
             | RejectionCode::ClaimsUnavailable => Gate::Repeat,

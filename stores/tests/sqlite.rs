@@ -234,3 +234,77 @@ async fn several_workers_write_one_verifiable_audit_chain() {
         Err(ChainBreak::Altered { .. })
     ));
 }
+
+/// Look a supplier up.
+#[tool(read_only, cost = 2)]
+fn find_supplier(name: String) -> Result<String, ToolError> {
+    Ok(name)
+}
+
+fn budgeted_worker(path: &PathBuf) -> Registry {
+    let store = SqliteStore::open(path).unwrap();
+    Registry::builder()
+        .tool(FindSupplier)
+        .budget(portcullis::BudgetLimits {
+            max_calls_per_task: Some(3),
+            max_cost_per_task: Some(5),
+            ..portcullis::BudgetLimits::default()
+        })
+        .budget_store(store)
+        .refusal_limit(Some(40))
+        .build()
+        .unwrap()
+}
+
+/// 16 tasks, each sending 6 calls spread over 4 workers: every task gets exactly what its
+/// budget allows (two calls of cost 2 under a cost of 5), never more, and its refusals are
+/// counted across the workers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn workers_share_one_budget() {
+    let path = database("budget");
+    let workers: Vec<Registry> = (0..4).map(|_| budgeted_worker(&path)).collect();
+    let dispatches: Vec<_> = (0..16)
+        .flat_map(|task| {
+            let workers = workers.clone();
+            (0..6).map(move |index| {
+                let registry = workers[index % 4].clone();
+                tokio::spawn(async move {
+                    let ctx = CallContext::new("agent").with_task_id(format!("task{task}"));
+                    let call = ToolCall::new(
+                        format!("c{index}"),
+                        "find_supplier",
+                        json!({"name": format!("s{index}")}),
+                    );
+                    (task, registry.dispatch(&ctx, &call).await)
+                })
+            })
+        })
+        .collect();
+    let mut completed = [0; 16];
+    for dispatch in dispatches {
+        let (task, outcome) = dispatch.await.unwrap();
+        match outcome.code() {
+            None => completed[task] += 1,
+            Some(code) => assert_eq!(code, RejectionCode::BudgetCostExceeded),
+        }
+    }
+    assert_eq!(completed, [2; 16]);
+    let stopped = budgeted_worker(&path);
+    for index in 0..36 {
+        let ctx = CallContext::new("agent").with_task_id("task0");
+        let call = ToolCall::new(
+            format!("more{index}"),
+            "find_supplier",
+            json!({"name": "x"}),
+        );
+        stopped.dispatch(&ctx, &call).await;
+    }
+    let ctx = CallContext::new("agent").with_task_id("task0");
+    let call = ToolCall::new("last", "find_supplier", json!({"name": "x"}));
+    let outcome = workers[1].dispatch(&ctx, &call).await;
+    assert_eq!(
+        outcome.code(),
+        Some(RejectionCode::TooManyRefusals),
+        "4 refusals before, 36 after: 40 across the workers"
+    );
+}

@@ -104,6 +104,7 @@ impl Gate {
                 RateLimited,
                 CircuitOpen,
                 TooManyRefusals,
+                BudgetUnavailable,
             ],
             Gate::Repeat => &[CallInProgress, CallIdReused, ClaimsUnavailable],
             Gate::Approve => &[

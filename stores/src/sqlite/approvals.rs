@@ -2,26 +2,13 @@
 //! makes it.
 
 use std::future::ready;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use portcullis_core::{
     ApprovalStore, BoxFuture, PendingCall, PendingLimits, Rejection, RejectionCode, Ticket,
 };
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::{SqliteStore, failed};
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| {
-            i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
-        })
-}
-
-fn as_sql(ms: u64) -> i64 {
-    i64::try_from(ms).unwrap_or(i64::MAX)
-}
+use super::{SqliteStore, as_sql, failed, now_ms};
 
 /// Reads the stored calls of `rows`; a row that does not read back is reported and left out.
 fn calls(rows: Vec<String>) -> Vec<PendingCall> {

@@ -2,6 +2,7 @@
 
 mod approvals;
 mod audit;
+mod budget;
 mod repeats;
 
 use std::fmt;
@@ -38,13 +39,37 @@ const MIGRATIONS: &[&str] = &[
         hash TEXT NOT NULL,
         record TEXT NOT NULL
     );",
+    // 3: budgets: tasks, their calls per tool, the actors' recent calls, the tools' circuits.
+    "CREATE TABLE budget_tasks (
+        task TEXT PRIMARY KEY,
+        calls INTEGER NOT NULL DEFAULT 0,
+        cost INTEGER NOT NULL DEFAULT 0,
+        last_tool TEXT,
+        last_arguments TEXT,
+        last_times INTEGER NOT NULL DEFAULT 0,
+        refusals INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE budget_tool_calls (
+        task TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        calls INTEGER NOT NULL,
+        PRIMARY KEY (task, tool)
+    );
+    CREATE TABLE budget_actor_calls (actor TEXT NOT NULL, at_ms INTEGER NOT NULL);
+    CREATE INDEX budget_actor_calls_by_actor ON budget_actor_calls (actor, at_ms);
+    CREATE TABLE budget_circuits (
+        tool TEXT PRIMARY KEY,
+        failures_in_a_row INTEGER NOT NULL,
+        open_until_ms INTEGER
+    );",
 ];
 
 /// How long a writer waits for another process's transaction before it gives up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// State kept in one SQLite file: an [`ApprovalStore`](portcullis_core::ApprovalStore), a
-/// [`RepeatStore`](portcullis_core::RepeatStore) and an
+/// [`RepeatStore`](portcullis_core::RepeatStore), a
+/// [`BudgetStore`](portcullis_core::BudgetStore) and an
 /// [`AuditSink`](portcullis_core::audit::AuditSink). Clones share the connection.
 ///
 /// The store's methods run their (short) SQLite transactions on the calling thread.
@@ -135,6 +160,25 @@ fn migrate(connection: &mut Connection) -> Result<(), OpenError> {
     Ok(())
 }
 
+/// Milliseconds since the Unix epoch: the clock every process sharing the file reads.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+        })
+}
+
+/// A count or a time as SQLite stores it.
+fn as_sql(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// A count as SQLite stored it.
+fn from_sql(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}
+
 /// Reports a database failure the store answers by refusing.
 fn failed(operation: &str, error: &dyn fmt::Display) {
     tracing::error!(%error, "the SQLite store could not {operation}");
@@ -160,7 +204,7 @@ mod tests {
             error,
             OpenError::NewerSchema {
                 found: 99,
-                known: 2
+                known: 3
             }
         ));
         assert!(error.to_string().contains("upgrade portcullis"), "{error}");

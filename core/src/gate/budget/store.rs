@@ -112,6 +112,120 @@ pub trait BudgetStore: Send + Sync + 'static {
     fn refusals<'a>(&'a self, task: &'a str) -> BoxFuture<'a, u64>;
 }
 
+/// What a store read of the usage a charge is judged against, in the same atomic step that
+/// will record the charge.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Usage<'a> {
+    /// The tool's circuit is open now.
+    pub circuit_open: bool,
+    /// The actor's calls within the rate limit's window (when one is set).
+    pub calls_in_window: u64,
+    /// The task's calls so far.
+    pub task_calls: u64,
+    /// The task's cost so far.
+    pub task_cost: u64,
+    /// The task's calls of this tool so far.
+    pub tool_calls: u64,
+    /// The task's last call: its tool, its canonical arguments, and how many times in a row it
+    /// was made.
+    pub last: Option<(&'a str, &'a str, u32)>,
+}
+
+/// What a store records of an admitted charge, beyond one more call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Admitted {
+    /// The task's cost with this call.
+    pub task_cost: u64,
+    /// How many times in a row the task made this call, with this one.
+    pub times_in_a_row: u32,
+}
+
+/// The budget's rules, for every store: admits `charge` against `limits` given `usage`, or
+/// refuses it. A store reads the usage and records an admitted charge in one atomic step.
+pub fn judge_charge(
+    charge: &Charge<'_>,
+    limits: &BudgetLimits,
+    usage: &Usage<'_>,
+) -> Result<Admitted, Rejection> {
+    if usage.circuit_open {
+        return Err(Rejection::new(
+            RejectionCode::CircuitOpen,
+            format!(
+                "`{}` failed too often and is paused for a while",
+                charge.tool
+            ),
+        )
+        .with_hint("try again later, or do without this tool"));
+    }
+    if let Some(rate) = limits.rate_limit
+        && usage.calls_in_window >= u64::from(rate.calls)
+    {
+        return Err(Rejection::new(
+            RejectionCode::RateLimited,
+            format!(
+                "at most {} calls every {} ms",
+                rate.calls,
+                rate.per.as_millis()
+            ),
+        )
+        .with_hint("wait before calling again"));
+    }
+    if limits
+        .max_calls_per_task
+        .is_some_and(|max| usage.task_calls >= max)
+    {
+        return Err(calls_exceeded(
+            "this task has made all the calls it may make",
+        ));
+    }
+    if charge
+        .tool_max_calls_per_task
+        .is_some_and(|max| usage.tool_calls >= max)
+    {
+        return Err(calls_exceeded(&format!(
+            "this task has made all the calls of `{}` it may make",
+            charge.tool
+        )));
+    }
+    let task_cost = usage.task_cost.saturating_add(charge.cost);
+    if let Some(max) = limits.max_cost_per_task
+        && task_cost > max
+    {
+        return Err(Rejection::new(
+            RejectionCode::BudgetCostExceeded,
+            format!("this call would spend {task_cost} of the task's budget of {max}"),
+        )
+        .with_retryable(false));
+    }
+    let times_in_a_row = match (usage.last, charge.canonical_arguments) {
+        (Some((tool, arguments, times)), Some(canonical))
+            if tool == charge.tool && arguments == canonical =>
+        {
+            times + 1
+        }
+        _ => 1,
+    };
+    if limits
+        .stalled_loop_after
+        .is_some_and(|after| times_in_a_row >= after)
+    {
+        return Err(Rejection::new(
+            RejectionCode::StalledLoop,
+            format!(
+                "`{}` was called {} times in a row with the same arguments",
+                charge.tool,
+                times_in_a_row - 1
+            ),
+        )
+        .with_hint("the same call gives the same result: change the arguments or stop")
+        .with_retryable(false));
+    }
+    Ok(Admitted {
+        task_cost,
+        times_in_a_row,
+    })
+}
+
 /// A [`BudgetStore`] in memory, for one process. Tasks are counted until
 /// [`InMemoryBudgetStore::forget_task`] is called for them.
 #[derive(Clone)]
@@ -177,20 +291,6 @@ impl InMemoryBudgetStore {
             actors,
             circuits,
         } = &mut *state;
-
-        if let Some(circuit) = circuits.get(charge.tool)
-            && circuit.open_until.is_some_and(|until| now < until)
-        {
-            return Err(Rejection::new(
-                RejectionCode::CircuitOpen,
-                format!(
-                    "`{}` failed too often and is paused for a while",
-                    charge.tool
-                ),
-            )
-            .with_hint("try again later, or do without this tool"));
-        }
-
         let window = actors.entry(charge.actor.to_owned()).or_default();
         if let Some(rate) = limits.rate_limit {
             while window
@@ -199,78 +299,32 @@ impl InMemoryBudgetStore {
             {
                 window.pop_front();
             }
-            if window.len() >= rate.calls as usize {
-                return Err(Rejection::new(
-                    RejectionCode::RateLimited,
-                    format!(
-                        "at most {} calls every {} ms",
-                        rate.calls,
-                        rate.per.as_millis()
-                    ),
-                )
-                .with_hint("wait before calling again"));
-            }
         }
-
         let task = tasks.entry(charge.task.to_owned()).or_default();
-        let tool_calls = task.per_tool.get(charge.tool).copied().unwrap_or(0);
-        if limits
-            .max_calls_per_task
-            .is_some_and(|max| task.calls >= max)
-        {
-            return Err(calls_exceeded(
-                "this task has made all the calls it may make",
-            ));
-        }
-        if charge
-            .tool_max_calls_per_task
-            .is_some_and(|max| tool_calls >= max)
-        {
-            return Err(calls_exceeded(&format!(
-                "this task has made all the calls of `{}` it may make",
-                charge.tool
-            )));
-        }
-        let cost = task.cost.saturating_add(charge.cost);
-        if let Some(max) = limits.max_cost_per_task
-            && cost > max
-        {
-            return Err(Rejection::new(
-                RejectionCode::BudgetCostExceeded,
-                format!("this call would spend {cost} of the task's budget of {max}"),
-            )
-            .with_retryable(false));
-        }
-        let repeats = match (&task.last, charge.canonical_arguments) {
-            (Some((tool, arguments, times)), Some(canonical))
-                if tool == charge.tool && arguments == canonical =>
-            {
-                times + 1
-            }
-            _ => 1,
+        let usage = Usage {
+            circuit_open: circuits
+                .get(charge.tool)
+                .is_some_and(|circuit| circuit.open_until.is_some_and(|until| now < until)),
+            calls_in_window: window.len() as u64,
+            task_calls: task.calls,
+            task_cost: task.cost,
+            tool_calls: task.per_tool.get(charge.tool).copied().unwrap_or(0),
+            last: task
+                .last
+                .as_ref()
+                .map(|(tool, arguments, times)| (tool.as_str(), arguments.as_str(), *times)),
         };
-        if limits
-            .stalled_loop_after
-            .is_some_and(|after| repeats >= after)
-        {
-            return Err(Rejection::new(
-                RejectionCode::StalledLoop,
-                format!(
-                    "`{}` was called {} times in a row with the same arguments",
-                    charge.tool,
-                    repeats - 1
-                ),
-            )
-            .with_hint("the same call gives the same result: change the arguments or stop")
-            .with_retryable(false));
-        }
-
+        let admitted = judge_charge(&charge, limits, &usage)?;
         task.calls += 1;
-        task.cost = cost;
+        task.cost = admitted.task_cost;
         *task.per_tool.entry(charge.tool.to_owned()).or_insert(0) += 1;
-        task.last = charge
-            .canonical_arguments
-            .map(|canonical| (charge.tool.to_owned(), canonical.to_owned(), repeats));
+        task.last = charge.canonical_arguments.map(|canonical| {
+            (
+                charge.tool.to_owned(),
+                canonical.to_owned(),
+                admitted.times_in_a_row,
+            )
+        });
         if limits.rate_limit.is_some() {
             window.push_back(now);
         }
