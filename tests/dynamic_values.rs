@@ -310,7 +310,7 @@ async fn transactions_check_the_values_too() {
         ))
         .await;
     invalid_value(&outcome, "/product_id");
-    transaction.commit();
+    transaction.commit().await;
 }
 
 /// Arguments whose `Serialize` leaves the restricted argument out of the canonical arguments.

@@ -233,7 +233,7 @@ async fn commit_keeps_every_effect() {
             .await
             .is_completed()
     );
-    transaction.commit();
+    transaction.commit().await;
     assert_eq!(journal.entries(), ["reserve rug"]);
 }
 
@@ -252,7 +252,7 @@ async fn a_repeated_call_id_runs_once_unless_the_tool_is_idempotent() {
     transaction.dispatch(&look).await;
     transaction.dispatch(&look).await;
     assert_eq!(journal.entries(), ["charge 250", "look up k", "look up k"]);
-    transaction.commit();
+    transaction.commit().await;
 }
 
 #[tokio::test]

@@ -48,7 +48,7 @@ impl From<Value> for Arguments {
 /// let from_anthropic = ToolCall::new("toolu_1", "delete_record", json!({"record_id": 7}));
 /// assert_eq!(from_openai.name, from_anthropic.name);
 /// ```
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
     /// The provider's id for this call, echoed in the result.
     pub id: String,

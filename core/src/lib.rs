@@ -55,6 +55,7 @@ pub use registry::{BuildError, DEFAULT_REFUSAL_LIMIT, Registry, RegistryBuilder}
 pub use rejection::{Rejection, RejectionCode, Violation};
 pub use schema::schema_for;
 pub use tool::{BoxFuture, IntoToolResult, Invocation, Tool, ToolError};
+pub use transaction::store::{Abandoned, StoredStep, TransactionStore};
 pub use transaction::{Compensation, CompensationResult, Transaction};
 
 #[doc(hidden)]

@@ -18,6 +18,7 @@ use crate::gate::budget::Budget;
 use crate::gate::repeat::{InMemoryRepeatStore, RepeatStore};
 use crate::gate::validate::SchemaCheck;
 use crate::pipeline::ErasedTool;
+use crate::transaction::store::{DurableTransactions, TransactionStore};
 use crate::{
     ApprovalStore, Approver, BudgetLimits, BudgetStore, CallContext, ContractError, DecodeLimits,
     InMemoryApprovalStore, InMemoryBudgetStore, Policy, Ticket, Tool, ToolContract,
@@ -68,6 +69,8 @@ pub(crate) struct Settings {
     pub(crate) refusal_limit: Option<u64>,
     /// Whether a caller learns that a tool it may not use exists (`role_denied`).
     pub(crate) reveal_denied_tools: bool,
+    /// Where transactions keep their steps, if anywhere but their worker's memory.
+    pub(crate) transactions: Option<DurableTransactions>,
     /// The provider profiles the registry was built for, each checked against every tool.
     pub(crate) profiles: Vec<Profile>,
 }
@@ -101,6 +104,7 @@ impl Registry {
                 repeats: Box::new(InMemoryRepeatStore::default()),
                 refusal_limit: Some(DEFAULT_REFUSAL_LIMIT),
                 reveal_denied_tools: false,
+                transactions: None,
                 profiles: Vec::new(),
             },
         }
@@ -357,6 +361,18 @@ impl RegistryBuilder {
     /// count: the circuit breaker handles those.
     pub fn refusal_limit(mut self, limit: Option<u64>) -> Self {
         self.settings.refusal_limit = limit;
+        self
+    }
+
+    /// Keeps every transaction's completed steps in `store` as they complete, so that
+    /// [`Registry::recover`] can compensate the transactions of a worker that crashed. A worker
+    /// holds its transaction for `lease` after each step; a transaction idle for longer counts
+    /// as abandoned, so choose a lease longer than a transaction's longest pause.
+    pub fn transaction_store(mut self, store: impl TransactionStore, lease: Duration) -> Self {
+        self.settings.transactions = Some(DurableTransactions {
+            store: Box::new(store),
+            lease,
+        });
         self
     }
 

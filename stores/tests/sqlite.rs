@@ -308,3 +308,77 @@ async fn workers_share_one_budget() {
         "4 refusals before, 36 after: 40 across the workers"
     );
 }
+
+/// The amounts charged and refunded, one entry per run; this test's amounts are its own.
+static CHARGES: Mutex<Vec<i64>> = Mutex::new(Vec::new());
+
+/// Charge a card.
+#[tool(risk = "high", rollback = refund)]
+fn charge(amount_cents: i64) -> Result<i64, ToolError> {
+    CHARGES.lock().unwrap().push(amount_cents);
+    Ok(amount_cents)
+}
+
+async fn refund(_: &CallContext, args: &ChargeArgs, _: &i64) -> Result<(), ToolError> {
+    CHARGES.lock().unwrap().push(-args.amount_cents);
+    Ok(())
+}
+
+fn transacting_worker(path: &PathBuf, lease: std::time::Duration) -> Registry {
+    Registry::builder()
+        .tool(Charge)
+        .transaction_store(SqliteStore::open(path).unwrap(), lease)
+        .build()
+        .unwrap()
+}
+
+/// A worker stops in the middle of a transaction (its memory is gone, nothing ran its
+/// compensations); another worker's `recover` compensates each step once, last first.
+#[tokio::test]
+async fn recover_compensates_a_crashed_workers_transaction_once() {
+    use std::time::Duration;
+
+    let path = database("recover");
+    let crashed = transacting_worker(&path, Duration::ZERO);
+    let ctx = CallContext::new("agent").with_task_id("checkout");
+    let mut transaction = crashed.transaction(&ctx);
+    for (id, amount) in [("c1", 101), ("c2", 202)] {
+        let step = ToolCall::new(id, "charge", json!({"amount_cents": amount}));
+        assert!(transaction.dispatch(&step).await.is_completed());
+    }
+    // The worker dies: no commit, no abort, no drop.
+    std::mem::forget(transaction);
+
+    // A transaction still held by a live worker is not taken.
+    let live = transacting_worker(&path, Duration::from_secs(600));
+    let mut held = live.transaction(&ctx);
+    let step = ToolCall::new("c3", "charge", json!({"amount_cents": 303}));
+    assert!(held.dispatch(&step).await.is_completed());
+    let mut finished = live.transaction(&ctx);
+    let step = ToolCall::new("c4", "charge", json!({"amount_cents": 404}));
+    assert!(finished.dispatch(&step).await.is_completed());
+    finished.commit().await;
+
+    let recovered = transacting_worker(&path, Duration::from_secs(600))
+        .recover()
+        .await;
+    assert_eq!(recovered.len(), 1);
+    let calls: Vec<&str> = recovered[0].1.iter().map(|c| c.call_id.as_str()).collect();
+    assert_eq!(calls, ["c2", "c1"], "last first");
+    assert!(
+        recovered[0]
+            .1
+            .iter()
+            .all(|c| c.result == portcullis::CompensationResult::Compensated)
+    );
+    assert!(live.recover().await.is_empty(), "compensated once");
+    let ledger: Vec<i64> = CHARGES
+        .lock()
+        .unwrap()
+        .iter()
+        .copied()
+        .filter(|amount| [101, 202, 303, 404].contains(&amount.abs()))
+        .collect();
+    assert_eq!(ledger, [101, 202, 303, 404, -202, -101]);
+    held.abort().await;
+}

@@ -4,6 +4,7 @@ mod approvals;
 mod audit;
 mod budget;
 mod repeats;
+mod transactions;
 
 use std::fmt;
 use std::path::Path;
@@ -62,6 +63,20 @@ const MIGRATIONS: &[&str] = &[
         failures_in_a_row INTEGER NOT NULL,
         open_until_ms INTEGER
     );",
+    // 4: open transactions and their completed steps.
+    "CREATE TABLE transactions (
+        id TEXT PRIMARY KEY,
+        ctx TEXT NOT NULL,
+        lease_until_ms INTEGER NOT NULL
+    );
+    CREATE INDEX transactions_by_lease ON transactions (lease_until_ms);
+    CREATE TABLE transaction_steps (
+        id TEXT NOT NULL,
+        step INTEGER NOT NULL,
+        payload TEXT NOT NULL,
+        compensated INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (id, step)
+    );",
 ];
 
 /// How long a writer waits for another process's transaction before it gives up.
@@ -69,7 +84,8 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// State kept in one SQLite file: an [`ApprovalStore`](portcullis_core::ApprovalStore), a
 /// [`RepeatStore`](portcullis_core::RepeatStore), a
-/// [`BudgetStore`](portcullis_core::BudgetStore) and an
+/// [`BudgetStore`](portcullis_core::BudgetStore), a
+/// [`TransactionStore`](portcullis_core::TransactionStore) and an
 /// [`AuditSink`](portcullis_core::audit::AuditSink). Clones share the connection.
 ///
 /// The store's methods run their (short) SQLite transactions on the calling thread.
@@ -204,7 +220,7 @@ mod tests {
             error,
             OpenError::NewerSchema {
                 found: 99,
-                known: 3
+                known: 4
             }
         ));
         assert!(error.to_string().contains("upgrade portcullis"), "{error}");

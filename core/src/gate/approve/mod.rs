@@ -12,7 +12,7 @@ use crate::audit::recorded_canonical;
 use crate::manifest::contract_hash;
 use crate::{Approval, CallContext, Risk, ToolCall, ToolContract};
 pub(crate) use store::now_ms;
-use store::{ApprovalStore, Approver, PendingLimits, Ticket, expiry_ms, random_ticket_id};
+use store::{ApprovalStore, Approver, PendingLimits, Ticket, expiry_ms, random_id};
 
 /// The registry's approval settings.
 pub(crate) struct Approvals {
@@ -61,7 +61,7 @@ impl Approvals {
             named => named.to_vec(),
         };
         Ticket {
-            id: random_ticket_id(),
+            id: random_id("ticket"),
             tool: contract.name().to_owned(),
             call_id: call.id.clone(),
             description: format!(

@@ -63,12 +63,11 @@ impl Ticket {
     }
 }
 
-/// A fresh ticket id: 128 bits from the operating system's random source.
-pub(crate) fn random_ticket_id() -> String {
+/// A fresh id, `{prefix}_` and 128 bits from the operating system's random source.
+pub(crate) fn random_id(prefix: &str) -> String {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).expect("the operating system's random source is available");
-    let hex: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
-    format!("ticket_{hex}")
+    format!("{prefix}_{}", crate::audit::hex(&bytes))
 }
 
 /// Milliseconds since the Unix epoch.

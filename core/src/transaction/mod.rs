@@ -15,9 +15,13 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
 
+pub(crate) mod store;
+
 use serde_json::Value;
 
+use crate::gate::approve::now_ms;
 use crate::{CallContext, Gate, Outcome, Registry, ToolCall, ToolError};
+use store::StoredStep;
 
 /// A sequence of calls that stands or falls together.
 ///
@@ -27,13 +31,15 @@ use crate::{CallContext, Gate, Outcome, Registry, ToolCall, ToolError};
 ///
 /// let registry = Registry::builder().build().unwrap();
 /// let transaction = registry.transaction(&CallContext::new("alice"));
-/// // `transaction.dispatch(&call).await` for each step, then `commit()`, or:
+/// // `transaction.dispatch(&call).await` for each step, then `commit().await`, or:
 /// let report = transaction.abort().await;
 /// assert!(report.is_empty());
 /// # });
 /// ```
 pub struct Transaction {
     registry: Registry,
+    /// The transaction's id in the registry's transaction store.
+    id: String,
     ctx: CallContext,
     steps: Vec<Step>,
     report: Vec<Compensation>,
@@ -43,6 +49,8 @@ pub struct Transaction {
 /// A completed step: the call, its canonical arguments (what the tool received) and its
 /// outcome.
 struct Step {
+    /// Its place among the transaction's steps, as the store knows it.
+    index: usize,
     call: ToolCall,
     canonical: Value,
     outcome: Outcome,
@@ -75,6 +83,7 @@ impl Registry {
     pub fn transaction(&self, ctx: &CallContext) -> Transaction {
         Transaction {
             registry: self.clone(),
+            id: crate::gate::approve::store::random_id("transaction"),
             ctx: ctx.clone(),
             steps: Vec::new(),
             report: Vec::new(),
@@ -120,11 +129,22 @@ impl Transaction {
         match (&outcome, kept.canonical) {
             // A repeat of a call another transaction of the task ran is not this one's to undo.
             _ if kept.repeated => {}
-            (Outcome::Completed(_), Some(canonical)) => self.steps.push(Step {
-                call: call.clone(),
-                canonical,
-                outcome: outcome.clone(),
-            }),
+            (Outcome::Completed(output), Some(canonical)) => {
+                let step = Step {
+                    index: self.steps.len(),
+                    call: call.clone(),
+                    canonical,
+                    outcome: outcome.clone(),
+                };
+                let kept = self.keep(&step, output.clone()).await;
+                self.steps.push(step);
+                if let Err(error) = kept {
+                    // A step whose compensation could be lost in a crash is not kept open.
+                    tracing::error!(%error, "a transaction's step could not be stored; the transaction is rolled back");
+                    self.report = self.roll_back().await;
+                    self.finished = true;
+                }
+            }
             (Outcome::Rejected(rejection), _) if rejection.gate() == Gate::Execute => {
                 self.report = self.roll_back().await;
                 self.finished = true;
@@ -140,8 +160,29 @@ impl Transaction {
     }
 
     /// Ends the transaction and keeps every step's effect.
-    pub fn commit(mut self) {
+    pub async fn commit(mut self) {
         self.finished = true;
+        if let Some(durable) = &self.registry.settings().transactions {
+            durable.store.finish(&self.id).await;
+        }
+    }
+
+    /// Stores a completed step, where the registry keeps transactions durably.
+    async fn keep(&self, step: &Step, output: Value) -> std::io::Result<()> {
+        let Some(durable) = &self.registry.settings().transactions else {
+            return Ok(());
+        };
+        let stored = StoredStep {
+            call: step.call.clone(),
+            canonical: step.canonical.clone(),
+            output,
+            compensated: false,
+        };
+        let lease_until = now_ms().saturating_add(durable.lease_ms());
+        durable
+            .store
+            .record_step(&self.id, &self.ctx, &stored, lease_until)
+            .await
     }
 
     /// Ends the transaction and compensates every completed step, last first.
@@ -151,20 +192,13 @@ impl Transaction {
     }
 
     async fn roll_back(&mut self) -> Vec<Compensation> {
-        let mut report = Vec::with_capacity(self.steps.len());
-        while let Some(step) = self.steps.pop() {
+        let steps = std::mem::take(&mut self.steps).into_iter().map(|step| {
             let output = step.outcome.output().cloned().unwrap_or_default();
-            let result = self
-                .registry
-                .compensate(&self.ctx, &step.call, &step.canonical, output)
-                .await;
-            report.push(Compensation {
-                tool: step.call.name,
-                call_id: step.call.id,
-                result,
-            });
-        }
-        report
+            (step.index, step.call, step.canonical, output)
+        });
+        self.registry
+            .compensate_steps(&self.id, &self.ctx, steps.collect())
+            .await
     }
 }
 
@@ -179,6 +213,7 @@ impl Drop for Transaction {
         }
         let mut abandoned = Transaction {
             registry: self.registry.clone(),
+            id: std::mem::take(&mut self.id),
             ctx: self.ctx.clone(),
             steps: std::mem::take(&mut self.steps),
             report: Vec::new(),
@@ -192,6 +227,69 @@ impl Drop for Transaction {
         if let Err(error) = runner {
             tracing::error!(%error, "the compensations of an abandoned transaction could not start");
         }
+    }
+}
+
+impl Registry {
+    /// Compensates `steps` (index, call, canonical arguments, output), last first, each
+    /// audited and, where transactions are stored, marked as it is done; then ends the
+    /// transaction in the store.
+    async fn compensate_steps(
+        &self,
+        id: &str,
+        ctx: &CallContext,
+        steps: Vec<(usize, ToolCall, Value, Value)>,
+    ) -> Vec<Compensation> {
+        let durable = self.settings().transactions.as_ref();
+        let mut report = Vec::with_capacity(steps.len());
+        for (index, call, canonical, output) in steps.into_iter().rev() {
+            let result = self.compensate(ctx, &call, &canonical, output).await;
+            if let Some(durable) = durable {
+                durable.store.mark_compensated(id, index).await;
+            }
+            report.push(Compensation {
+                tool: call.name,
+                call_id: call.id,
+                result,
+            });
+        }
+        if let Some(durable) = durable {
+            durable.store.finish(id).await;
+        }
+        report
+    }
+
+    /// Compensates the transactions whose worker stopped before committing or rolling them
+    /// back (it crashed, or held them past the store's lease): for each, the steps not yet
+    /// compensated, last first, each audited. Each abandoned transaction goes to one
+    /// recoverer; a compensation is marked done as it finishes, so a recoverer that crashes in
+    /// turn leaves only the rest to the next one (the one it was running when it crashed may
+    /// run again). Returns each recovered transaction's id and report; empty without a
+    /// transaction store.
+    pub async fn recover(&self) -> Vec<(String, Vec<Compensation>)> {
+        let Some(durable) = &self.settings().transactions else {
+            return Vec::new();
+        };
+        let now = now_ms();
+        let abandoned = durable
+            .store
+            .take_abandoned(now, now.saturating_add(durable.lease_ms()))
+            .await;
+        let mut recovered = Vec::with_capacity(abandoned.len());
+        for transaction in abandoned {
+            let owed = transaction
+                .steps
+                .into_iter()
+                .enumerate()
+                .filter(|(_, step)| !step.compensated)
+                .map(|(index, step)| (index, step.call, step.canonical, step.output))
+                .collect();
+            let report = self
+                .compensate_steps(&transaction.id, &transaction.ctx, owed)
+                .await;
+            recovered.push((transaction.id, report));
+        }
+        recovered
     }
 }
 
