@@ -61,6 +61,11 @@ async fn every_decision_is_recorded_with_secrets_redacted() {
     // The login changes state: it was recorded as about to run before it ran.
     assert_eq!(all[0].decision, "about_to_run");
     assert_eq!(all[0].arguments, all[1].arguments);
+    assert_eq!(
+        (all[0].budget_calls, all[0].budget_cost),
+        (0, 0),
+        "the outcome's record counts the budget, once"
+    );
     let records: Vec<_> = all
         .into_iter()
         .filter(|record| record.decision != "about_to_run")

@@ -298,28 +298,22 @@ async fn admit<T: Tool>(
     }
 
     // 8. audit: a call that changes state runs only once it is on record.
-    if let Some(log) = settings
-        .audit
-        .as_ref()
-        .filter(|_| contract.audit_required())
+    if let Some(log) = settings.audit.as_ref()
+        && contract.audit_required()
+        && let Err(error) = log.about_to_run(ctx, call, contract, facts, None)
     {
-        let about = Outcome::Completed(Value::Null);
-        let mut decided = Decided::plain(ctx, call, Some(contract), &about);
-        decided.facts = Some(facts);
-        if let Err(error) = log.about_to_run(decided) {
-            tracing::error!(tool = contract.name(), %error, "the call could not be recorded before it ran, so it did not run");
-            if reserved {
-                settings
-                    .budget
-                    .release(ctx, contract.name(), contract.cost())
-                    .await;
-            }
-            return Err(Rejection::new(
-                RejectionCode::AuditUnavailable,
-                "the call could not be recorded before it ran, so it did not run",
-            )
-            .with_hint("try again later"));
+        tracing::error!(tool = contract.name(), %error, "the call could not be recorded before it ran, so it did not run");
+        if reserved {
+            settings
+                .budget
+                .release(ctx, contract.name(), contract.cost())
+                .await;
         }
+        return Err(Rejection::new(
+            RejectionCode::AuditUnavailable,
+            "the call could not be recorded before it ran, so it did not run",
+        )
+        .with_hint("try again later"));
     }
 
     // 9. execute, with the state it changes seen before and after.
@@ -497,32 +491,26 @@ impl Registry {
     /// its budget given back and its decision audited; returns their tickets. Also done
     /// whenever a new call begins to wait.
     pub async fn expire_tickets(&self) -> Vec<Ticket> {
-        let expired = self.settings().approvals.store.take_expired(now_ms()).await;
-        let mut tickets = Vec::with_capacity(expired.len());
-        for pending in expired {
-            self.end_pending(
-                &pending,
-                RejectionCode::ApprovalExpired,
-                "nobody approved the call in time".to_owned(),
-                "expired".to_owned(),
-            )
-            .await;
+        let taken = self.settings().approvals.store.take_expired(now_ms()).await;
+        let mut tickets = Vec::with_capacity(taken.len());
+        for pending in taken {
+            self.end_pending(&pending, expired(), "expired".to_owned())
+                .await;
             tickets.push(pending.ticket);
         }
         tickets
     }
 
     /// Ends a pending call taken from the store that will not run: gives back what the budget
-    /// reserved for it, settles its claim with the refusal, and audits it.
+    /// reserved for it, settles its claim with `refusal`, and audits it.
     async fn end_pending(
         &self,
         pending: &PendingCall,
-        code: RejectionCode,
-        message: String,
+        refusal: Rejection,
         resolution: String,
     ) -> Outcome {
         let settings = self.settings();
-        let outcome = Outcome::Rejected(Rejection::new(code, message).with_retryable(false));
+        let outcome = Outcome::Rejected(refusal);
         let ticket = &pending.ticket;
         let contract = self.contract(&ticket.tool);
         if let Some(cost) = pending.reserved_cost {
@@ -602,20 +590,18 @@ impl Registry {
         };
         if pending.ticket.is_expired(now_ms()) {
             return self
-                .end_pending(
-                    &pending,
-                    RejectionCode::ApprovalExpired,
-                    "nobody approved the call in time".to_owned(),
-                    "expired".to_owned(),
-                )
+                .end_pending(&pending, expired(), "expired".to_owned())
                 .await;
         }
         if contract.map(contract_hash).as_deref() != Some(pending.ticket.contract_hash.as_str()) {
             return self
                 .end_pending(
                     &pending,
-                    RejectionCode::ContractChanged,
-                    "the tool changed since the call began to wait, so it does not run".to_owned(),
+                    Rejection::new(
+                        RejectionCode::ContractChanged,
+                        "the tool changed since the call began to wait, so it does not run",
+                    )
+                    .with_retryable(false),
                     format!("contract changed before {} decided", reviewer.id()),
                 )
                 .await;
@@ -628,8 +614,11 @@ impl Registry {
                 return self
                     .end_pending(
                         &pending,
-                        RejectionCode::ApprovalRejected,
-                        format!("a reviewer rejected the call: {message}"),
+                        Rejection::new(
+                            RejectionCode::ApprovalRejected,
+                            format!("a reviewer rejected the call: {message}"),
+                        )
+                        .with_retryable(false),
                         format!("rejected by {}", reviewer.id()),
                     )
                     .await;
@@ -767,12 +756,9 @@ impl Registry {
         // A compensation changes state too: under the same write-ahead rule as the call.
         if let Some(log) = settings.audit.as_ref() {
             let contract = tool.contract();
-            let about = Outcome::Completed(Value::Null);
-            let mut decided = Decided::plain(ctx, call, Some(contract), &about);
-            decided.resolution = Some("compensation".to_owned());
-            decided.facts = Some(&facts);
             if contract.audit_required()
-                && let Err(error) = log.about_to_run(decided)
+                && let Err(error) =
+                    log.about_to_run(ctx, call, contract, &facts, Some("compensation"))
             {
                 tracing::error!(tool = contract.name(), %error, "a compensation could not be recorded before it ran, so it did not run");
                 return CompensationResult::Failed(ToolError::new(
@@ -823,8 +809,8 @@ fn not_pending() -> Rejection {
 }
 
 /// Whether a refusal counts toward the task's refusal limit: a refusal of what the model sent
-/// or asked for, not the tool's own failure, a call still running, the limit itself or an
-/// audit that could not be written.
+/// or asked for, not the tool's own failure, a call still running, the limit itself, or a
+/// store or audit sink that could not be reached.
 fn counts_as_refusal(outcome: &Outcome) -> bool {
     outcome.rejection().is_some_and(|rejection| {
         rejection.gate() != Gate::Execute

@@ -329,12 +329,26 @@ impl AuditLog {
         }
     }
 
-    /// Records that the call is about to run: the write-ahead record, which must be stored
-    /// before the tool may run.
-    pub(crate) fn about_to_run(&self, decided: Decided<'_>) -> std::io::Result<()> {
+    /// Records that `call` (or, with `resolution`, its compensation) is about to run: the
+    /// write-ahead record, which must be stored before the tool may run. It counts no budget:
+    /// the outcome's record does.
+    pub(crate) fn about_to_run(
+        &self,
+        ctx: &CallContext,
+        call: &ToolCall,
+        contract: &ToolContract,
+        facts: &Facts,
+        resolution: Option<&str>,
+    ) -> std::io::Result<()> {
+        let running = Outcome::Completed(Value::Null);
+        let mut decided = Decided::plain(ctx, call, Some(contract), &running);
+        decided.facts = Some(facts);
+        decided.resolution = resolution.map(str::to_owned);
         let mut record = record_of(&decided);
         record.decision = "about_to_run".to_owned();
         record.summary = "about to run".to_owned();
+        record.budget_calls = 0;
+        record.budget_cost = 0;
         self.store(record)
     }
 

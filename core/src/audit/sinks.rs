@@ -279,7 +279,7 @@ impl AuditSink for TracingAuditSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::{AuditLog, Decided, verify};
+    use crate::audit::{AuditLog, Decided, record_of, verify};
     use crate::{CallContext, Outcome, ToolCall};
     use serde_json::json;
 
@@ -322,9 +322,8 @@ mod tests {
         let ctx = CallContext::new("alice");
         let call = ToolCall::new("c", "list", "{}");
         let outcome = Outcome::Completed(json!(0));
-        let error = log
-            .about_to_run(Decided::plain(&ctx, &call, None, &outcome))
-            .unwrap_err();
+        let record = record_of(&Decided::plain(&ctx, &call, None, &outcome));
+        let error = log.store(record).unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::InvalidData);
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -69,6 +69,24 @@ fn insert(
     Ok(None)
 }
 
+impl SqliteStore {
+    /// The pending call `statement` returns for ticket `id`, if any; a failure to `operation`
+    /// is reported and reads as no call.
+    fn one_call(&self, statement: &str, id: &str, operation: &str) -> Option<PendingCall> {
+        let row = self
+            .lock()
+            .query_row(statement, [id], |row| row.get::<_, String>(0))
+            .optional();
+        match row {
+            Ok(row) => calls(row.into_iter().collect()).pop(),
+            Err(error) => {
+                failed(operation, &error);
+                None
+            }
+        }
+    }
+}
+
 impl ApprovalStore for SqliteStore {
     fn insert(
         &self,
@@ -93,41 +111,21 @@ impl ApprovalStore for SqliteStore {
     }
 
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<PendingCall>> {
-        let row = self
-            .lock()
-            .query_row(
-                "SELECT call FROM pending_calls WHERE ticket_id = ?1",
-                [id],
-                |row| row.get::<_, String>(0),
-            )
-            .optional();
-        let call = match row {
-            Ok(row) => calls(row.into_iter().collect()).pop(),
-            Err(error) => {
-                failed("read a pending call", &error);
-                None
-            }
-        };
+        let call = self.one_call(
+            "SELECT call FROM pending_calls WHERE ticket_id = ?1",
+            id,
+            "read a pending call",
+        );
         Box::pin(ready(call))
     }
 
     fn take<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<PendingCall>> {
         // One statement: of two processes taking the ticket at once, one gets the row.
-        let row = self
-            .lock()
-            .query_row(
-                "DELETE FROM pending_calls WHERE ticket_id = ?1 RETURNING call",
-                [id],
-                |row| row.get::<_, String>(0),
-            )
-            .optional();
-        let call = match row {
-            Ok(row) => calls(row.into_iter().collect()).pop(),
-            Err(error) => {
-                failed("take a pending call", &error);
-                None
-            }
-        };
+        let call = self.one_call(
+            "DELETE FROM pending_calls WHERE ticket_id = ?1 RETURNING call",
+            id,
+            "take a pending call",
+        );
         Box::pin(ready(call))
     }
 
