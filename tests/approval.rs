@@ -132,9 +132,18 @@ async fn a_critical_call_waits_then_runs_when_approved() {
             ("completed", Some("approved by rita"))
         ]
     );
-    assert_eq!(records[0].budget_calls, 0, "a waiting call's record counts nothing");
-    assert_eq!(records[1].budget_calls, 0, "nor does the record written ahead of the run");
-    assert_eq!(records[2].budget_calls, 1, "the run's record counts it, once");
+    assert_eq!(
+        records[0].budget_calls, 0,
+        "a waiting call's record counts nothing"
+    );
+    assert_eq!(
+        records[1].budget_calls, 0,
+        "nor does the record written ahead of the run"
+    );
+    assert_eq!(
+        records[2].budget_calls, 1,
+        "the run's record counts it, once"
+    );
     assert!(portcullis::audit::verify(&records, None).is_ok());
 }
 
