@@ -49,7 +49,8 @@ use criterion::Criterion;
 use portcullis::audit::{AuditRecord, AuditSink, Checkpoint, Unchained};
 use portcullis::prelude::*;
 use portcullis::{
-    BudgetLimits, CircuitBreaker, Decision, PolicyError, PolicyRequest, RateLimit, ReadOnlyRequests,
+    BoxFuture, BudgetLimits, CircuitBreaker, Decision, PolicyError, PolicyRequest, RateLimit,
+    ReadOnlyRequests,
 };
 use serde_json::Value;
 use validator::Validate;
@@ -137,7 +138,7 @@ fn order_products(#[one_of(many_products)] products: Vec<String>) -> Result<usiz
 struct LatestRecord(std::sync::Mutex<Option<AuditRecord>>);
 
 impl AuditSink for LatestRecord {
-    fn append(&self, entry: Unchained<'_>) -> std::io::Result<()> {
+    fn append<'a>(&'a self, entry: Unchained<'a>) -> BoxFuture<'a, std::io::Result<()>> {
         let mut latest = self
             .0
             .lock()
@@ -146,7 +147,7 @@ impl AuditSink for LatestRecord {
             .as_ref()
             .map_or_else(Checkpoint::genesis, Checkpoint::after);
         *latest = Some(entry.chain_after(&head));
-        Ok(())
+        Box::pin(std::future::ready(Ok(())))
     }
 }
 

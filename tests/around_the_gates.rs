@@ -11,7 +11,8 @@ use portcullis::audit::{
 };
 use portcullis::prelude::*;
 use portcullis::{
-    ApprovalDecision, BudgetLimits, InMemoryApprovalStore, PendingLimits, Reviewer, Transaction,
+    ApprovalDecision, BoxFuture, BudgetLimits, InMemoryApprovalStore, PendingLimits, Reviewer,
+    Transaction,
 };
 use serde_json::{Value, json};
 
@@ -530,8 +531,10 @@ fn purge_backups(older_than_days: u32) -> Result<u32, ToolError> {
 struct FullDisk;
 
 impl AuditSink for FullDisk {
-    fn append(&self, _: Unchained<'_>) -> std::io::Result<()> {
-        Err(std::io::Error::other("no space left on device"))
+    fn append<'a>(&'a self, _: Unchained<'a>) -> BoxFuture<'a, std::io::Result<()>> {
+        Box::pin(std::future::ready(Err(std::io::Error::other(
+            "no space left on device",
+        ))))
     }
 }
 
@@ -567,16 +570,18 @@ struct Flaky {
 }
 
 impl AuditSink for Flaky {
-    fn append(&self, entry: Unchained<'_>) -> std::io::Result<()> {
+    fn append<'a>(&'a self, entry: Unchained<'a>) -> BoxFuture<'a, std::io::Result<()>> {
         if self.failing.load(Ordering::SeqCst) {
-            return Err(std::io::Error::other("the log's disk is away"));
+            return Box::pin(std::future::ready(Err(std::io::Error::other(
+                "the log's disk is away",
+            ))));
         }
         self.records.append(entry)
     }
 }
 
 /// An approved call that cannot be recorded first does not run, and waits again under its
-/// ticket until it can.
+/// ticket, decided, until `run_decided` finds the audit back.
 #[tokio::test]
 async fn an_approved_call_waits_for_its_audit() {
     let sink = Flaky::default();
@@ -591,16 +596,29 @@ async fn an_approved_call_waits_for_its_audit() {
     sink.failing.store(true, Ordering::SeqCst);
     let outcome = registry.resume(&ticket, approve(finance())).await;
     assert_eq!(outcome.code(), Some(RejectionCode::AuditUnavailable));
-    assert_eq!(registry.pending_tickets().await.len(), 1);
     let resent = registry.dispatch(&ctx, &payout("p1", 300)).await;
     assert_eq!(
         resent.ticket().map(|t| &t.id),
         Some(&ticket),
         "still waiting"
     );
+    // The approval holds: another decision is refused, and the call runs once the audit can
+    // record it.
+    let reject = ApprovalDecision::Reject {
+        reviewer: finance(),
+        message: "changed my mind".into(),
+    };
+    let again = registry.resume(&ticket, reject).await;
+    assert_eq!(again.code(), Some(RejectionCode::TicketDecided));
+    let retried = registry.run_decided().await;
+    assert_eq!(retried[0].1.code(), Some(RejectionCode::AuditUnavailable));
     sink.failing.store(false, Ordering::SeqCst);
-    let outcome = registry.resume(&ticket, approve(finance())).await;
+    let ran = registry.run_decided().await;
+    assert_eq!(ran.len(), 1);
+    assert_eq!(ran[0].0, ticket);
+    let outcome = ran[0].1.clone();
     assert_eq!(outcome.output(), Some(&json!("paid 300 to acme")));
+    assert!(registry.run_decided().await.is_empty());
     assert!(verify(&sink.records.records(), None).is_ok());
     let resent = registry.dispatch(&ctx, &payout("p1", 300)).await;
     assert_eq!(resent, outcome);

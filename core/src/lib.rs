@@ -38,10 +38,11 @@ pub use context::{CallContext, ToolChoice};
 pub use contract::{
     AllowedValuesFn, Approval, ContractBuilder, ContractError, Risk, ToolContract, name_problem,
 };
+pub use gate::approve::decision::{ApprovalDecision, Recorded, record_decision};
 pub use gate::approve::reviewer::Reviewer;
 pub use gate::approve::store::{
-    ApprovalDecision, ApprovalStore, Approver, AutoApprove, AutoReject, InMemoryApprovalStore,
-    PendingCall, PendingLimits, Ticket,
+    ApprovalStore, Approver, AutoApprove, AutoReject, InMemoryApprovalStore, PendingCall,
+    PendingLimits, Ticket,
 };
 pub use gate::authorize::policy::{Decision, Policy, PolicyError, PolicyRequest, ReadOnlyRequests};
 pub use gate::budget::store::{

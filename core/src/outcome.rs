@@ -63,7 +63,7 @@ impl Outcome {
 mod tests {
     use super::*;
     use crate::gate::approve::store::PendingCall;
-    use crate::{Arguments, CallContext, Risk, ToolChoice, Violation};
+    use crate::{ApprovalDecision, Arguments, CallContext, Reviewer, Risk, ToolChoice, Violation};
     use serde_json::json;
 
     fn ticket() -> Ticket {
@@ -127,6 +127,10 @@ mod tests {
             .with_tool_choice(ToolChoice::Tool("pay".into()))
             .with_extension(Session);
         let pending = PendingCall {
+            decision: Some(ApprovalDecision::Edit {
+                reviewer: Reviewer::new("rita").with_roles(["finance"]),
+                arguments: json!({"pin": "0000"}),
+            }),
             ticket: ticket(),
             ctx,
             arguments: Arguments::Text(r#"{"pin":"1234"}"#.into()),
@@ -137,6 +141,7 @@ mod tests {
         let read: PendingCall = serde_json::from_str(&text).unwrap();
         assert_eq!(read.ticket, pending.ticket);
         assert_eq!(read.arguments, pending.arguments);
+        assert_eq!(read.decision, pending.decision);
         assert_eq!(
             (read.canonical, read.reserved_cost),
             (pending.canonical, Some(3))

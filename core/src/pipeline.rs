@@ -32,6 +32,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::audit::{Decided, Snapshots, sha256_hex};
+use crate::gate::approve::decision::{expired, not_pending, record_decision};
 use crate::gate::approve::now_ms;
 use crate::gate::authorize::{authorize, authorize_caller};
 use crate::gate::decode::{self, Canonical, canonical_of, canonical_text};
@@ -208,14 +209,6 @@ async fn gates<T: Tool>(tool: &T, passage: Passage<'_>) -> Result<Outcome, Rejec
     outcome
 }
 
-fn expired() -> Rejection {
-    Rejection::new(
-        RejectionCode::ApprovalExpired,
-        "nobody approved the call in time",
-    )
-    .with_retryable(false)
-}
-
 /// Whether the tool ran: it completed, or failed while running.
 fn ran(outcome: &Outcome) -> bool {
     match outcome {
@@ -270,6 +263,7 @@ async fn admit<T: Tool>(
             arguments: call.arguments.clone(),
             canonical: canonical.get()?.clone(),
             reserved_cost: reserved.then(|| contract.cost()),
+            decision: None,
         };
         // The claim waits before the ticket can be decided, so that a reviewer's quick
         // decision is never overwritten by it.
@@ -300,7 +294,7 @@ async fn admit<T: Tool>(
     // 8. audit: a call that changes state runs only once it is on record.
     if let Some(log) = settings.audit.as_ref()
         && contract.audit_required()
-        && let Err(error) = log.about_to_run(ctx, call, contract, facts, None)
+        && let Err(error) = log.about_to_run(ctx, call, contract, facts, None).await
     {
         tracing::error!(tool = contract.name(), %error, "the call could not be recorded before it ran, so it did not run");
         if reserved {
@@ -359,9 +353,9 @@ pub(crate) struct Kept {
 }
 
 impl Settings {
-    pub(crate) fn record(&self, decided: Decided<'_>) {
+    pub(crate) async fn record(&self, decided: Decided<'_>) {
         if let Some(log) = &self.audit {
-            log.append(decided);
+            log.append(decided).await;
         }
     }
 }
@@ -411,16 +405,18 @@ impl Registry {
         let Dispatched { outcome, contract } = dispatched;
         let repeated = facts.repeated.load(Ordering::Relaxed);
         if let Some(started) = started {
-            settings.record(Decided {
-                ctx,
-                call,
-                contract,
-                outcome: &outcome,
-                duration: started.elapsed(),
-                resolution: repeated.then(|| "repeated call id".to_owned()),
-                original_arguments: None,
-                facts: Some(&facts),
-            });
+            settings
+                .record(Decided {
+                    ctx,
+                    call,
+                    contract,
+                    outcome: &outcome,
+                    duration: started.elapsed(),
+                    resolution: repeated.then(|| "repeated call id".to_owned()),
+                    original_arguments: None,
+                    facts: Some(&facts),
+                })
+                .await;
         }
         let kept = match (&outcome, &settings.approvals.approver, repeated) {
             (Outcome::Pending(ticket), Some(approver), false) => {
@@ -464,6 +460,7 @@ impl Registry {
                 RejectionCode::ReviewerNotAllowed
                     | RejectionCode::SelfApproval
                     | RejectionCode::TicketNotPending
+                    | RejectionCode::TicketDecided
             )
         );
         (!waits).then(|| Kept {
@@ -527,7 +524,7 @@ impl Registry {
         let call = pending_call(pending);
         let mut decided = Decided::plain(&pending.ctx, &call, contract, &outcome);
         decided.resolution = Some(resolution);
-        settings.record(decided);
+        settings.record(decided).await;
         outcome
     }
 
@@ -553,12 +550,31 @@ impl Registry {
     /// Decides a pending call: runs it as it was (approve) or with the reviewer's arguments
     /// (edit), which pass decode, validate, authorize and budget again, or refuses it with the
     /// reviewer's message (reject). The call is the one stored with the ticket; a ticket is
-    /// decided once, by a reviewer allowed to ([`Reviewer::may_decide`](crate::Reviewer::may_decide)),
-    /// not after it expired, and not under a contract that changed since it was opened. A
-    /// reviewer who may not decide leaves the ticket pending.
+    /// decided once (`ticket_decided` for the next decision), by a reviewer allowed to
+    /// ([`Reviewer::may_decide`](crate::Reviewer::may_decide)), not after it expired, and not
+    /// under a contract that changed since it was opened. A reviewer who may not decide leaves
+    /// the ticket pending.
+    ///
+    /// The decision is recorded in the approval store before the call runs: if this process
+    /// stops in between, [`run_decided`](Self::run_decided) runs it.
     pub async fn resume(&self, ticket_id: &str, decision: ApprovalDecision) -> Outcome {
         self.resume_with(ticket_id, decision, &Facts::default())
             .await
+    }
+
+    /// Runs the calls whose decision is recorded but that no worker took yet: decided by
+    /// another process (the `portcullis` command line, a review service) with
+    /// [`record_decision`](crate::record_decision), or by a worker that stopped before it ran
+    /// them. Each runs once, whichever worker takes it. A worker calls it when it starts and
+    /// then every few seconds; returns each ticket's id and outcome.
+    pub async fn run_decided(&self) -> Vec<(String, Outcome)> {
+        let decided = self.settings().approvals.store.decided().await;
+        let mut outcomes = Vec::with_capacity(decided.len());
+        for ticket_id in decided {
+            let outcome = self.run_decision(&ticket_id, &Facts::default()).await;
+            outcomes.push((ticket_id, outcome));
+        }
+        outcomes
     }
 
     /// [`resume`](Self::resume), with what the gates learn of the call kept in `facts`.
@@ -568,26 +584,44 @@ impl Registry {
         decision: ApprovalDecision,
         facts: &Facts,
     ) -> Outcome {
-        let started = Instant::now();
         let settings = self.settings();
         let store = &settings.approvals.store;
         let reviewer = decision.reviewer().clone();
-        // Looked at before it is taken: a reviewer who may not decide leaves it pending.
-        let Some(pending) = store.get(ticket_id).await else {
-            return Outcome::Rejected(not_pending());
-        };
-        let contract = self.contract(&pending.ticket.tool);
-        if let Err(rejection) = reviewer.may_decide(&pending.ticket) {
+        if let Err(rejection) = record_decision(store.as_ref(), ticket_id, decision).await {
+            let refused_reviewer = matches!(
+                rejection.code(),
+                RejectionCode::ReviewerNotAllowed | RejectionCode::SelfApproval
+            );
             let outcome = Outcome::Rejected(rejection);
-            let call = pending_call(&pending);
-            let mut decided = Decided::plain(&pending.ctx, &call, contract, &outcome);
-            decided.resolution = Some(format!("refused to {}", reviewer.id()));
-            settings.record(decided);
+            if refused_reviewer && let Some(pending) = store.get(ticket_id).await {
+                let call = pending_call(&pending);
+                let contract = self.contract(&pending.ticket.tool);
+                let mut decided = Decided::plain(&pending.ctx, &call, contract, &outcome);
+                decided.resolution = Some(format!("refused to {}", reviewer.id()));
+                settings.record(decided).await;
+            }
             return outcome;
         }
+        self.run_decision(ticket_id, facts).await
+    }
+
+    /// Takes the decided call of `ticket_id` from the store and carries out its decision.
+    async fn run_decision(&self, ticket_id: &str, facts: &Facts) -> Outcome {
+        let started = Instant::now();
+        let settings = self.settings();
+        let store = &settings.approvals.store;
         let Some(pending) = store.take(ticket_id).await else {
             return Outcome::Rejected(not_pending());
         };
+        let Some(decision) = pending.decision.clone() else {
+            // Only a decided call is taken to run; an undecided one goes back to wait.
+            if let Err(rejection) = store.insert(pending, PendingLimits::UNLIMITED).await {
+                tracing::error!(%rejection, "an undecided call could not wait again");
+            }
+            return Outcome::Rejected(not_pending());
+        };
+        let reviewer = decision.reviewer().clone();
+        let contract = self.contract(&pending.ticket.tool);
         if pending.ticket.is_expired(now_ms()) {
             return self
                 .end_pending(&pending, expired(), "expired".to_owned())
@@ -649,12 +683,8 @@ impl Registry {
             // as pending, to be approved once the audit can record it.
             let mut decided = Decided::plain(ctx, &call, contract, &outcome);
             decided.resolution = Some(resolution);
-            settings.record(decided);
-            let unlimited = PendingLimits {
-                per_task: usize::MAX,
-                per_actor: usize::MAX,
-            };
-            if let Err(rejection) = store.insert(pending, unlimited).await {
+            settings.record(decided).await;
+            if let Err(rejection) = store.insert(pending, PendingLimits::UNLIMITED).await {
                 tracing::error!(%rejection, "an approved call could not wait again for its audit");
             }
             return outcome;
@@ -669,16 +699,18 @@ impl Registry {
             .repeats
             .update(&key, ClaimState::Settled(outcome.clone()))
             .await;
-        settings.record(Decided {
-            ctx,
-            call: &call,
-            contract,
-            outcome: &outcome,
-            duration: started.elapsed(),
-            resolution: Some(resolution),
-            original_arguments,
-            facts: Some(facts),
-        });
+        settings
+            .record(Decided {
+                ctx,
+                call: &call,
+                contract,
+                outcome: &outcome,
+                duration: started.elapsed(),
+                resolution: Some(resolution),
+                original_arguments,
+                facts: Some(facts),
+            })
+            .await;
         outcome
     }
 
@@ -757,8 +789,9 @@ impl Registry {
         if let Some(log) = settings.audit.as_ref() {
             let contract = tool.contract();
             if contract.audit_required()
-                && let Err(error) =
-                    log.about_to_run(ctx, call, contract, &facts, Some("compensation"))
+                && let Err(error) = log
+                    .about_to_run(ctx, call, contract, &facts, Some("compensation"))
+                    .await
             {
                 tracing::error!(tool = contract.name(), %error, "a compensation could not be recorded before it ran, so it did not run");
                 return CompensationResult::Failed(ToolError::new(
@@ -786,26 +819,20 @@ impl Registry {
             ),
             _ => Outcome::Completed(Value::Null),
         };
-        settings.record(Decided {
-            ctx,
-            call,
-            contract: Some(tool.contract()),
-            outcome: &outcome,
-            duration: started.elapsed(),
-            resolution: Some("compensation".to_owned()),
-            original_arguments: None,
-            facts: Some(&facts),
-        });
+        settings
+            .record(Decided {
+                ctx,
+                call,
+                contract: Some(tool.contract()),
+                outcome: &outcome,
+                duration: started.elapsed(),
+                resolution: Some("compensation".to_owned()),
+                original_arguments: None,
+                facts: Some(&facts),
+            })
+            .await;
         result
     }
-}
-
-fn not_pending() -> Rejection {
-    Rejection::new(
-        RejectionCode::TicketNotPending,
-        "no call waits under this ticket: it is unknown or was decided already",
-    )
-    .with_retryable(false)
 }
 
 /// Whether a refusal counts toward the task's refusal limit: a refusal of what the model sent

@@ -93,8 +93,10 @@ pub enum RejectionCode {
     ApprovalRejected,
     /// Nobody decided on the call before its ticket expired.
     ApprovalExpired,
-    /// The ticket is unknown or was decided already.
+    /// The ticket is unknown, or was decided and its call ended already.
     TicketNotPending,
+    /// A decision on the ticket is recorded already; its call runs (or ran) as decided.
+    TicketDecided,
     /// The tool ran and returned an error.
     ToolFailed,
     /// The tool did not finish within its `timeout_ms`.
@@ -143,6 +145,7 @@ impl RejectionCode {
             RejectionCode::ApprovalRejected => "approval_rejected",
             RejectionCode::ApprovalExpired => "approval_expired",
             RejectionCode::TicketNotPending => "ticket_not_pending",
+            RejectionCode::TicketDecided => "ticket_decided",
             RejectionCode::ToolFailed => "tool_failed",
             RejectionCode::ToolTimeout => "tool_timeout",
             RejectionCode::ToolPanicked => "tool_panicked",
@@ -181,6 +184,7 @@ impl RejectionCode {
             RejectionCode::ApprovalRejected
             | RejectionCode::ApprovalExpired
             | RejectionCode::TicketNotPending
+            | RejectionCode::TicketDecided
             | RejectionCode::TooManyPending
             | RejectionCode::ReviewerNotAllowed
             | RejectionCode::SelfApproval

@@ -36,6 +36,7 @@ use sha2::{Digest, Sha256};
 use crate::gate::decode::longer_than;
 use crate::pipeline::Facts;
 use crate::rejection::shorten;
+use crate::tool::BoxFuture;
 use crate::{Arguments, CallContext, Outcome, ToolCall, ToolContract};
 
 pub use sinks::{JsonLinesAuditSink, MemoryAuditSink, TracingAuditSink, read_json_lines};
@@ -241,11 +242,13 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 /// `append` must, as one step that no other writer of the same log interleaves with: find the
 /// log's head (its last record, as stored: a sink shared by several processes reads it from
 /// the storage), chain the entry after it with [`Unchained::chain_after`], and store the
-/// record. It returns once the record is stored (durably, if the sink promises durability):
-/// a call that must be audited first runs only after that.
+/// record. Its future completes once the record is stored (durably, if the sink promises
+/// durability): a call that must be audited first runs only after that. A sink that talks to
+/// a database may gather the entries of concurrent calls into one transaction, as long as each
+/// future completes only once its own record is stored.
 pub trait AuditSink: Send + Sync + 'static {
     /// Chains `entry` after the log's last record and stores it.
-    fn append(&self, entry: Unchained<'_>) -> std::io::Result<()>;
+    fn append<'a>(&'a self, entry: Unchained<'a>) -> BoxFuture<'a, std::io::Result<()>>;
 }
 
 /// The hash a log starts from.
@@ -323,8 +326,8 @@ impl AuditLog {
     }
 
     /// Records one decision; a failure to store it is reported to `tracing`.
-    pub(crate) fn append(&self, decided: Decided<'_>) {
-        if let Err(error) = self.store(record_of(&decided)) {
+    pub(crate) async fn append(&self, decided: Decided<'_>) {
+        if let Err(error) = self.store(record_of(&decided)).await {
             tracing::error!(tool = %decided.call.name, %error, "an audit record could not be written");
         }
     }
@@ -332,7 +335,7 @@ impl AuditLog {
     /// Records that `call` (or, with `resolution`, its compensation) is about to run: the
     /// write-ahead record, which must be stored before the tool may run. It counts no budget:
     /// the outcome's record does.
-    pub(crate) fn about_to_run(
+    pub(crate) async fn about_to_run(
         &self,
         ctx: &CallContext,
         call: &ToolCall,
@@ -349,16 +352,18 @@ impl AuditLog {
         record.summary = "about to run".to_owned();
         record.budget_calls = 0;
         record.budget_cost = 0;
-        self.store(record)
+        self.store(record).await
     }
 
-    fn store(&self, record: AuditRecord) -> std::io::Result<()> {
+    async fn store(&self, record: AuditRecord) -> std::io::Result<()> {
         let digest = record.digest();
-        self.sink.append(Unchained {
-            record,
-            digest,
-            key: self.key.as_ref(),
-        })
+        self.sink
+            .append(Unchained {
+                record,
+                digest,
+                key: self.key.as_ref(),
+            })
+            .await
     }
 }
 
@@ -595,10 +600,18 @@ pub fn verify_to(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::{Rejection, RejectionCode, Risk};
     use serde_json::json;
+
+    /// Runs an append to its end, as a test on a plain thread needs.
+    pub(super) fn block_on<F: std::future::Future>(future: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(future)
+    }
 
     fn key() -> AuditKey {
         AuditKey::new(b"an operator's secret of 32 bytes!".to_vec()).unwrap()
@@ -629,7 +642,7 @@ mod tests {
             } else {
                 Outcome::Rejected(Rejection::new(RejectionCode::RateLimited, "slow down"))
             };
-            log.append(Decided {
+            block_on(log.append(Decided {
                 ctx: &ctx,
                 call: &call,
                 contract: Some(&contract),
@@ -638,7 +651,7 @@ mod tests {
                 resolution: None,
                 original_arguments: None,
                 facts: None,
-            });
+            }));
         }
         sink.records()
     }

@@ -1,12 +1,14 @@
 //! The sinks portcullis ships: memory (tests, small tools), a JSON Lines file, and `tracing`.
 
 use std::fs::{File, OpenOptions};
+use std::future::ready;
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{AuditRecord, AuditSink, Checkpoint, Unchained};
+use crate::tool::BoxFuture;
 
 /// Keeps records in memory; clones share them, and one chain.
 #[derive(Debug, Clone, Default)]
@@ -25,13 +27,13 @@ impl MemoryAuditSink {
 }
 
 impl AuditSink for MemoryAuditSink {
-    fn append(&self, entry: Unchained<'_>) -> io::Result<()> {
+    fn append<'a>(&'a self, entry: Unchained<'a>) -> BoxFuture<'a, io::Result<()>> {
         let mut records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
         let head = records
             .last()
             .map_or_else(Checkpoint::genesis, Checkpoint::after);
         records.push(entry.chain_after(&head));
-        Ok(())
+        Box::pin(ready(Ok(())))
     }
 }
 
@@ -186,7 +188,15 @@ pub fn read_json_lines(path: &Path) -> io::Result<Vec<AuditRecord>> {
 }
 
 impl AuditSink for JsonLinesAuditSink {
-    fn append(&self, entry: Unchained<'_>) -> io::Result<()> {
+    fn append<'a>(&'a self, entry: Unchained<'a>) -> BoxFuture<'a, io::Result<()>> {
+        Box::pin(ready(self.append_now(entry)))
+    }
+}
+
+impl JsonLinesAuditSink {
+    /// Appends `entry` on the calling thread: the file's lock, its write and the shared
+    /// `fsync` are short, blocking steps.
+    fn append_now(&self, entry: Unchained<'_>) -> io::Result<()> {
         if self
             .sync
             .as_ref()
@@ -258,7 +268,13 @@ impl TracingAuditSink {
 }
 
 impl AuditSink for TracingAuditSink {
-    fn append(&self, entry: Unchained<'_>) -> io::Result<()> {
+    fn append<'a>(&'a self, entry: Unchained<'a>) -> BoxFuture<'a, io::Result<()>> {
+        Box::pin(ready(self.emit(entry)))
+    }
+}
+
+impl TracingAuditSink {
+    fn emit(&self, entry: Unchained<'_>) -> io::Result<()> {
         let mut head = self.head.lock().unwrap_or_else(PoisonError::into_inner);
         let record = entry.chain_after(head.get_or_insert_with(Checkpoint::genesis));
         let json = serde_json::to_string(&record).map_err(io::Error::other)?;
@@ -279,6 +295,7 @@ impl AuditSink for TracingAuditSink {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::audit::tests::block_on;
     use crate::audit::{AuditLog, Decided, record_of, verify};
     use crate::{CallContext, Outcome, ToolCall};
     use serde_json::json;
@@ -289,7 +306,7 @@ mod tests {
         for index in from..to {
             let call = ToolCall::new(format!("c{index}"), "list", "{}");
             let outcome = Outcome::Completed(json!(index));
-            log.append(Decided::plain(&ctx, &call, None, &outcome));
+            block_on(log.append(Decided::plain(&ctx, &call, None, &outcome)));
         }
     }
 
@@ -323,7 +340,7 @@ mod tests {
         let call = ToolCall::new("c", "list", "{}");
         let outcome = Outcome::Completed(json!(0));
         let record = record_of(&Decided::plain(&ctx, &call, None, &outcome));
-        let error = log.store(record).unwrap_err();
+        let error = block_on(log.store(record)).unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::InvalidData);
         std::fs::remove_dir_all(&dir).unwrap();
     }

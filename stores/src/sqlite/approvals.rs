@@ -4,16 +4,32 @@
 use std::future::ready;
 
 use portcullis_core::{
-    ApprovalStore, BoxFuture, PendingCall, PendingLimits, Rejection, RejectionCode, Ticket,
+    ApprovalDecision, ApprovalStore, BoxFuture, PendingCall, PendingLimits, Recorded, Rejection,
+    RejectionCode, Ticket,
 };
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::{SqliteStore, as_sql, failed, now_ms};
 
+/// A stored call and its decision, as two texts.
+type Row = (String, Option<String>);
+
+/// The columns a [`Row`] is read from.
+const ROW: &str = "call, decision";
+
+fn row(row: &rusqlite::Row<'_>) -> Result<Row, rusqlite::Error> {
+    Ok((row.get(0)?, row.get(1)?))
+}
+
 /// Reads the stored calls of `rows`; a row that does not read back is reported and left out.
-fn calls(rows: Vec<String>) -> Vec<PendingCall> {
+fn calls(rows: Vec<Row>) -> Vec<PendingCall> {
+    let read = |(call, decision): Row| -> Result<PendingCall, serde_json::Error> {
+        let mut call: PendingCall = serde_json::from_str(&call)?;
+        call.decision = decision.as_deref().map(serde_json::from_str).transpose()?;
+        Ok(call)
+    };
     rows.into_iter()
-        .filter_map(|text| match serde_json::from_str(&text) {
+        .filter_map(|stored| match read(stored) {
             Ok(call) => Some(call),
             Err(error) => {
                 failed("read a pending call", &error);
@@ -21,6 +37,11 @@ fn calls(rows: Vec<String>) -> Vec<PendingCall> {
             }
         })
         .collect()
+}
+
+fn to_text<T: serde::Serialize>(value: &T) -> Result<String, rusqlite::Error> {
+    serde_json::to_string(value)
+        .map_err(|error| rusqlite::Error::ToSqlConversionFailure(Box::new(error)))
 }
 
 fn insert(
@@ -51,32 +72,60 @@ fn insert(
             "{of_actor} calls of this actor wait for approval"
         )));
     }
-    let call = serde_json::to_string(pending)
-        .map_err(|error| rusqlite::Error::ToSqlConversionFailure(Box::new(error)))?;
+    let decision = pending.decision.as_ref().map(to_text).transpose()?;
     transaction.execute(
-        "INSERT INTO pending_calls (ticket_id, task, actor, created_ms, expires_ms, call)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO pending_calls
+             (ticket_id, task, actor, created_ms, expires_ms, call, decision)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         params![
             pending.ticket.id,
             task,
             actor,
             as_sql(pending.ticket.created_ms),
             as_sql(pending.ticket.expires_ms),
-            call
+            to_text(pending)?,
+            decision
         ],
     )?;
     transaction.commit()?;
     Ok(None)
 }
 
+fn decide(
+    connection: &mut Connection,
+    id: &str,
+    decision: &ApprovalDecision,
+    now_ms: u64,
+) -> Result<Recorded, rusqlite::Error> {
+    let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let held: Option<(Option<String>, i64)> = transaction
+        .query_row(
+            "SELECT decision, expires_ms FROM pending_calls WHERE ticket_id = ?1",
+            [id],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .optional()?;
+    let recorded = match held {
+        None => Recorded::NotPending,
+        Some((Some(_), _)) => Recorded::AlreadyDecided,
+        Some((None, expires_ms)) if as_sql(now_ms) >= expires_ms => Recorded::Expired,
+        Some((None, _)) => {
+            transaction.execute(
+                "UPDATE pending_calls SET decision = ?2 WHERE ticket_id = ?1",
+                params![id, to_text(decision)?],
+            )?;
+            Recorded::Recorded
+        }
+    };
+    transaction.commit()?;
+    Ok(recorded)
+}
+
 impl SqliteStore {
     /// The pending call `statement` returns for ticket `id`, if any; a failure to `operation`
     /// is reported and reads as no call.
     fn one_call(&self, statement: &str, id: &str, operation: &str) -> Option<PendingCall> {
-        let row = self
-            .lock()
-            .query_row(statement, [id], |row| row.get::<_, String>(0))
-            .optional();
+        let row = self.lock().query_row(statement, [id], row).optional();
         match row {
             Ok(row) => calls(row.into_iter().collect()).pop(),
             Err(error) => {
@@ -112,7 +161,7 @@ impl ApprovalStore for SqliteStore {
 
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<PendingCall>> {
         let call = self.one_call(
-            "SELECT call FROM pending_calls WHERE ticket_id = ?1",
+            &format!("SELECT {ROW} FROM pending_calls WHERE ticket_id = ?1"),
             id,
             "read a pending call",
         );
@@ -122,7 +171,7 @@ impl ApprovalStore for SqliteStore {
     fn take<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<PendingCall>> {
         // One statement: of two processes taking the ticket at once, one gets the row.
         let call = self.one_call(
-            "DELETE FROM pending_calls WHERE ticket_id = ?1 RETURNING call",
+            &format!("DELETE FROM pending_calls WHERE ticket_id = ?1 RETURNING {ROW}"),
             id,
             "take a pending call",
         );
@@ -132,10 +181,11 @@ impl ApprovalStore for SqliteStore {
     fn take_expired(&self, now_ms: u64) -> BoxFuture<'_, Vec<PendingCall>> {
         let taken = (|| {
             let connection = self.lock();
-            let mut statement = connection
-                .prepare("DELETE FROM pending_calls WHERE expires_ms <= ?1 RETURNING call")?;
-            let rows = statement.query_map([as_sql(now_ms)], |row| row.get::<_, String>(0))?;
-            rows.collect::<Result<Vec<String>, _>>()
+            let mut statement = connection.prepare(&format!(
+                "DELETE FROM pending_calls WHERE expires_ms <= ?1 RETURNING {ROW}"
+            ))?;
+            let rows = statement.query_map([as_sql(now_ms)], row)?;
+            rows.collect::<Result<Vec<Row>, _>>()
         })();
         let expired = match taken {
             Ok(rows) => calls(rows),
@@ -147,21 +197,49 @@ impl ApprovalStore for SqliteStore {
         Box::pin(ready(expired))
     }
 
+    fn decide<'a>(
+        &'a self,
+        id: &'a str,
+        decision: &'a ApprovalDecision,
+        now_ms: u64,
+    ) -> BoxFuture<'a, Recorded> {
+        let recorded = decide(&mut self.lock(), id, decision, now_ms).unwrap_or_else(|error| {
+            failed("record a decision", &error);
+            Recorded::Unavailable
+        });
+        Box::pin(ready(recorded))
+    }
+
     fn pending(&self) -> BoxFuture<'_, Vec<Ticket>> {
+        let tickets = self.oldest_first("decision IS NULL");
+        Box::pin(ready(tickets.into_iter().map(|call| call.ticket).collect()))
+    }
+
+    fn decided(&self) -> BoxFuture<'_, Vec<String>> {
+        let calls = self.oldest_first("decision IS NOT NULL");
+        Box::pin(ready(
+            calls.into_iter().map(|call| call.ticket.id).collect(),
+        ))
+    }
+}
+
+impl SqliteStore {
+    /// The pending calls `condition` selects, oldest first.
+    fn oldest_first(&self, condition: &str) -> Vec<PendingCall> {
         let read = (|| {
             let connection = self.lock();
-            let mut statement = connection
-                .prepare("SELECT call FROM pending_calls ORDER BY created_ms, ticket_id")?;
-            let rows = statement.query_map([], |row| row.get::<_, String>(0))?;
-            rows.collect::<Result<Vec<String>, _>>()
+            let mut statement = connection.prepare(&format!(
+                "SELECT {ROW} FROM pending_calls WHERE {condition} ORDER BY created_ms, ticket_id"
+            ))?;
+            let rows = statement.query_map([], row)?;
+            rows.collect::<Result<Vec<Row>, _>>()
         })();
-        let tickets = match read {
-            Ok(rows) => calls(rows).into_iter().map(|call| call.ticket).collect(),
+        match read {
+            Ok(rows) => calls(rows),
             Err(error) => {
                 failed("list pending calls", &error);
                 Vec::new()
             }
-        };
-        Box::pin(ready(tickets))
+        }
     }
 }

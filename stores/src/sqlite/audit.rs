@@ -2,8 +2,10 @@
 //! that stores it, so records appended by several processes form one chain, and a record is
 //! on the disk before `append` returns (the write-ahead rule holds).
 
+use std::future::ready;
 use std::io;
 
+use portcullis_core::BoxFuture;
 use portcullis_core::audit::{AuditRecord, AuditSink, Checkpoint, Unchained};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
@@ -38,8 +40,10 @@ fn append(connection: &mut Connection, entry: Unchained<'_>) -> Result<(), rusql
 }
 
 impl AuditSink for SqliteStore {
-    fn append(&self, entry: Unchained<'_>) -> io::Result<()> {
-        append(&mut self.lock(), entry).map_err(io::Error::other)
+    fn append<'a>(&'a self, entry: Unchained<'a>) -> BoxFuture<'a, io::Result<()>> {
+        Box::pin(ready(
+            append(&mut self.lock(), entry).map_err(io::Error::other),
+        ))
     }
 }
 

@@ -77,6 +77,8 @@ const MIGRATIONS: &[&str] = &[
         compensated INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (id, step)
     );",
+    // 5: a pending call's decision, recorded before a worker runs it.
+    "ALTER TABLE pending_calls ADD COLUMN decision TEXT;",
 ];
 
 /// How long a writer waits for another process's transaction before it gives up.
@@ -220,7 +222,7 @@ mod tests {
             error,
             OpenError::NewerSchema {
                 found: 99,
-                known: 4
+                known: 5
             }
         ));
         assert!(error.to_string().contains("upgrade portcullis"), "{error}");

@@ -1,6 +1,7 @@
 //! The approve gate: whether a call needs a human, the ticket that asks one, and who may
 //! decide it.
 
+pub(crate) mod decision;
 pub(crate) mod reviewer;
 pub(crate) mod store;
 

@@ -1,7 +1,7 @@
 //! Who may decide a ticket: a reviewer holding the approver role the ticket records, of the
 //! caller's tenant, and not the actor who asked, unless the registry allows it.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::store::Ticket;
 use crate::{Rejection, RejectionCode};
@@ -14,10 +14,12 @@ use crate::{Rejection, RejectionCode};
 /// let rita = Reviewer::new("rita").with_roles(["finance"]).with_tenant("acme");
 /// assert!(rita.has_role("finance"));
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reviewer {
     id: String,
+    #[serde(default)]
     roles: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     tenant: Option<String>,
 }
 

@@ -16,6 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::decision::{ApprovalDecision, Recorded};
 use super::reviewer::Reviewer;
 use crate::tool::BoxFuture;
 use crate::{Arguments, CallContext, Rejection, RejectionCode, Risk};
@@ -83,42 +84,6 @@ pub(crate) fn expiry_ms(created_ms: u64, lifetime: Duration) -> u64 {
     created_ms.saturating_add(u64::try_from(lifetime.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// A reviewer's decision on a ticket. The reviewer must be allowed to decide it
-/// ([`Reviewer::may_decide`]); a decision of one who is not leaves the ticket pending.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ApprovalDecision {
-    /// Run the call as it is.
-    Approve {
-        /// Who approved.
-        reviewer: Reviewer,
-    },
-    /// Run the call with these arguments instead; they pass every gate again.
-    Edit {
-        /// Who edited.
-        reviewer: Reviewer,
-        /// The new arguments.
-        arguments: Value,
-    },
-    /// Do not run the call; the message goes back to the model.
-    Reject {
-        /// Who rejected.
-        reviewer: Reviewer,
-        /// Why, for the model.
-        message: String,
-    },
-}
-
-impl ApprovalDecision {
-    /// The reviewer.
-    pub fn reviewer(&self) -> &Reviewer {
-        match self {
-            ApprovalDecision::Approve { reviewer }
-            | ApprovalDecision::Edit { reviewer, .. }
-            | ApprovalDecision::Reject { reviewer, .. } => reviewer,
-        }
-    }
-}
-
 /// A call waiting in a store: its ticket, the caller's context and the arguments as sent. It
 /// serializes for a durable store; the context's extensions are not kept (see
 /// [`CallContext`]).
@@ -135,6 +100,10 @@ pub struct PendingCall {
     /// The cost the budget reserved for the call as it began to wait, given back if it does
     /// not run; `None` when the budget did not count it.
     pub reserved_cost: Option<u64>,
+    /// The decision recorded on the ticket, once a reviewer took it: the call then waits for
+    /// a worker to run it ([`Registry::run_decided`](crate::Registry::run_decided)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<ApprovalDecision>,
 }
 
 /// How many calls may wait for approval at once.
@@ -144,6 +113,14 @@ pub struct PendingLimits {
     pub per_task: usize,
     /// Calls of one actor waiting at once, all tasks together.
     pub per_actor: usize,
+}
+
+impl PendingLimits {
+    /// No limit: for a call that waits again after it was admitted once.
+    pub const UNLIMITED: PendingLimits = PendingLimits {
+        per_task: usize::MAX,
+        per_actor: usize::MAX,
+    };
 }
 
 impl Default for PendingLimits {
@@ -156,9 +133,10 @@ impl Default for PendingLimits {
     }
 }
 
-/// Keeps pending calls until they are decided. `insert` must check the limits and keep the
-/// call in one atomic step, and `take` must remove atomically: of two concurrent decisions on
-/// one ticket, only one may get the call.
+/// Keeps pending calls until they are decided and run. `insert` must check the limits and keep
+/// the call in one atomic step, `decide` must record a decision only on a ticket that has none
+/// (of two concurrent decisions, one is recorded), and `take` must remove atomically (of two
+/// workers, one gets the call).
 pub trait ApprovalStore: Send + Sync + 'static {
     /// Keeps a pending call, unless its task or its actor already has as many waiting as
     /// `limits` allow (`too_many_pending`). Expired tickets do not count.
@@ -169,12 +147,22 @@ pub trait ApprovalStore: Send + Sync + 'static {
     ) -> BoxFuture<'_, Result<(), Rejection>>;
     /// The pending call of ticket `id`, left in place.
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<PendingCall>>;
-    /// Removes and returns the pending call of ticket `id`, if it is still pending.
+    /// Records `decision` on ticket `id`, if the ticket is there, has no decision yet and has
+    /// not expired at `now_ms`, in one atomic step.
+    fn decide<'a>(
+        &'a self,
+        id: &'a str,
+        decision: &'a ApprovalDecision,
+        now_ms: u64,
+    ) -> BoxFuture<'a, Recorded>;
+    /// Removes and returns the pending call of ticket `id`, if it is still there.
     fn take<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<PendingCall>>;
     /// Removes and returns every call whose ticket expired at `now_ms`.
     fn take_expired(&self, now_ms: u64) -> BoxFuture<'_, Vec<PendingCall>>;
-    /// The tickets still pending, for a reviewer's queue.
+    /// The tickets waiting for a decision, oldest first, for a reviewer's queue.
     fn pending(&self) -> BoxFuture<'_, Vec<Ticket>>;
+    /// The ids of tickets decided but whose call no worker took yet, oldest first.
+    fn decided(&self) -> BoxFuture<'_, Vec<String>>;
 }
 
 /// An [`ApprovalStore`] in memory, for one process.
@@ -186,6 +174,18 @@ pub struct InMemoryApprovalStore {
 impl InMemoryApprovalStore {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, PendingCall>> {
         self.calls.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The tickets of the calls `which` selects, oldest first.
+    fn oldest_first(&self, which: impl Fn(&PendingCall) -> bool) -> Vec<Ticket> {
+        let mut tickets: Vec<Ticket> = self
+            .lock()
+            .values()
+            .filter(|pending| which(pending))
+            .map(|pending| pending.ticket.clone())
+            .collect();
+        tickets.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
+        tickets
     }
 }
 
@@ -228,6 +228,24 @@ impl ApprovalStore for InMemoryApprovalStore {
         Box::pin(ready(self.lock().get(id).cloned()))
     }
 
+    fn decide<'a>(
+        &'a self,
+        id: &'a str,
+        decision: &'a ApprovalDecision,
+        now_ms: u64,
+    ) -> BoxFuture<'a, Recorded> {
+        let recorded = match self.lock().get_mut(id) {
+            None => Recorded::NotPending,
+            Some(pending) if pending.decision.is_some() => Recorded::AlreadyDecided,
+            Some(pending) if pending.ticket.is_expired(now_ms) => Recorded::Expired,
+            Some(pending) => {
+                pending.decision = Some(decision.clone());
+                Recorded::Recorded
+            }
+        };
+        Box::pin(ready(recorded))
+    }
+
     fn take<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<PendingCall>> {
         Box::pin(ready(self.lock().remove(id)))
     }
@@ -244,15 +262,14 @@ impl ApprovalStore for InMemoryApprovalStore {
     }
 
     fn pending(&self) -> BoxFuture<'_, Vec<Ticket>> {
-        let mut tickets: Vec<Ticket> = self
-            .calls
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .map(|pending| pending.ticket.clone())
-            .collect();
-        tickets.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
-        Box::pin(ready(tickets))
+        Box::pin(ready(
+            self.oldest_first(|pending| pending.decision.is_none()),
+        ))
+    }
+
+    fn decided(&self) -> BoxFuture<'_, Vec<String>> {
+        let tickets = self.oldest_first(|pending| pending.decision.is_some());
+        Box::pin(ready(tickets.into_iter().map(|ticket| ticket.id).collect()))
     }
 }
 

@@ -1,0 +1,128 @@
+//! A reviewer's decision on a ticket. It is recorded in the approval store before the call
+//! runs, once: the process that runs the call need not be the one that took the decision (an
+//! operator's command line, a review service), and a worker that stops between the two finds
+//! the decision again ([`Registry::run_decided`](crate::Registry::run_decided)).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::reviewer::Reviewer;
+use super::store::{ApprovalStore, PendingCall, now_ms};
+use crate::{Rejection, RejectionCode};
+
+/// A reviewer's decision on a ticket. The reviewer must be allowed to decide it
+/// ([`Reviewer::may_decide`]); a decision of one who is not leaves the ticket pending.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+pub enum ApprovalDecision {
+    /// Run the call as it is.
+    Approve {
+        /// Who approved.
+        reviewer: Reviewer,
+    },
+    /// Run the call with these arguments instead; they pass every gate again.
+    Edit {
+        /// Who edited.
+        reviewer: Reviewer,
+        /// The new arguments.
+        arguments: Value,
+    },
+    /// Do not run the call; the message goes back to the model.
+    Reject {
+        /// Who rejected.
+        reviewer: Reviewer,
+        /// Why, for the model.
+        message: String,
+    },
+}
+
+impl ApprovalDecision {
+    /// The reviewer.
+    pub fn reviewer(&self) -> &Reviewer {
+        match self {
+            ApprovalDecision::Approve { reviewer }
+            | ApprovalDecision::Edit { reviewer, .. }
+            | ApprovalDecision::Reject { reviewer, .. } => reviewer,
+        }
+    }
+}
+
+/// What a store did with a decision it was asked to record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Recorded {
+    /// The decision is recorded: the call runs as decided.
+    Recorded,
+    /// Another decision was recorded first.
+    AlreadyDecided,
+    /// No call waits under the ticket.
+    NotPending,
+    /// The ticket expired.
+    Expired,
+    /// The store could not be reached; nothing was recorded.
+    Unavailable,
+}
+
+/// Records `decision` on ticket `ticket_id` in `store`, for a worker to run
+/// ([`Registry::run_decided`](crate::Registry::run_decided)); returns the pending call, its
+/// decision set. The rules of [`Registry::resume`](crate::Registry::resume) hold: the reviewer
+/// must be allowed to decide the ticket, the ticket must not have expired, and a ticket takes
+/// one decision (`ticket_decided` for the next).
+///
+/// This is how a process without the application's tools decides, such as the `portcullis`
+/// command line.
+pub async fn record_decision(
+    store: &dyn ApprovalStore,
+    ticket_id: &str,
+    decision: ApprovalDecision,
+) -> Result<PendingCall, Rejection> {
+    let Some(mut pending) = store.get(ticket_id).await else {
+        return Err(not_pending());
+    };
+    if pending.decision.is_some() {
+        return Err(already_decided());
+    }
+    decision.reviewer().may_decide(&pending.ticket)?;
+    let now = now_ms();
+    if pending.ticket.is_expired(now) {
+        return Err(expired());
+    }
+    match store.decide(ticket_id, &decision, now).await {
+        Recorded::Recorded => {
+            pending.decision = Some(decision);
+            Ok(pending)
+        }
+        Recorded::AlreadyDecided => Err(already_decided()),
+        Recorded::NotPending => Err(not_pending()),
+        Recorded::Expired => Err(expired()),
+        Recorded::Unavailable => Err(Rejection::new(
+            RejectionCode::ApprovalsUnavailable,
+            "the decision could not be recorded, so nothing was decided",
+        )
+        .with_hint("try again later")),
+    }
+}
+
+pub(crate) fn expired() -> Rejection {
+    Rejection::new(
+        RejectionCode::ApprovalExpired,
+        "nobody approved the call in time",
+    )
+    .with_retryable(false)
+}
+
+pub(crate) fn not_pending() -> Rejection {
+    Rejection::new(
+        RejectionCode::TicketNotPending,
+        "no call waits under this ticket: it is unknown, or its call ended already",
+    )
+    .with_retryable(false)
+}
+
+fn already_decided() -> Rejection {
+    Rejection::new(
+        RejectionCode::TicketDecided,
+        "the ticket was decided already; its call runs as that decision says",
+    )
+    .with_retryable(false)
+}
