@@ -566,13 +566,15 @@ impl Registry {
     /// another process (the `portcullis` command line, a review service) with
     /// [`record_decision`](crate::record_decision), or by a worker that stopped before it ran
     /// them. Each runs once, whichever worker takes it. A worker calls it when it starts and
-    /// then every few seconds; returns each ticket's id and outcome.
+    /// then every few seconds; returns the id and outcome of each ticket this call took.
     pub async fn run_decided(&self) -> Vec<(String, Outcome)> {
         let decided = self.settings().approvals.store.decided().await;
         let mut outcomes = Vec::with_capacity(decided.len());
         for ticket_id in decided {
-            let outcome = self.run_decision(&ticket_id, &Facts::default()).await;
-            outcomes.push((ticket_id, outcome));
+            // A ticket another worker took meanwhile is its to report.
+            if let Some(outcome) = self.run_decision(&ticket_id, &Facts::default()).await {
+                outcomes.push((ticket_id, outcome));
+            }
         }
         outcomes
     }
@@ -602,24 +604,37 @@ impl Registry {
             }
             return outcome;
         }
-        self.run_decision(ticket_id, facts).await
+        self.run_decision(ticket_id, facts)
+            .await
+            .unwrap_or_else(|| Outcome::Rejected(not_pending()))
     }
 
-    /// Takes the decided call of `ticket_id` from the store and carries out its decision.
-    async fn run_decision(&self, ticket_id: &str, facts: &Facts) -> Outcome {
-        let started = Instant::now();
+    /// Takes the decided call of `ticket_id` from the store and carries out its decision;
+    /// `None` when there was no decided call to take.
+    async fn run_decision(&self, ticket_id: &str, facts: &Facts) -> Option<Outcome> {
         let settings = self.settings();
         let store = &settings.approvals.store;
-        let Some(pending) = store.take(ticket_id).await else {
-            return Outcome::Rejected(not_pending());
-        };
+        let pending = store.take(ticket_id).await?;
         let Some(decision) = pending.decision.clone() else {
             // Only a decided call is taken to run; an undecided one goes back to wait.
             if let Err(rejection) = store.insert(pending, PendingLimits::UNLIMITED).await {
                 tracing::error!(%rejection, "an undecided call could not wait again");
             }
-            return Outcome::Rejected(not_pending());
+            return None;
         };
+        Some(self.carry_out(pending, decision, facts).await)
+    }
+
+    /// Carries out `decision` on `pending`, taken from the store.
+    async fn carry_out(
+        &self,
+        pending: PendingCall,
+        decision: ApprovalDecision,
+        facts: &Facts,
+    ) -> Outcome {
+        let started = Instant::now();
+        let settings = self.settings();
+        let store = &settings.approvals.store;
         let reviewer = decision.reviewer().clone();
         let contract = self.contract(&pending.ticket.tool);
         if pending.ticket.is_expired(now_ms()) {

@@ -26,6 +26,13 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod error;
+mod postgres;
 mod sqlite;
+mod store;
+mod values;
 
-pub use sqlite::{OpenError, SqliteStore};
+pub use error::OpenError;
+pub use postgres::{DEFAULT_CONNECTIONS, DEFAULT_SCHEMA, PostgresStore};
+pub use sqlite::SqliteStore;
+pub use store::Store;

@@ -13,6 +13,9 @@ use std::time::Duration;
 
 use rusqlite::{Connection, TransactionBehavior};
 
+use crate::OpenError;
+pub(crate) use crate::values::{as_sql, from_sql, now_ms};
+
 /// The schema, one migration per version, applied in order when a store opens. Never edit a
 /// migration that shipped: add the next one.
 const MIGRATIONS: &[&str] = &[
@@ -96,50 +99,6 @@ pub struct SqliteStore {
     connection: Arc<Mutex<Connection>>,
 }
 
-/// Why a store could not be opened.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum OpenError {
-    /// The database could not be opened or migrated.
-    Database(rusqlite::Error),
-    /// The database was written by a newer portcullis: its schema is at `found`, this one knows
-    /// up to `known`.
-    NewerSchema {
-        /// The database's schema version.
-        found: i64,
-        /// The newest version this build knows.
-        known: i64,
-    },
-}
-
-impl fmt::Display for OpenError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            OpenError::Database(error) => write!(f, "the store's database failed: {error}"),
-            OpenError::NewerSchema { found, known } => write!(
-                f,
-                "the database's schema is at version {found}, newer than the {known} this \
-                 portcullis knows: upgrade portcullis before opening it"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for OpenError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            OpenError::Database(error) => Some(error),
-            OpenError::NewerSchema { .. } => None,
-        }
-    }
-}
-
-impl From<rusqlite::Error> for OpenError {
-    fn from(error: rusqlite::Error) -> Self {
-        OpenError::Database(error)
-    }
-}
-
 impl SqliteStore {
     /// Opens (or creates) the store at `path` and brings its schema up to date.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, OpenError> {
@@ -178,28 +137,15 @@ fn migrate(connection: &mut Connection) -> Result<(), OpenError> {
     Ok(())
 }
 
-/// Milliseconds since the Unix epoch: the clock every process sharing the file reads.
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| {
-            i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
-        })
-}
-
-/// A count or a time as SQLite stores it.
-fn as_sql(value: u64) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
-}
-
-/// A count as SQLite stored it.
-fn from_sql(value: i64) -> u64 {
-    u64::try_from(value).unwrap_or(0)
-}
-
 /// Reports a database failure the store answers by refusing.
 fn failed(operation: &str, error: &dyn fmt::Display) {
     tracing::error!(%error, "the SQLite store could not {operation}");
+}
+
+impl From<rusqlite::Error> for OpenError {
+    fn from(error: rusqlite::Error) -> Self {
+        OpenError::Database(Box::new(error))
+    }
 }
 
 #[cfg(test)]

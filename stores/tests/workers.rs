@@ -1,13 +1,15 @@
-//! The SQLite store behind a registry: pending calls survive a restart, and a ticket or a
-//! call is decided once by several registries sharing one file, each with its own connection,
-//! as separate worker processes would.
+//! The durable stores behind registries: pending calls survive a restart, and a ticket, a
+//! call, a budget and the audit chain are each decided once by several registries sharing one
+//! database, each with its own connection, as separate workers would. Every scenario runs on
+//! SQLite and on PostgreSQL.
 
-use std::path::PathBuf;
+mod common;
+
 use std::sync::Mutex;
 
+use common::Backend;
 use portcullis::prelude::*;
-use portcullis::{ApprovalDecision, Reviewer};
-use portcullis_stores::SqliteStore;
+use portcullis::{ApprovalDecision, Reviewer, record_decision};
 use serde_json::json;
 
 /// The suppliers paid, one entry per payout; each test pays a supplier of its own.
@@ -43,16 +45,9 @@ async fn transfer(amount_cents: u64) -> Result<u64, ToolError> {
     Ok(amount_cents)
 }
 
-fn database(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("portcullis-sqlite-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join("state.db")
-}
-
-/// A worker: its own connection to the shared file.
-fn worker(path: &PathBuf) -> Registry {
-    let store = SqliteStore::open(path).unwrap();
+/// A worker: its own connection to the shared database.
+async fn worker(backend: &Backend) -> Registry {
+    let store = backend.open().await;
     Registry::builder()
         .tool(PaySupplier)
         .tool(Transfer)
@@ -76,69 +71,146 @@ fn approve() -> ApprovalDecision {
     }
 }
 
-#[tokio::test]
-async fn a_pending_call_survives_a_restart_and_runs_once() {
-    let path = database("restart");
+on_both!(
+    a_pending_call_survives_a_restart_and_runs_once,
+    a_decision_recorded_elsewhere_runs_once,
+    two_workers_decide_one_ticket_once,
+    a_call_sent_to_several_workers_runs_once,
+    several_workers_write_one_verifiable_audit_chain,
+    workers_share_one_budget,
+    recover_compensates_a_crashed_workers_transaction_once,
+);
+
+async fn a_pending_call_survives_a_restart_and_runs_once(backend: Backend) {
+    let supplier = format!("acme-{}", backend.tag());
     let ctx = CallContext::new("agent")
         .with_tenant("acme")
         .with_task_id("t1");
     let ticket = {
-        let before = worker(&path);
-        let pending = before.dispatch(&ctx, &payout("acme")).await;
+        let before = worker(&backend).await;
+        let pending = before.dispatch(&ctx, &payout(&supplier)).await;
         pending.ticket().unwrap().clone()
     };
-    let after = worker(&path);
+    let after = worker(&backend).await;
     assert_eq!(after.pending_tickets().await, vec![ticket.clone()]);
-    let resent = after.dispatch(&ctx, &payout("acme")).await;
+    let resent = after.dispatch(&ctx, &payout(&supplier)).await;
     assert_eq!(
         resent.ticket().map(|t| &t.id),
         Some(&ticket.id),
         "the same ticket"
     );
     let outcome = after.resume(&ticket.id, approve()).await;
-    assert_eq!(outcome.output(), Some(&json!("paid 900 to acme")));
-    let again = worker(&path).dispatch(&ctx, &payout("acme")).await;
+    assert_eq!(
+        outcome.output(),
+        Some(&json!(format!("paid 900 to {supplier}")))
+    );
+    let again = worker(&backend)
+        .await
+        .dispatch(&ctx, &payout(&supplier))
+        .await;
     assert_eq!(
         again, outcome,
         "a repeat after another restart reads the outcome"
     );
-    assert_eq!(payouts_to("acme"), 1);
+    assert_eq!(payouts_to(&supplier), 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_workers_decide_one_ticket_once() {
-    let path = database("two-workers");
-    let ctx = CallContext::new("agent").with_task_id("t2");
-    let pending = worker(&path).dispatch(&ctx, &payout("globex")).await;
+/// A reviewer decides in another process (as the command line does), held to the approver
+/// rules; a worker that starts later runs the call once, and a second decision is refused.
+async fn a_decision_recorded_elsewhere_runs_once(backend: Backend) {
+    let supplier = format!("initech-{}", backend.tag());
+    let ctx = CallContext::new("agent").with_task_id("t4");
+    let pending = worker(&backend)
+        .await
+        .dispatch(&ctx, &payout(&supplier))
+        .await;
     let ticket = pending.ticket().unwrap().id.clone();
-    let decisions: Vec<_> = (0..2)
-        .map(|_| {
-            let (registry, ticket) = (worker(&path), ticket.clone());
-            tokio::spawn(async move { registry.resume(&ticket, approve()).await })
-        })
-        .collect();
+
+    let store = backend.open().await;
+    let clerk = ApprovalDecision::Approve {
+        reviewer: Reviewer::new("carl").with_roles(["clerk"]),
+    };
+    let refused = record_decision(&store, &ticket, clerk).await.unwrap_err();
+    assert_eq!(refused.code(), RejectionCode::ReviewerNotAllowed);
+    let own = ApprovalDecision::Approve {
+        reviewer: Reviewer::new("agent").with_roles(["finance"]),
+    };
+    let refused = record_decision(&store, &ticket, own).await.unwrap_err();
+    assert_eq!(refused.code(), RejectionCode::SelfApproval);
+    let decided = record_decision(&store, &ticket, approve()).await.unwrap();
+    assert_eq!(decided.decision, Some(approve()));
+    let again = record_decision(&store, &ticket, approve())
+        .await
+        .unwrap_err();
+    assert_eq!(again.code(), RejectionCode::TicketDecided);
+    assert!(worker(&backend).await.pending_tickets().await.is_empty());
+    assert_eq!(
+        payouts_to(&supplier),
+        0,
+        "nothing runs before a worker takes it"
+    );
+
+    let workers = [worker(&backend).await, worker(&backend).await];
+    let (first, second) = tokio::join!(workers[0].run_decided(), workers[1].run_decided());
+    let ran: Vec<_> = first.into_iter().chain(second).collect();
+    assert_eq!(ran.len(), 1, "{ran:?}");
+    assert_eq!(ran[0].0, ticket);
+    assert!(ran[0].1.is_completed());
+    assert_eq!(payouts_to(&supplier), 1);
+    let resent = worker(&backend)
+        .await
+        .dispatch(&ctx, &payout(&supplier))
+        .await;
+    assert_eq!(resent, ran[0].1);
+}
+
+async fn two_workers_decide_one_ticket_once(backend: Backend) {
+    let supplier = format!("globex-{}", backend.tag());
+    let ctx = CallContext::new("agent").with_task_id("t2");
+    let pending = worker(&backend)
+        .await
+        .dispatch(&ctx, &payout(&supplier))
+        .await;
+    let ticket = pending.ticket().unwrap().id.clone();
+    let mut decisions = Vec::new();
+    for _ in 0..2 {
+        let (registry, ticket) = (worker(&backend).await, ticket.clone());
+        decisions.push(tokio::spawn(async move {
+            registry.resume(&ticket, approve()).await
+        }));
+    }
     let mut completed = 0;
     for decision in decisions {
         match decision.await.unwrap() {
             Outcome::Completed(_) => completed += 1,
-            other => assert_eq!(other.code(), Some(RejectionCode::TicketNotPending)),
+            other => assert!(
+                matches!(
+                    other.code(),
+                    Some(RejectionCode::TicketDecided | RejectionCode::TicketNotPending)
+                ),
+                "{other:?}"
+            ),
         }
     }
     assert_eq!(completed, 1);
-    assert_eq!(payouts_to("globex"), 1);
+    assert_eq!(payouts_to(&supplier), 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_call_sent_to_several_workers_runs_once() {
-    let path = database("claims");
+async fn a_call_sent_to_several_workers_runs_once(backend: Backend) {
+    let amount = if backend.tag() == "sqlite" {
+        5_000
+    } else {
+        5_001
+    };
     let ctx = CallContext::new("agent").with_task_id("t3");
-    let send = ToolCall::new("w1", "transfer", json!({"amount_cents": 5_000}));
-    let dispatches: Vec<_> = (0..8)
-        .map(|_| {
-            let (registry, ctx, send) = (worker(&path), ctx.clone(), send.clone());
-            tokio::spawn(async move { registry.dispatch(&ctx, &send).await })
-        })
-        .collect();
+    let send = ToolCall::new("w1", "transfer", json!({"amount_cents": amount}));
+    let mut dispatches = Vec::new();
+    for _ in 0..8 {
+        let (registry, ctx, send) = (worker(&backend).await, ctx.clone(), send.clone());
+        dispatches.push(tokio::spawn(
+            async move { registry.dispatch(&ctx, &send).await },
+        ));
+    }
     for dispatch in dispatches {
         let outcome = dispatch.await.unwrap();
         assert!(
@@ -150,11 +222,14 @@ async fn a_call_sent_to_several_workers_runs_once() {
         .lock()
         .unwrap()
         .iter()
-        .filter(|moved| **moved == 5_000)
+        .filter(|moved| **moved == amount)
         .count();
     assert_eq!(runs, 1);
     let other_arguments = ToolCall::new("w1", "transfer", json!({"amount_cents": 6_000}));
-    let reused = worker(&path).dispatch(&ctx, &other_arguments).await;
+    let reused = worker(&backend)
+        .await
+        .dispatch(&ctx, &other_arguments)
+        .await;
     assert_eq!(reused.code(), Some(RejectionCode::CallIdReused));
 }
 
@@ -163,23 +238,26 @@ fn audit_key() -> portcullis::audit::AuditKey {
 }
 
 /// An audited worker: its own connection, writing to the shared log.
-fn audited_worker(path: &PathBuf) -> Registry {
+async fn audited_worker(backend: &Backend) -> Registry {
     Registry::builder()
         .tool(Transfer)
-        .audit(SqliteStore::open(path).unwrap())
+        .audit(backend.open().await)
         .audit_key(audit_key())
         .build()
         .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn several_workers_write_one_verifiable_audit_chain() {
+async fn several_workers_write_one_verifiable_audit_chain(backend: Backend) {
     use portcullis::audit::{ChainBreak, verify, verify_to};
 
-    let path = database("audit");
-    let dispatches: Vec<_> = (0..4)
-        .flat_map(|worker| {
-            let registry = audited_worker(&path);
+    let mut registries = Vec::new();
+    for _ in 0..4 {
+        registries.push(audited_worker(&backend).await);
+    }
+    let dispatches: Vec<_> = registries
+        .into_iter()
+        .enumerate()
+        .flat_map(|(worker, registry)| {
             (0..8).map(move |index| {
                 let registry = registry.clone();
                 tokio::spawn(async move {
@@ -197,8 +275,8 @@ async fn several_workers_write_one_verifiable_audit_chain() {
     for dispatch in dispatches {
         assert!(dispatch.await.unwrap().is_completed());
     }
-    let store = SqliteStore::open(&path).unwrap();
-    let records = store.audit_records(0, None).unwrap();
+    let store = backend.open().await;
+    let records = store.audit_records(0, None).await.unwrap();
     assert_eq!(
         records.len(),
         64,
@@ -206,14 +284,16 @@ async fn several_workers_write_one_verifiable_audit_chain() {
     );
     let checkpoint = verify(&records, Some(&audit_key())).unwrap();
     assert_eq!(checkpoint.length, 64);
-    assert_eq!(store.audit_records(60, Some(2)).unwrap(), records[60..62]);
+    assert_eq!(
+        store.audit_records(60, Some(2)).await.unwrap(),
+        records[60..62]
+    );
 
     // A cut tail verifies alone and fails against the checkpoint; an altered record fails.
-    let connection = rusqlite::Connection::open(&path).unwrap();
-    connection
-        .execute("DELETE FROM audit_records WHERE sequence >= 62", [])
-        .unwrap();
-    let cut = store.audit_records(0, None).unwrap();
+    backend
+        .tamper("DELETE FROM audit_records WHERE sequence >= 62")
+        .await;
+    let cut = store.audit_records(0, None).await.unwrap();
     assert!(verify(&cut, Some(&audit_key())).is_ok());
     assert_eq!(
         verify_to(&cut, Some(&audit_key()), &checkpoint),
@@ -222,13 +302,10 @@ async fn several_workers_write_one_verifiable_audit_chain() {
             found_length: 62
         })
     );
-    connection
-        .execute(
-            "UPDATE audit_records SET record = replace(record, '\"agent1\"', '\"agent9\"')",
-            [],
-        )
-        .unwrap();
-    let altered = store.audit_records(0, None).unwrap();
+    backend
+        .tamper("UPDATE audit_records SET record = replace(record, '\"agent1\"', '\"agent9\"')")
+        .await;
+    let altered = store.audit_records(0, None).await.unwrap();
     assert!(matches!(
         verify(&altered, Some(&audit_key())),
         Err(ChainBreak::Altered { .. })
@@ -241,8 +318,8 @@ fn find_supplier(name: String) -> Result<String, ToolError> {
     Ok(name)
 }
 
-fn budgeted_worker(path: &PathBuf) -> Registry {
-    let store = SqliteStore::open(path).unwrap();
+async fn budgeted_worker(backend: &Backend) -> Registry {
+    let store = backend.open().await;
     Registry::builder()
         .tool(FindSupplier)
         .budget(portcullis::BudgetLimits {
@@ -259,10 +336,11 @@ fn budgeted_worker(path: &PathBuf) -> Registry {
 /// 16 tasks, each sending 6 calls spread over 4 workers: every task gets exactly what its
 /// budget allows (two calls of cost 2 under a cost of 5), never more, and its refusals are
 /// counted across the workers.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn workers_share_one_budget() {
-    let path = database("budget");
-    let workers: Vec<Registry> = (0..4).map(|_| budgeted_worker(&path)).collect();
+async fn workers_share_one_budget(backend: Backend) {
+    let mut workers = Vec::new();
+    for _ in 0..4 {
+        workers.push(budgeted_worker(&backend).await);
+    }
     let dispatches: Vec<_> = (0..16)
         .flat_map(|task| {
             let workers = workers.clone();
@@ -289,7 +367,7 @@ async fn workers_share_one_budget() {
         }
     }
     assert_eq!(completed, [2; 16]);
-    let stopped = budgeted_worker(&path);
+    let stopped = budgeted_worker(&backend).await;
     for index in 0..36 {
         let ctx = CallContext::new("agent").with_task_id("task0");
         let call = ToolCall::new(
@@ -324,25 +402,25 @@ async fn refund(_: &CallContext, args: &ChargeArgs, _: &i64) -> Result<(), ToolE
     Ok(())
 }
 
-fn transacting_worker(path: &PathBuf, lease: std::time::Duration) -> Registry {
+async fn transacting_worker(backend: &Backend, lease: std::time::Duration) -> Registry {
     Registry::builder()
         .tool(Charge)
-        .transaction_store(SqliteStore::open(path).unwrap(), lease)
+        .transaction_store(backend.open().await, lease)
         .build()
         .unwrap()
 }
 
 /// A worker stops in the middle of a transaction (its memory is gone, nothing ran its
 /// compensations); another worker's `recover` compensates each step once, last first.
-#[tokio::test]
-async fn recover_compensates_a_crashed_workers_transaction_once() {
+async fn recover_compensates_a_crashed_workers_transaction_once(backend: Backend) {
     use std::time::Duration;
 
-    let path = database("recover");
-    let crashed = transacting_worker(&path, Duration::ZERO);
+    // Each backend charges amounts of its own: the ledger is shared by the tests.
+    let base = if backend.tag() == "sqlite" { 0 } else { 1_000 };
+    let crashed = transacting_worker(&backend, Duration::ZERO).await;
     let ctx = CallContext::new("agent").with_task_id("checkout");
     let mut transaction = crashed.transaction(&ctx);
-    for (id, amount) in [("c1", 101), ("c2", 202)] {
+    for (id, amount) in [("c1", base + 101), ("c2", base + 202)] {
         let step = ToolCall::new(id, "charge", json!({"amount_cents": amount}));
         assert!(transaction.dispatch(&step).await.is_completed());
     }
@@ -350,16 +428,17 @@ async fn recover_compensates_a_crashed_workers_transaction_once() {
     std::mem::forget(transaction);
 
     // A transaction still held by a live worker is not taken.
-    let live = transacting_worker(&path, Duration::from_secs(600));
+    let live = transacting_worker(&backend, Duration::from_secs(600)).await;
     let mut held = live.transaction(&ctx);
-    let step = ToolCall::new("c3", "charge", json!({"amount_cents": 303}));
+    let step = ToolCall::new("c3", "charge", json!({"amount_cents": base + 303}));
     assert!(held.dispatch(&step).await.is_completed());
     let mut finished = live.transaction(&ctx);
-    let step = ToolCall::new("c4", "charge", json!({"amount_cents": 404}));
+    let step = ToolCall::new("c4", "charge", json!({"amount_cents": base + 404}));
     assert!(finished.dispatch(&step).await.is_completed());
     finished.commit().await;
 
-    let recovered = transacting_worker(&path, Duration::from_secs(600))
+    let recovered = transacting_worker(&backend, Duration::from_secs(600))
+        .await
         .recover()
         .await;
     assert_eq!(recovered.len(), 1);
@@ -377,6 +456,7 @@ async fn recover_compensates_a_crashed_workers_transaction_once() {
         .unwrap()
         .iter()
         .copied()
+        .map(|amount| amount.signum() * (amount.abs() - base))
         .filter(|amount| [101, 202, 303, 404].contains(&amount.abs()))
         .collect();
     assert_eq!(ledger, [101, 202, 303, 404, -202, -101]);

@@ -1,0 +1,250 @@
+//! Pending approvals in PostgreSQL: a ticket takes one decision and is taken by one worker,
+//! whichever machine asks.
+
+use portcullis_core::{
+    ApprovalDecision, ApprovalStore, BoxFuture, PendingCall, PendingLimits, Recorded, Rejection,
+    RejectionCode, Ticket,
+};
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
+
+use super::{Failure, PostgresStore, failed, lock, to_text};
+use crate::values::{as_sql, now_ms};
+
+/// The columns a pending call is read from.
+const CALL: &str = "call, decision";
+
+/// Reads a pending call and its decision from `row`.
+fn call_of(row: &Row) -> Result<PendingCall, Failure> {
+    let mut call: PendingCall = serde_json::from_str(row.try_get::<_, &str>(0)?)?;
+    let decision: Option<&str> = row.try_get(1)?;
+    call.decision = decision.map(serde_json::from_str).transpose()?;
+    Ok(call)
+}
+
+/// The pending calls of `rows`; a row that does not read back is reported and left out.
+fn calls_of(rows: &[Row]) -> Vec<PendingCall> {
+    rows.iter()
+        .filter_map(|row| {
+            call_of(row)
+                .map_err(|error| failed("read a pending call", &error))
+                .ok()
+        })
+        .collect()
+}
+
+impl PostgresStore {
+    async fn insert_call(
+        &self,
+        pending: &PendingCall,
+        limits: PendingLimits,
+    ) -> Result<Option<String>, Failure> {
+        let mut client = self.client().await?;
+        let transaction = client.transaction().await?;
+        let task = pending.ctx.task_id();
+        let actor = pending.ticket.actor.as_str();
+        // Counted and kept under the task's and the actor's locks: no two workers both see room.
+        lock(
+            &transaction,
+            &[
+                &format!("pending-task:{task}"),
+                &format!("pending-actor:{actor}"),
+            ],
+        )
+        .await?;
+        let now = now_ms();
+        let count = async |column: &str, value: &str| -> Result<i64, Failure> {
+            let row = transaction
+                .query_one(
+                    &format!(
+                        "SELECT count(*) FROM pending_calls WHERE {column} = $1 AND expires_ms > $2"
+                    ),
+                    &[&value, &now],
+                )
+                .await?;
+            Ok(row.try_get(0)?)
+        };
+        let (of_task, of_actor) = (count("task", task).await?, count("actor", actor).await?);
+        let limit = |limit: usize| i64::try_from(limit).unwrap_or(i64::MAX);
+        if of_task >= limit(limits.per_task) {
+            return Ok(Some(format!(
+                "this task has {of_task} calls waiting for approval"
+            )));
+        }
+        if of_actor >= limit(limits.per_actor) {
+            return Ok(Some(format!(
+                "{of_actor} calls of this actor wait for approval"
+            )));
+        }
+        let decision = pending.decision.as_ref().map(to_text).transpose()?;
+        transaction
+            .execute(
+                "INSERT INTO pending_calls
+                     (ticket_id, task, actor, created_ms, expires_ms, call, decision)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                &[
+                    &pending.ticket.id,
+                    &task,
+                    &actor,
+                    &as_sql(pending.ticket.created_ms),
+                    &as_sql(pending.ticket.expires_ms),
+                    &to_text(pending)?,
+                    &decision,
+                ],
+            )
+            .await?;
+        transaction.commit().await?;
+        Ok(None)
+    }
+
+    async fn decide_call(
+        &self,
+        id: &str,
+        decision: &ApprovalDecision,
+        now_ms: u64,
+    ) -> Result<Recorded, Failure> {
+        let client = self.client().await?;
+        let now = as_sql(now_ms);
+        // One statement: of two decisions at once, one finds the ticket undecided.
+        let recorded = client
+            .query_opt(
+                "UPDATE pending_calls SET decision = $2
+                 WHERE ticket_id = $1 AND decision IS NULL AND expires_ms > $3
+                 RETURNING ticket_id",
+                &[&id, &to_text(decision)?, &now],
+            )
+            .await?;
+        if recorded.is_some() {
+            return Ok(Recorded::Recorded);
+        }
+        let held = client
+            .query_opt(
+                "SELECT decision IS NOT NULL FROM pending_calls WHERE ticket_id = $1",
+                &[&id],
+            )
+            .await?;
+        Ok(match held {
+            None => Recorded::NotPending,
+            Some(row) if row.try_get::<_, bool>(0)? => Recorded::AlreadyDecided,
+            Some(_) => Recorded::Expired,
+        })
+    }
+
+    /// The pending calls `statement` returns with `parameters`; a failure to `operation` is
+    /// reported and reads as none.
+    async fn calls(
+        &self,
+        statement: &str,
+        parameters: &[&(dyn ToSql + Sync)],
+        operation: &str,
+    ) -> Vec<PendingCall> {
+        let rows = async {
+            let client = self.client().await?;
+            Ok::<_, Failure>(client.query(statement, parameters).await?)
+        };
+        match rows.await {
+            Ok(rows) => calls_of(&rows),
+            Err(error) => {
+                failed(operation, &error);
+                Vec::new()
+            }
+        }
+    }
+
+    /// The pending calls `condition` selects, oldest first.
+    async fn oldest_first(&self, condition: &str) -> Vec<PendingCall> {
+        self.calls(
+            &format!(
+                "SELECT {CALL} FROM pending_calls WHERE {condition}
+                 ORDER BY created_ms, ticket_id"
+            ),
+            &[],
+            "list pending calls",
+        )
+        .await
+    }
+}
+
+impl ApprovalStore for PostgresStore {
+    fn insert(
+        &self,
+        pending: PendingCall,
+        limits: PendingLimits,
+    ) -> BoxFuture<'_, Result<(), Rejection>> {
+        Box::pin(async move {
+            match self.insert_call(&pending, limits).await {
+                Ok(None) => Ok(()),
+                Ok(Some(full)) => Err(Rejection::new(RejectionCode::TooManyPending, full)
+                    .with_hint("wait for a reviewer to decide the calls already waiting")
+                    .with_retryable(false)),
+                Err(error) => {
+                    failed("keep a pending call", &error);
+                    Err(Rejection::new(
+                        RejectionCode::ApprovalsUnavailable,
+                        "the call could not be kept for approval, so it did not run",
+                    )
+                    .with_hint("try again later"))
+                }
+            }
+        })
+    }
+
+    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<PendingCall>> {
+        Box::pin(async move {
+            let statement = format!("SELECT {CALL} FROM pending_calls WHERE ticket_id = $1");
+            self.calls(&statement, &[&id], "read a pending call")
+                .await
+                .pop()
+        })
+    }
+
+    fn decide<'a>(
+        &'a self,
+        id: &'a str,
+        decision: &'a ApprovalDecision,
+        now_ms: u64,
+    ) -> BoxFuture<'a, Recorded> {
+        Box::pin(async move {
+            self.decide_call(id, decision, now_ms)
+                .await
+                .unwrap_or_else(|error| {
+                    failed("record a decision", &error);
+                    Recorded::Unavailable
+                })
+        })
+    }
+
+    fn take<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<PendingCall>> {
+        Box::pin(async move {
+            // One statement: of two workers taking the ticket at once, one gets the row.
+            let statement =
+                format!("DELETE FROM pending_calls WHERE ticket_id = $1 RETURNING {CALL}");
+            self.calls(&statement, &[&id], "take a pending call")
+                .await
+                .pop()
+        })
+    }
+
+    fn take_expired(&self, now_ms: u64) -> BoxFuture<'_, Vec<PendingCall>> {
+        Box::pin(async move {
+            let statement =
+                format!("DELETE FROM pending_calls WHERE expires_ms <= $1 RETURNING {CALL}");
+            self.calls(&statement, &[&as_sql(now_ms)], "take expired pending calls")
+                .await
+        })
+    }
+
+    fn pending(&self) -> BoxFuture<'_, Vec<Ticket>> {
+        Box::pin(async move {
+            let calls = self.oldest_first("decision IS NULL").await;
+            calls.into_iter().map(|call| call.ticket).collect()
+        })
+    }
+
+    fn decided(&self) -> BoxFuture<'_, Vec<String>> {
+        Box::pin(async move {
+            let calls = self.oldest_first("decision IS NOT NULL").await;
+            calls.into_iter().map(|call| call.ticket.id).collect()
+        })
+    }
+}

@@ -1,0 +1,237 @@
+//! The PostgreSQL store: a pool of connections to one database, for workers on several
+//! machines. Its tables live in a schema of their own (`portcullis` unless told otherwise),
+//! migrated when a store connects.
+
+mod approvals;
+mod audit;
+mod budget;
+mod repeats;
+mod transactions;
+
+use std::fmt;
+
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
+use tokio_postgres::NoTls;
+
+use crate::OpenError;
+
+/// The schema, one migration per version, applied in order when a store connects. Never edit
+/// a migration that shipped: add the next one.
+const MIGRATIONS: &[&str] = &[
+    // 1: pending approvals, claims, the audit log, budgets, open transactions.
+    "CREATE TABLE pending_calls (
+        ticket_id TEXT PRIMARY KEY,
+        task TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        created_ms BIGINT NOT NULL,
+        expires_ms BIGINT NOT NULL,
+        call TEXT NOT NULL,
+        decision TEXT
+    );
+    CREATE INDEX pending_calls_by_task ON pending_calls (task, expires_ms);
+    CREATE INDEX pending_calls_by_actor ON pending_calls (actor, expires_ms);
+    CREATE INDEX pending_calls_by_expiry ON pending_calls (expires_ms);
+    CREATE TABLE claims (
+        call_key TEXT PRIMARY KEY,
+        fingerprint TEXT NOT NULL,
+        state TEXT NOT NULL,
+        settled BOOLEAN NOT NULL
+    );
+    CREATE TABLE audit_records (
+        sequence BIGINT PRIMARY KEY,
+        hash TEXT NOT NULL,
+        record TEXT NOT NULL
+    );
+    CREATE TABLE budget_tasks (
+        task TEXT PRIMARY KEY,
+        calls BIGINT NOT NULL DEFAULT 0,
+        cost BIGINT NOT NULL DEFAULT 0,
+        last_tool TEXT,
+        last_arguments TEXT,
+        last_times BIGINT NOT NULL DEFAULT 0,
+        refusals BIGINT NOT NULL DEFAULT 0
+    );
+    CREATE TABLE budget_tool_calls (
+        task TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        calls BIGINT NOT NULL,
+        PRIMARY KEY (task, tool)
+    );
+    CREATE TABLE budget_actor_calls (actor TEXT NOT NULL, at_ms BIGINT NOT NULL);
+    CREATE INDEX budget_actor_calls_by_actor ON budget_actor_calls (actor, at_ms);
+    CREATE TABLE budget_circuits (
+        tool TEXT PRIMARY KEY,
+        failures_in_a_row BIGINT NOT NULL,
+        open_until_ms BIGINT
+    );
+    CREATE TABLE transactions (
+        id TEXT PRIMARY KEY,
+        ctx TEXT NOT NULL,
+        lease_until_ms BIGINT NOT NULL
+    );
+    CREATE INDEX transactions_by_lease ON transactions (lease_until_ms);
+    CREATE TABLE transaction_steps (
+        id TEXT NOT NULL,
+        step BIGINT NOT NULL,
+        payload TEXT NOT NULL,
+        compensated BOOLEAN NOT NULL DEFAULT FALSE,
+        PRIMARY KEY (id, step)
+    );",
+];
+
+/// The schema a store uses unless told otherwise.
+pub const DEFAULT_SCHEMA: &str = "portcullis";
+
+/// Connections a store keeps unless told otherwise.
+pub const DEFAULT_CONNECTIONS: usize = 16;
+
+/// Keys of the advisory locks that order what must happen one at a time across workers.
+const MIGRATION_LOCK: &str = "portcullis:migrations";
+const AUDIT_LOCK: &str = "portcullis:audit";
+
+/// A database failure, from the pool or from PostgreSQL.
+type Failure = Box<dyn std::error::Error + Send + Sync>;
+
+/// State kept in a PostgreSQL database: an [`ApprovalStore`](portcullis_core::ApprovalStore),
+/// a [`RepeatStore`](portcullis_core::RepeatStore), a
+/// [`BudgetStore`](portcullis_core::BudgetStore), a
+/// [`TransactionStore`](portcullis_core::TransactionStore) and an
+/// [`AuditSink`](portcullis_core::audit::AuditSink). Clones share the pool.
+///
+/// Every decision that must happen once is one PostgreSQL transaction: a row taken with
+/// `DELETE … RETURNING`, a conditional `UPDATE`, or work ordered by an advisory lock (a
+/// task's budget, a task's and an actor's pending calls, the audit chain's head).
+///
+/// Connections are made without TLS: reach the database over a local socket, a private
+/// network, or a TLS-terminating sidecar.
+#[derive(Clone)]
+pub struct PostgresStore {
+    pool: Pool,
+}
+
+impl PostgresStore {
+    /// Connects to the database at `url` (`postgres://user:password@host:port/database`),
+    /// uses the schema `portcullis`, and brings it up to date.
+    pub async fn connect(url: &str) -> Result<Self, OpenError> {
+        Self::connect_with(url, DEFAULT_SCHEMA, DEFAULT_CONNECTIONS).await
+    }
+
+    /// Connects as [`connect`](Self::connect) does, with the tables in `schema` (lowercase
+    /// letters, digits and `_`) and at most `connections` connections at once.
+    pub async fn connect_with(
+        url: &str,
+        schema: &str,
+        connections: usize,
+    ) -> Result<Self, OpenError> {
+        let plain = !schema.is_empty()
+            && schema
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        if !plain {
+            return Err(OpenError::Database(
+                format!("the schema name `{schema}` must be lowercase letters, digits and `_`")
+                    .into(),
+            ));
+        }
+        let mut config: tokio_postgres::Config = url.parse().map_err(database)?;
+        config.options(format!("-c search_path={schema}"));
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(connections.max(1))
+            .build()
+            .map_err(database)?;
+        let store = PostgresStore { pool };
+        store.migrate(schema).await?;
+        Ok(store)
+    }
+
+    async fn client(&self) -> Result<Object, Failure> {
+        Ok(self.pool.get().await?)
+    }
+
+    /// Applies the migrations the schema lacks, in one transaction, one worker at a time.
+    async fn migrate(&self, schema: &str) -> Result<(), OpenError> {
+        let mut client = self.client().await.map_err(OpenError::Database)?;
+        let transaction = client.transaction().await.map_err(database)?;
+        lock(&transaction, &[MIGRATION_LOCK])
+            .await
+            .map_err(database)?;
+        transaction
+            .batch_execute(&format!(
+                "CREATE SCHEMA IF NOT EXISTS {schema};
+                 CREATE TABLE IF NOT EXISTS portcullis_schema (version BIGINT NOT NULL);"
+            ))
+            .await
+            .map_err(database)?;
+        let found: i64 = transaction
+            .query_one(
+                "SELECT coalesce(max(version), 0) FROM portcullis_schema",
+                &[],
+            )
+            .await
+            .and_then(|row| row.try_get(0))
+            .map_err(database)?;
+        let known = MIGRATIONS.len() as i64;
+        if found > known {
+            return Err(OpenError::NewerSchema { found, known });
+        }
+        for migration in &MIGRATIONS[usize::try_from(found).unwrap_or(0)..] {
+            transaction
+                .batch_execute(migration)
+                .await
+                .map_err(database)?;
+        }
+        transaction
+            .execute("DELETE FROM portcullis_schema", &[])
+            .await
+            .map_err(database)?;
+        transaction
+            .execute(
+                "INSERT INTO portcullis_schema (version) VALUES ($1)",
+                &[&known],
+            )
+            .await
+            .map_err(database)?;
+        transaction.commit().await.map_err(database)
+    }
+}
+
+fn database(error: impl std::error::Error + Send + Sync + 'static) -> OpenError {
+    OpenError::Database(Box::new(error))
+}
+
+/// Takes the advisory locks of `keys` for the rest of the transaction, in one order whatever
+/// the order of `keys`, so that two transactions taking the same locks do not deadlock.
+async fn lock(
+    transaction: &tokio_postgres::Transaction<'_>,
+    keys: &[&str],
+) -> Result<(), tokio_postgres::Error> {
+    let mut keys = keys.to_vec();
+    keys.sort_unstable();
+    keys.dedup();
+    for key in keys {
+        transaction
+            .execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+                &[&key],
+            )
+            .await?;
+    }
+    Ok(())
+}
+
+/// Reports a database failure the store answers by refusing.
+fn failed(operation: &str, error: &dyn fmt::Display) {
+    tracing::error!(%error, "the PostgreSQL store could not {operation}");
+}
+
+/// A value as JSON text, for a column.
+fn to_text<T: serde::Serialize>(value: &T) -> Result<String, Failure> {
+    Ok(serde_json::to_string(value)?)
+}

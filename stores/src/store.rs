@@ -1,0 +1,172 @@
+//! One store chosen by where it lives: a SQLite file or a PostgreSQL URL, for applications
+//! and tools (the `portcullis` command line) that take the location from their configuration.
+
+use std::io;
+
+use portcullis_core::audit::{AuditRecord, AuditSink, Unchained};
+use portcullis_core::{
+    Abandoned, ApprovalDecision, ApprovalStore, BoxFuture, BudgetLimits, BudgetStore, CallContext,
+    CallKey, Charge, Claim, ClaimState, PendingCall, PendingLimits, Recorded, Rejection,
+    RepeatStore, StoredStep, Ticket, TransactionStore,
+};
+
+use crate::{OpenError, PostgresStore, SqliteStore};
+
+/// Runs `$call` on whichever store `$store` is.
+macro_rules! on_store {
+    ($self:expr, $store:ident => $call:expr) => {
+        match $self {
+            Store::Sqlite($store) => $call,
+            Store::Postgres($store) => $call,
+        }
+    };
+}
+
+/// A store at a location given as text: `postgres://…` or `postgresql://…` for PostgreSQL,
+/// a path (or `sqlite://path`) for SQLite. It is every store the gates use, as the store it
+/// opened.
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum Store {
+    /// A SQLite file.
+    Sqlite(SqliteStore),
+    /// A PostgreSQL database.
+    Postgres(PostgresStore),
+}
+
+impl Store {
+    /// Opens the store at `location`, bringing its schema up to date.
+    pub async fn open(location: &str) -> Result<Self, OpenError> {
+        if location.starts_with("postgres://") || location.starts_with("postgresql://") {
+            return Ok(Store::Postgres(PostgresStore::connect(location).await?));
+        }
+        let path = location.strip_prefix("sqlite://").unwrap_or(location);
+        Ok(Store::Sqlite(SqliteStore::open(path)?))
+    }
+
+    /// The audit log's records from sequence `from` on, at most `limit` of them, in order.
+    pub async fn audit_records(
+        &self,
+        from: u64,
+        limit: Option<u64>,
+    ) -> io::Result<Vec<AuditRecord>> {
+        match self {
+            Store::Sqlite(store) => store.audit_records(from, limit),
+            Store::Postgres(store) => store.audit_records(from, limit).await,
+        }
+    }
+}
+
+impl ApprovalStore for Store {
+    fn insert(
+        &self,
+        pending: PendingCall,
+        limits: PendingLimits,
+    ) -> BoxFuture<'_, Result<(), Rejection>> {
+        on_store!(self, store => store.insert(pending, limits))
+    }
+
+    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<PendingCall>> {
+        on_store!(self, store => store.get(id))
+    }
+
+    fn decide<'a>(
+        &'a self,
+        id: &'a str,
+        decision: &'a ApprovalDecision,
+        now_ms: u64,
+    ) -> BoxFuture<'a, Recorded> {
+        on_store!(self, store => store.decide(id, decision, now_ms))
+    }
+
+    fn take<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<PendingCall>> {
+        on_store!(self, store => store.take(id))
+    }
+
+    fn take_expired(&self, now_ms: u64) -> BoxFuture<'_, Vec<PendingCall>> {
+        on_store!(self, store => store.take_expired(now_ms))
+    }
+
+    fn pending(&self) -> BoxFuture<'_, Vec<Ticket>> {
+        on_store!(self, store => store.pending())
+    }
+
+    fn decided(&self) -> BoxFuture<'_, Vec<String>> {
+        on_store!(self, store => store.decided())
+    }
+}
+
+impl RepeatStore for Store {
+    fn claim<'a>(&'a self, key: &'a CallKey, fingerprint: &'a str) -> BoxFuture<'a, Claim> {
+        on_store!(self, store => store.claim(key, fingerprint))
+    }
+
+    fn update<'a>(&'a self, key: &'a CallKey, state: ClaimState) -> BoxFuture<'a, ()> {
+        on_store!(self, store => store.update(key, state))
+    }
+
+    fn release<'a>(&'a self, key: &'a CallKey) -> BoxFuture<'a, ()> {
+        on_store!(self, store => RepeatStore::release(store, key))
+    }
+}
+
+impl BudgetStore for Store {
+    fn reserve<'a>(
+        &'a self,
+        charge: Charge<'a>,
+        limits: &'a BudgetLimits,
+    ) -> BoxFuture<'a, Result<(), Rejection>> {
+        on_store!(self, store => store.reserve(charge, limits))
+    }
+
+    fn settle<'a>(
+        &'a self,
+        tool: &'a str,
+        failed: bool,
+        limits: &'a BudgetLimits,
+    ) -> BoxFuture<'a, ()> {
+        on_store!(self, store => store.settle(tool, failed, limits))
+    }
+
+    fn release<'a>(&'a self, charge: Charge<'a>) -> BoxFuture<'a, ()> {
+        on_store!(self, store => BudgetStore::release(store, charge))
+    }
+
+    fn count_refusal<'a>(&'a self, task: &'a str) -> BoxFuture<'a, u64> {
+        on_store!(self, store => store.count_refusal(task))
+    }
+
+    fn refusals<'a>(&'a self, task: &'a str) -> BoxFuture<'a, u64> {
+        on_store!(self, store => store.refusals(task))
+    }
+}
+
+impl TransactionStore for Store {
+    fn record_step<'a>(
+        &'a self,
+        id: &'a str,
+        ctx: &'a CallContext,
+        step: &'a StoredStep,
+        lease_until_ms: u64,
+    ) -> BoxFuture<'a, io::Result<()>> {
+        on_store!(self, store => store.record_step(id, ctx, step, lease_until_ms))
+    }
+
+    fn mark_compensated<'a>(&'a self, id: &'a str, index: usize) -> BoxFuture<'a, ()> {
+        on_store!(self, store => store.mark_compensated(id, index))
+    }
+
+    fn finish<'a>(&'a self, id: &'a str) -> BoxFuture<'a, ()> {
+        on_store!(self, store => store.finish(id))
+    }
+
+    fn take_abandoned(&self, now_ms: u64, lease_until_ms: u64) -> BoxFuture<'_, Vec<Abandoned>> {
+        on_store!(self, store => store.take_abandoned(now_ms, lease_until_ms))
+    }
+}
+
+impl AuditSink for Store {
+    fn append<'a>(&'a self, entry: Unchained<'a>) -> BoxFuture<'a, io::Result<()>> {
+        on_store!(self, store => store.append(entry))
+    }
+}

@@ -1,0 +1,21 @@
+//! Values as the databases keep them: counts and times as signed 64-bit integers, times in
+//! milliseconds since the Unix epoch.
+
+/// Milliseconds since the Unix epoch: the clock every worker sharing a database reads.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+        })
+}
+
+/// A count or a time as a database keeps it.
+pub(crate) fn as_sql(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// A count as a database kept it.
+pub(crate) fn from_sql(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}
