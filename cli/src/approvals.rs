@@ -1,0 +1,381 @@
+//! `portcullis approvals`: the reviewer's queue. A decision is recorded in the store with
+//! `record_decision`, under the rules `Registry::resume` applies; a worker of the application,
+//! which has the tools, runs the call (`Registry::run_decided`).
+
+use std::io::{self, Write};
+
+use clap::{Args, Subcommand};
+use portcullis_core::{
+    ApprovalDecision, ApprovalStore, Rejection, RejectionCode, Reviewer, Ticket, record_decision,
+};
+use portcullis_stores::Store;
+use serde_json::{Map, Value};
+
+use crate::table::{self, now_ms, remaining, shorten};
+use crate::{CliError, store, write_json};
+
+/// The reviewer's commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// The tickets waiting for a decision, and those decided whose call no worker ran yet.
+    List {
+        /// Print a JSON array of tickets, each with a `state` of `pending` or `decided`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One ticket as a reviewer sees it: the real arguments, sensitive values included, only
+    /// to a reviewer allowed to decide it (--reviewer, --role, --tenant); the redacted ones
+    /// otherwise.
+    Show {
+        /// The ticket's id.
+        ticket: String,
+        #[command(flatten)]
+        reviewer: ReviewerArgs,
+        /// Print the ticket as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve the call as it is.
+    Approve {
+        /// The ticket's id.
+        ticket: String,
+        #[command(flatten)]
+        reviewer: ReviewerArgs,
+    },
+    /// Approve the call with other arguments; they pass decode, validate, authorize and the
+    /// budget again when the call runs.
+    Edit {
+        /// The ticket's id.
+        ticket: String,
+        /// The new arguments, a JSON object.
+        #[arg(long, value_name = "JSON", value_parser = edited_arguments)]
+        arguments: Value,
+        #[command(flatten)]
+        reviewer: ReviewerArgs,
+    },
+    /// Refuse the call; the message goes back to the model.
+    Reject {
+        /// The ticket's id.
+        ticket: String,
+        /// Why, for the model.
+        #[arg(long)]
+        message: String,
+        #[command(flatten)]
+        reviewer: ReviewerArgs,
+    },
+}
+
+/// Who is reviewing, as the operator's identity system knows them.
+#[derive(Debug, Args)]
+pub struct ReviewerArgs {
+    /// The reviewer's identity.
+    #[arg(long = "reviewer", env = "PORTCULLIS_REVIEWER", value_name = "ID")]
+    id: Option<String>,
+    /// A role the reviewer holds (repeat it, or a comma-separated list in the variable).
+    #[arg(
+        long = "role",
+        env = "PORTCULLIS_REVIEWER_ROLES",
+        value_delimiter = ',',
+        value_name = "ROLE"
+    )]
+    roles: Vec<String>,
+    /// The reviewer's tenant: it then decides only that tenant's tickets.
+    #[arg(long, env = "PORTCULLIS_REVIEWER_TENANT")]
+    tenant: Option<String>,
+}
+
+impl ReviewerArgs {
+    fn reviewer(&self) -> Option<Reviewer> {
+        let id = self.id.as_deref()?;
+        let reviewer = Reviewer::new(id).with_roles(self.roles.iter().cloned());
+        Some(match &self.tenant {
+            Some(tenant) => reviewer.with_tenant(tenant),
+            None => reviewer,
+        })
+    }
+
+    fn required(&self) -> Result<Reviewer, CliError> {
+        self.reviewer().ok_or(CliError::NoReviewer)
+    }
+}
+
+/// Runs one approvals command against the store at `location`, opened once the command's own
+/// arguments are known to be usable.
+pub async fn run(
+    command: Command,
+    location: Option<&str>,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    match command {
+        Command::List { json } => list(&store::open(location).await?, json, out).await,
+        Command::Show {
+            ticket,
+            reviewer,
+            json,
+        } => {
+            let store = store::open(location).await?;
+            show(&store, &ticket, reviewer.reviewer(), json, out).await
+        }
+        Command::Approve { ticket, reviewer } => {
+            let decision = ApprovalDecision::Approve {
+                reviewer: reviewer.required()?,
+            };
+            decide(location, &ticket, decision, out).await
+        }
+        Command::Edit {
+            ticket,
+            arguments,
+            reviewer,
+        } => {
+            let decision = ApprovalDecision::Edit {
+                reviewer: reviewer.required()?,
+                arguments,
+            };
+            decide(location, &ticket, decision, out).await
+        }
+        Command::Reject {
+            ticket,
+            message,
+            reviewer,
+        } => {
+            let decision = ApprovalDecision::Reject {
+                reviewer: reviewer.required()?,
+                message,
+            };
+            decide(location, &ticket, decision, out).await
+        }
+    }
+}
+
+/// Whether a reviewer decided the ticket yet.
+#[derive(Clone, Copy)]
+enum State {
+    Pending,
+    Decided,
+}
+
+impl State {
+    fn name(self) -> &'static str {
+        match self {
+            State::Pending => "pending",
+            State::Decided => "decided",
+        }
+    }
+}
+
+async fn list(store: &Store, json: bool, out: &mut dyn Write) -> Result<(), CliError> {
+    let mut tickets: Vec<(Ticket, State)> = store
+        .pending()
+        .await
+        .into_iter()
+        .map(|ticket| (ticket, State::Pending))
+        .collect();
+    for id in store.decided().await {
+        // A worker may take the call between the two reads; it is then no longer waiting.
+        if let Some(pending) = store.get(&id).await {
+            tickets.push((pending.ticket, State::Decided));
+        }
+    }
+    if json {
+        let tickets: Vec<Value> = tickets
+            .into_iter()
+            .map(|(ticket, state)| with_state(&ticket, state))
+            .collect();
+        return write_json(out, &Value::Array(tickets));
+    }
+    if tickets.is_empty() {
+        writeln!(out, "no call waits for a decision")?;
+        return Ok(());
+    }
+    let now = now_ms();
+    let rows: Vec<Vec<String>> = tickets
+        .iter()
+        .map(|(ticket, state)| {
+            vec![
+                ticket.id.clone(),
+                ticket.tool.clone(),
+                ticket.actor.clone(),
+                ticket.tenant.clone().unwrap_or_else(|| "-".to_owned()),
+                ticket.risk.to_string(),
+                state.name().to_owned(),
+                remaining(ticket.expires_ms, now),
+                shorten(&ticket.description, 60),
+            ]
+        })
+        .collect();
+    let headers = [
+        "ID",
+        "TOOL",
+        "ACTOR",
+        "TENANT",
+        "RISK",
+        "STATE",
+        "EXPIRES IN",
+        "DESCRIPTION",
+    ];
+    write!(out, "{}", table::render(&headers, &rows))?;
+    Ok(())
+}
+
+async fn show(
+    store: &Store,
+    ticket_id: &str,
+    reviewer: Option<Reviewer>,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let pending = store
+        .get(ticket_id)
+        .await
+        .ok_or_else(|| CliError::Refused(not_pending()))?;
+    let state = match pending.decision {
+        Some(_) => State::Decided,
+        None => State::Pending,
+    };
+    // Who may decide a ticket may read what it would approve; anyone else sees what the model
+    // and the audit see.
+    let may_decide = match &reviewer {
+        Some(reviewer) => reviewer.may_decide(&pending.ticket),
+        None => Err(Rejection::new(
+            RejectionCode::ReviewerNotAllowed,
+            "no reviewer given (--reviewer, --role, --tenant)",
+        )),
+    };
+    let (arguments, redacted) = match &may_decide {
+        Ok(()) => (&pending.canonical, false),
+        Err(_) => (&pending.ticket.arguments, true),
+    };
+    if json {
+        let mut shown = with_state(&pending.ticket, state);
+        shown["arguments"] = arguments.clone();
+        shown["arguments_redacted"] = Value::Bool(redacted);
+        return write_json(out, &shown);
+    }
+    let ticket = &pending.ticket;
+    let now = now_ms();
+    let rows = [
+        ("ticket", ticket.id.clone()),
+        ("state", state.name().to_owned()),
+        ("tool", ticket.tool.clone()),
+        ("risk", ticket.risk.to_string()),
+        (
+            "irreversible",
+            ticket
+                .irreversible
+                .clone()
+                .unwrap_or_else(|| "no".to_owned()),
+        ),
+        ("actor", ticket.actor.clone()),
+        (
+            "tenant",
+            ticket.tenant.clone().unwrap_or_else(|| "-".to_owned()),
+        ),
+        ("call id", ticket.call_id.clone()),
+        ("description", ticket.description.clone()),
+        ("opened", table::utc(ticket.created_ms)),
+        (
+            "expires",
+            format!(
+                "{} (in {})",
+                table::utc(ticket.expires_ms),
+                remaining(ticket.expires_ms, now)
+            ),
+        ),
+        ("approvers", approvers(ticket)),
+        ("contract sha256", ticket.contract_hash.clone()),
+    ];
+    for (label, value) in rows {
+        writeln!(
+            out,
+            "{:<16} {}",
+            format!("{label}:"),
+            table::printable(&value)
+        )?;
+    }
+    match may_decide {
+        Ok(()) => writeln!(out, "arguments (real, sensitive values included):")?,
+        Err(refusal) => writeln!(
+            out,
+            "arguments (sensitive values redacted: {}):",
+            refusal.message()
+        )?,
+    }
+    let arguments = serde_json::to_string_pretty(arguments).map_err(io::Error::from)?;
+    for line in arguments.lines() {
+        writeln!(out, "{}", table::printable(line))?;
+    }
+    Ok(())
+}
+
+fn approvers(ticket: &Ticket) -> String {
+    let roles = match ticket.approvers.as_slice() {
+        [] => "any reviewer".to_owned(),
+        roles => format!("a reviewer holding {}", roles.join(" or ")),
+    };
+    if ticket.self_approval {
+        format!("{roles}, the actor included")
+    } else {
+        format!("{roles}, not the actor")
+    }
+}
+
+async fn decide(
+    location: Option<&str>,
+    ticket_id: &str,
+    decision: ApprovalDecision,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let verb = match &decision {
+        ApprovalDecision::Approve { .. } => "approved",
+        ApprovalDecision::Edit { .. } => "approved with edited arguments",
+        ApprovalDecision::Reject { .. } => "rejected",
+    };
+    let reviewer = decision.reviewer().id().to_owned();
+    let store = store::open(location).await?;
+    let pending = record_decision(&store, ticket_id, decision)
+        .await
+        .map_err(CliError::Refused)?;
+    writeln!(
+        out,
+        "ticket {} ({}) {verb} by {}: the decision is recorded; a worker of the application \
+         runs it (Registry::run_decided)",
+        pending.ticket.id,
+        table::printable(&pending.ticket.tool),
+        table::printable(&reviewer),
+    )?;
+    Ok(())
+}
+
+/// Edited arguments: a JSON object, as a tool takes its arguments.
+fn edited_arguments(text: &str) -> Result<Value, String> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(arguments @ Value::Object(_)) => Ok(arguments),
+        Ok(other) => Err(format!(
+            "the arguments must be a JSON object, as the tool takes them, not {}",
+            shorten(&other.to_string(), 40)
+        )),
+        Err(error) => Err(format!(
+            "the arguments must be a JSON object, and this is not JSON: {error}"
+        )),
+    }
+}
+
+/// The ticket as JSON, with whether it was decided.
+fn with_state(ticket: &Ticket, state: State) -> Value {
+    let mut fields = match serde_json::to_value(ticket) {
+        Ok(Value::Object(fields)) => fields,
+        // A ticket is a struct of strings and JSON values: it serializes as an object.
+        _ => Map::new(),
+    };
+    fields.insert("state".to_owned(), Value::from(state.name()));
+    Value::Object(fields)
+}
+
+/// What `record_decision` answers for an unknown ticket, for `show` to answer alike.
+fn not_pending() -> Rejection {
+    Rejection::new(
+        RejectionCode::TicketNotPending,
+        "no call waits under this ticket: it is unknown, or its call ended already",
+    )
+    .with_hint("list the waiting tickets with `portcullis approvals list`")
+}

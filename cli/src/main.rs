@@ -1,0 +1,232 @@
+//! `portcullis`: the operator's command line. It decides pending approvals, reads and verifies
+//! the audit log, compares contract manifests and prints tool exports, against the store the
+//! application's workers share (a SQLite file or a PostgreSQL URL).
+//!
+//! Its exit codes are [`EXIT_CODES`], printed under every command's `--help`.
+
+#![forbid(unsafe_code)]
+
+mod approvals;
+mod audit;
+mod manifest;
+mod store;
+mod table;
+mod tools;
+
+use std::fmt;
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use portcullis_core::Rejection;
+use portcullis_core::audit::ChainBreak;
+
+/// What each exit code means.
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  a refusal or a failed check: the ticket was refused, the audit chain is broken,
+     the manifests differ
+  2  a usage error: an unknown option, a missing reviewer, edited arguments that are not
+     a JSON object
+  3  the store could not be opened or read: no database file at the path, a connection
+     that failed, a schema newer than this build knows
+  4  a file named on the command line (manifest, export, audit key) could not be read or
+     is not in the expected format, or the output could not be written";
+
+/// The operator's command line for portcullis: approvals, the audit log, contract manifests
+/// and tool exports.
+#[derive(Debug, Parser)]
+#[command(name = "portcullis", version)]
+struct Cli {
+    /// The store the application's workers share: a SQLite file (never created here) or a
+    /// `postgres://` URL.
+    #[arg(long, env = "PORTCULLIS_STORE", global = true, value_name = "LOCATION")]
+    store: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Calls waiting for a human: list, show, approve, edit, reject.
+    #[command(subcommand)]
+    Approvals(approvals::Command),
+    /// The audit log: tail, export, verify its chain.
+    #[command(subcommand)]
+    Audit(audit::Command),
+    /// Contract manifests: what changed between two.
+    #[command(subcommand)]
+    Manifest(manifest::Command),
+    /// The tool list as a provider is shown it.
+    #[command(subcommand)]
+    Tools(tools::Command),
+}
+
+/// Everything that stops a command, with what to do about it.
+#[derive(Debug)]
+pub enum CliError {
+    /// No `--store` and no `PORTCULLIS_STORE`.
+    NoStoreGiven,
+    /// The SQLite file does not exist; it is not created, as a typo would create an empty store.
+    NoDatabase(PathBuf),
+    /// The store refused to open.
+    StoreUnavailable {
+        /// The location, any password in it hidden.
+        location: String,
+        /// Why.
+        reason: String,
+    },
+    /// The store opened but could not be read.
+    StoreRead(io::Error),
+    /// A decision without a reviewer.
+    NoReviewer,
+    /// The store or core refused: the ticket is unknown, decided, or the reviewer may not.
+    Refused(Rejection),
+    /// The audit log does not verify.
+    ChainBroken {
+        /// Where.
+        chain_break: ChainBreak,
+        /// Whether a key was given, for the hint that a keyed log needs one.
+        keyed: bool,
+    },
+    /// Two manifests differ; the differences are already printed.
+    ManifestsDiffer,
+    /// A file named on the command line could not be read.
+    ReadFile(PathBuf, io::Error),
+    /// A file named on the command line is not what the command expects.
+    BadFile(PathBuf, String),
+    /// The output could not be written.
+    Output(io::Error),
+}
+
+impl CliError {
+    fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Refused(_) | CliError::ChainBroken { .. } | CliError::ManifestsDiffer => 1,
+            CliError::NoStoreGiven | CliError::NoReviewer => 2,
+            CliError::NoDatabase(_)
+            | CliError::StoreUnavailable { .. }
+            | CliError::StoreRead(_) => 3,
+            CliError::ReadFile(..) | CliError::BadFile(..) | CliError::Output(_) => 4,
+        }
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CliError::NoStoreGiven => f.write_str(
+                "no store given: pass --store <path to the SQLite file | postgres:// URL> or set \
+                 PORTCULLIS_STORE",
+            ),
+            CliError::NoDatabase(path) => write!(
+                f,
+                "no store database at {}: check the path; the command line never creates a \
+                 store, the application does",
+                path.display()
+            ),
+            CliError::StoreUnavailable { location, reason } => {
+                write!(f, "the store at {location} could not be opened: {reason}")
+            }
+            CliError::StoreRead(error) => write!(
+                f,
+                "the store could not be read: {error}; check that the database is reachable \
+                 and try again"
+            ),
+            CliError::NoReviewer => f.write_str(
+                "who decides? pass --reviewer <id> or set PORTCULLIS_REVIEWER (with --role and \
+                 --tenant as the reviewer holds them)",
+            ),
+            CliError::Refused(rejection) => {
+                write!(f, "refused ({}): {}", rejection.code(), rejection.message())?;
+                match rejection.hint() {
+                    Some(hint) => write!(f, "; {hint}"),
+                    None => Ok(()),
+                }
+            }
+            CliError::ChainBroken { chain_break, keyed } => {
+                write!(f, "the audit chain is broken: {chain_break}")?;
+                if !keyed && matches!(chain_break, ChainBreak::Altered { position: 0 }) {
+                    f.write_str(
+                        "; if the application keys its log (audit_key), pass --key-file or set \
+                         PORTCULLIS_AUDIT_KEY_FILE",
+                    )?;
+                }
+                Ok(())
+            }
+            CliError::ManifestsDiffer => {
+                f.write_str("the manifests differ: review the changes above before accepting them")
+            }
+            CliError::ReadFile(path, error) => {
+                write!(f, "{} could not be read: {error}", path.display())
+            }
+            CliError::BadFile(path, why) => write!(f, "{}: {why}", path.display()),
+            CliError::Output(error) => write!(f, "the output could not be written: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for CliError {}
+
+/// Writing the output is the only place an `io::Error` is not a store's or a file's.
+impl From<io::Error> for CliError {
+    fn from(error: io::Error) -> Self {
+        CliError::Output(error)
+    }
+}
+
+/// Writes `value` as indented JSON and a line break.
+pub fn write_json(out: &mut dyn Write, value: &serde_json::Value) -> Result<(), CliError> {
+    serde_json::to_writer_pretty(&mut *out, value).map_err(io::Error::from)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+impl Cli {
+    async fn run(self, out: &mut dyn Write) -> Result<(), CliError> {
+        match self.command {
+            Command::Approvals(command) => {
+                approvals::run(command, self.store.as_deref(), out).await
+            }
+            Command::Audit(command) => audit::run(command, self.store.as_deref(), out).await,
+            Command::Manifest(command) => manifest::run(command, out),
+            Command::Tools(command) => tools::run(command, out),
+        }
+    }
+}
+
+/// `command` and every command under it, their long help ending with the exit codes, so that
+/// `portcullis approvals approve --help` tells them too.
+fn with_exit_codes(command: clap::Command) -> clap::Command {
+    let help = match command.get_after_long_help() {
+        Some(own) => format!("{own}\n\n{EXIT_CODES}"),
+        None => EXIT_CODES.to_owned(),
+    };
+    command
+        .after_long_help(help)
+        .mut_subcommands(with_exit_codes)
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let matches = with_exit_codes(Cli::command()).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    let result = cli.run(&mut out).await;
+    let flushed = out.flush().map_err(CliError::Output);
+    match result.and(flushed) {
+        Ok(()) => ExitCode::SUCCESS,
+        // A reader that stopped early (`| head`) took all it wanted.
+        Err(CliError::Output(error)) if error.kind() == io::ErrorKind::BrokenPipe => {
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            // Nothing is left to tell if stderr is closed too; the exit code still says it.
+            let _ = writeln!(io::stderr(), "portcullis: {error}");
+            ExitCode::from(error.exit_code())
+        }
+    }
+}

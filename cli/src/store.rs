@@ -1,0 +1,86 @@
+//! Opening the store the command was pointed at, without creating one.
+
+use std::path::Path;
+
+use portcullis_core::audit::AuditRecord;
+use portcullis_stores::Store;
+
+use crate::CliError;
+
+/// Opens the store at `location`. A SQLite file must exist already: opening a mistyped path
+/// would create an empty store and report that nothing waits, which an operator could believe.
+pub async fn open(location: Option<&str>) -> Result<Store, CliError> {
+    let location = location.ok_or(CliError::NoStoreGiven)?;
+    if !is_postgres(location) {
+        let path = Path::new(location.strip_prefix("sqlite://").unwrap_or(location));
+        if !path.is_file() {
+            return Err(CliError::NoDatabase(path.to_owned()));
+        }
+    }
+    Store::open(location)
+        .await
+        .map_err(|error| CliError::StoreUnavailable {
+            location: without_password(location),
+            reason: error.to_string(),
+        })
+}
+
+/// The audit records from sequence `from` on, at most `limit` of them.
+pub async fn audit_records(
+    store: &Store,
+    from: u64,
+    limit: Option<u64>,
+) -> Result<Vec<AuditRecord>, CliError> {
+    store
+        .audit_records(from, limit)
+        .await
+        .map_err(CliError::StoreRead)
+}
+
+fn is_postgres(location: &str) -> bool {
+    location.starts_with("postgres://") || location.starts_with("postgresql://")
+}
+
+/// `location` with the password of a URL (`user:password@`, or a `?password=` among its
+/// parameters) hidden, so that an error message pasted into a ticket does not carry it.
+fn without_password(location: &str) -> String {
+    let Some((scheme, rest)) = location.split_once("://") else {
+        return location.to_owned();
+    };
+    let rest = match rest.split_once('?') {
+        Some((before, _parameters)) => format!("{before}?***"),
+        None => rest.to_owned(),
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rsplit_once('@') {
+        Some((user_info, host)) => {
+            let user = user_info
+                .split_once(':')
+                .map_or(user_info, |(user, _)| user);
+            format!("{scheme}://{user}:***@{host}{}", &rest[authority_end..])
+        }
+        None => format!("{scheme}://{rest}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_password;
+
+    #[test]
+    fn a_password_in_a_url_is_hidden() {
+        assert_eq!(
+            without_password("postgres://ops:s3cret@db.internal:5432/portcullis"),
+            "postgres://ops:***@db.internal:5432/portcullis"
+        );
+        assert_eq!(
+            without_password("postgres://db.internal/portcullis"),
+            "postgres://db.internal/portcullis"
+        );
+        assert_eq!(
+            without_password("postgresql://db/portcullis?user=ops&password=s3cret"),
+            "postgresql://db/portcullis?***"
+        );
+        assert_eq!(without_password("/var/lib/state.db"), "/var/lib/state.db");
+    }
+}

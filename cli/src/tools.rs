@@ -1,0 +1,103 @@
+//! `portcullis tools export`: the tool list one provider is shown, as the application exported
+//! it.
+//!
+//! The command line has no tools: a provider's tool list is rendered by the registry that
+//! holds them (`Registry::export`, which also wraps the list as the provider's request takes it
+//! and applies the request-wide limits), and a contract cannot be read back from a manifest,
+//! which holds schema hashes only. So the application writes its exports to a file, and this
+//! command reads it.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use clap::Subcommand;
+use portcullis_core::export::Profile;
+use serde_json::Value;
+
+use crate::{CliError, write_json};
+
+/// The name under which an application writes `Registry::export_json_schema`, beside the
+/// provider profiles.
+const JSON_SCHEMA: &str = "json-schema";
+
+const WORKFLOW: &str = "\
+The application writes its exports to a JSON file, one member per profile it serves (each
+declared with `.profile(...)` on its registry builder), named as `Profile::name()` names it, and
+`json-schema` for the plain JSON Schema list; for instance in a test next to its contract lock
+file:
+
+    use portcullis::export::Profile;
+
+    let ctx = CallContext::new(\"export\").with_roles([\"admin\", \"finance\"]);
+    let mut exports = serde_json::Map::new();
+    for profile in [Profile::OpenAiChat { strict: true }, Profile::Mcp] {
+        exports.insert(profile.name().into(), registry.export(&ctx, profile)?);
+    }
+    exports.insert(\"json-schema\".into(), registry.export_json_schema(&ctx));
+    std::fs::write(\"tools.json\", serde_json::to_vec_pretty(&exports)?)?;
+
+Choose the context's roles on purpose: an export lists only the tools those roles may use.
+Then:
+
+    portcullis tools export --manifest tools.json --profile openai-chat-strict";
+
+/// The tool export commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the tool list of one profile (the value of the provider request's `tools`
+    /// field) from the exports file the application wrote.
+    #[command(after_long_help = WORKFLOW)]
+    Export {
+        /// The exports file the application wrote (see below).
+        #[arg(long, value_name = "FILE")]
+        manifest: PathBuf,
+        /// The profile: openai-chat, openai-chat-strict, openai-responses,
+        /// openai-responses-strict, anthropic, anthropic-strict, gemini, gemini-json-schema,
+        /// mcp, or json-schema.
+        #[arg(long, value_parser = profile_name)]
+        profile: String,
+    },
+}
+
+/// Runs one tools command.
+pub fn run(command: Command, out: &mut dyn Write) -> Result<(), CliError> {
+    let Command::Export { manifest, profile } = command;
+    let bad = |why: String| CliError::BadFile(manifest.clone(), why);
+    let text = std::fs::read_to_string(&manifest)
+        .map_err(|error| CliError::ReadFile(manifest.clone(), error))?;
+    let exports: Value = serde_json::from_str(&text).map_err(|error| {
+        bad(format!(
+            "not JSON ({error}); see `portcullis tools export --help`"
+        ))
+    })?;
+    let exports = exports.as_object().ok_or_else(|| {
+        bad(
+            "expected an object of exports by profile name; see `portcullis tools export --help`"
+                .to_owned(),
+        )
+    })?;
+    let tools = exports.get(&profile).ok_or_else(|| {
+        let held: Vec<&str> = exports.keys().map(String::as_str).collect();
+        bad(format!(
+            "holds no export for `{profile}` (it holds: {}); have the application export that \
+             profile too",
+            if held.is_empty() {
+                "none".to_owned()
+            } else {
+                held.join(", ")
+            }
+        ))
+    })?;
+    write_json(out, tools)
+}
+
+/// A profile name core knows, or `json-schema`.
+fn profile_name(name: &str) -> Result<String, String> {
+    if name == JSON_SCHEMA {
+        return Ok(name.to_owned());
+    }
+    Profile::from_str(name)
+        .map(|profile| profile.name().to_owned())
+        .map_err(|unknown| format!("{unknown}, or {JSON_SCHEMA}"))
+}

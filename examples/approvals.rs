@@ -1,0 +1,110 @@
+//! An agent's payout waits for a human in a SQLite file, the agent's process exits, a reviewer
+//! approves it with the `portcullis` command line, and a restarted worker runs it, once:
+//!
+//! ```sh
+//! cargo run --example approvals -- request    # the call waits; prints its ticket
+//! cargo run -p portcullis-cli -- approvals approve <TICKET> --reviewer rita --role finance
+//! cargo run --example approvals -- work       # runs the approved payout; again: nothing left
+//! ```
+//!
+//! The store is `target/approvals-example.db`, or the `PORTCULLIS_STORE` the command line
+//! reads too (a SQLite path or a `postgres://` URL).
+
+use std::process::ExitCode;
+
+use portcullis::BuildError;
+use portcullis::prelude::*;
+use portcullis_stores::Store;
+use serde_json::json;
+
+/// Pay a supplier's invoice.
+#[tool(
+    risk = "critical",
+    irreversible = "a payout settles at once",
+    approver = "finance"
+)]
+fn pay_invoice(
+    /// The supplier's id.
+    supplier: String,
+    /// The amount, in cents.
+    #[validate(range(min = 1, max = 1_000_000))]
+    amount_cents: u64,
+) -> Result<String, ToolError> {
+    // Move the money here.
+    Ok(format!("paid {amount_cents} cents to {supplier}"))
+}
+
+/// The worker's registry: every piece of state in the shared store.
+fn worker(store: Store) -> Result<Registry, BuildError> {
+    Registry::builder()
+        .tool(PayInvoice)
+        .approval_store(store.clone())
+        .repeat_store(store.clone())
+        .budget_store(store.clone())
+        .audit(store)
+        .build()
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let location = std::env::var("PORTCULLIS_STORE").unwrap_or_else(|_| {
+        std::fs::create_dir_all("target").ok();
+        "target/approvals-example.db".to_owned()
+    });
+    let store = match Store::open(&location).await {
+        Ok(store) => store,
+        Err(error) => {
+            eprintln!("cannot open the store at {location}: {error}");
+            return ExitCode::from(3);
+        }
+    };
+    let registry = match worker(store) {
+        Ok(registry) => registry,
+        Err(error) => {
+            eprintln!("cannot build the registry: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match std::env::args().nth(1).as_deref() {
+        Some("request") => {
+            // What the model asked for, in the agent's task.
+            let ctx = CallContext::new("billing-agent").with_task_id("invoice-2291");
+            let call = ToolCall::new(
+                "call_7",
+                "pay_invoice",
+                json!({"supplier": "acme-gmbh", "amount_cents": 125_000}),
+            );
+            match registry.dispatch(&ctx, &call).await {
+                Outcome::Pending(ticket) => {
+                    println!("waiting for approval: {}", ticket.description);
+                    println!("ticket: {}", ticket.id);
+                    println!(
+                        "approve it with:\n  cargo run -p portcullis-cli -- --store {location} \
+                         approvals approve {} --reviewer rita --role finance",
+                        ticket.id
+                    );
+                    println!("then run the worker: cargo run --example approvals -- work");
+                }
+                other => println!("the call did not wait: {other:?}"),
+            }
+        }
+        Some("work") => {
+            let ran = registry.run_decided().await;
+            if ran.is_empty() {
+                println!("no decided call waits: nothing ran");
+            }
+            for (ticket, outcome) in ran {
+                match (outcome.output(), outcome.rejection()) {
+                    (Some(output), _) => println!("{ticket}: {output}"),
+                    (_, Some(refusal)) => println!("{ticket}: refused, {refusal}"),
+                    _ => println!("{ticket}: waits again"),
+                }
+            }
+        }
+        _ => {
+            eprintln!("usage: cargo run --example approvals -- request | work");
+            return ExitCode::from(2);
+        }
+    }
+    ExitCode::SUCCESS
+}
