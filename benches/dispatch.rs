@@ -138,7 +138,7 @@ fn order_products(#[one_of(many_products)] products: Vec<String>) -> Result<usiz
 struct LatestRecord(std::sync::Mutex<Option<AuditRecord>>);
 
 impl AuditSink for LatestRecord {
-    fn append<'a>(&'a self, entry: Unchained<'a>) -> BoxFuture<'a, std::io::Result<()>> {
+    fn append(&self, entry: Unchained) -> BoxFuture<'_, std::io::Result<()>> {
         let mut latest = self
             .0
             .lock()

@@ -531,7 +531,7 @@ fn purge_backups(older_than_days: u32) -> Result<u32, ToolError> {
 struct FullDisk;
 
 impl AuditSink for FullDisk {
-    fn append<'a>(&'a self, _: Unchained<'a>) -> BoxFuture<'a, std::io::Result<()>> {
+    fn append(&self, _: Unchained) -> BoxFuture<'_, std::io::Result<()>> {
         Box::pin(std::future::ready(Err(std::io::Error::other(
             "no space left on device",
         ))))
@@ -570,7 +570,7 @@ struct Flaky {
 }
 
 impl AuditSink for Flaky {
-    fn append<'a>(&'a self, entry: Unchained<'a>) -> BoxFuture<'a, std::io::Result<()>> {
+    fn append(&self, entry: Unchained) -> BoxFuture<'_, std::io::Result<()>> {
         if self.failing.load(Ordering::SeqCst) {
             return Box::pin(std::future::ready(Err(std::io::Error::other(
                 "the log's disk is away",

@@ -40,7 +40,7 @@ file:
 Choose the context's roles on purpose: an export lists only the tools those roles may use.
 Then:
 
-    portcullis tools export --manifest tools.json --profile openai-chat-strict";
+    portcullis tools export --exports tools.json --profile openai-chat-strict";
 
 /// The tool export commands.
 #[derive(Debug, Subcommand)]
@@ -51,7 +51,7 @@ pub enum Command {
     Export {
         /// The exports file the application wrote (see below).
         #[arg(long, value_name = "FILE")]
-        manifest: PathBuf,
+        exports: PathBuf,
         /// The profile: openai-chat, openai-chat-strict, openai-responses,
         /// openai-responses-strict, anthropic, anthropic-strict, gemini, gemini-json-schema,
         /// mcp, or json-schema.
@@ -62,10 +62,10 @@ pub enum Command {
 
 /// Runs one tools command.
 pub fn run(command: Command, out: &mut dyn Write) -> Result<(), CliError> {
-    let Command::Export { manifest, profile } = command;
-    let bad = |why: String| CliError::BadFile(manifest.clone(), why);
-    let text = std::fs::read_to_string(&manifest)
-        .map_err(|error| CliError::ReadFile(manifest.clone(), error))?;
+    let Command::Export { exports, profile } = command;
+    let bad = |why: String| CliError::BadFile(exports.clone(), why);
+    let text = std::fs::read_to_string(&exports)
+        .map_err(|error| CliError::ReadFile(exports.clone(), error))?;
     let exports: Value = serde_json::from_str(&text).map_err(|error| {
         bad(format!(
             "not JSON ({error}); see `portcullis tools export --help`"

@@ -419,7 +419,7 @@ fn tools_export_prints_the_applications_export() {
     let output = portcullis(&[
         "tools",
         "export",
-        "--manifest",
+        "--exports",
         file,
         "--profile",
         "openai-chat-strict",
@@ -429,13 +429,13 @@ fn tools_export_prints_the_applications_export() {
         serde_json::from_slice::<Value>(&output.stdout).unwrap(),
         exported
     );
-    let absent = portcullis(&["tools", "export", "--manifest", file, "--profile", "mcp"]);
+    let absent = portcullis(&["tools", "export", "--exports", file, "--profile", "mcp"]);
     assert_eq!(code(&absent), 4);
     assert!(
         stderr(&absent).contains("openai-chat-strict"),
         "{}",
         stderr(&absent)
     );
-    let unknown = portcullis(&["tools", "export", "--manifest", file, "--profile", "openai"]);
+    let unknown = portcullis(&["tools", "export", "--exports", file, "--profile", "openai"]);
     assert_eq!(code(&unknown), 2);
 }

@@ -14,10 +14,12 @@
 //! Run the test with `PORTCULLIS_UPDATE_LOCK=1` to write the lock file after a deliberate
 //! change.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
 
 use crate::audit::sha256_hex;
 use crate::gate::decode::canonical_text;
@@ -175,6 +177,149 @@ pub fn assert_matches_lock(registry: &Registry, path: impl AsRef<Path>) {
     }
 }
 
+/// What changed between two manifests, tool by tool and field by field.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct ManifestDiff {
+    /// The tools only the new manifest has.
+    pub added: Vec<String>,
+    /// The tools only the old manifest has.
+    pub removed: Vec<String>,
+    /// The tools in both whose contract changed.
+    pub changed: Vec<ChangedTool>,
+}
+
+impl ManifestDiff {
+    /// Whether the manifests are equal.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+    }
+}
+
+/// A tool whose contract changed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct ChangedTool {
+    /// The tool.
+    pub tool: String,
+    /// Its contract fields that changed, by name.
+    pub fields: Vec<ChangedField>,
+}
+
+/// One contract field, before and after; `null` where a manifest lacks it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct ChangedField {
+    /// The field, such as `risk` or `roles`.
+    pub field: String,
+    /// Its old value.
+    pub old: Value,
+    /// Its new value.
+    pub new: Value,
+}
+
+/// A manifest read back (a document of [`Registry::manifest`], or a lock file), to compare
+/// with another.
+///
+/// ```
+/// use portcullis_core::manifest::Manifest;
+/// use serde_json::json;
+///
+/// let old = json!({"portcullis_manifest": 1, "tools": [{"name": "pay", "risk": "high"}]});
+/// let new = json!({"portcullis_manifest": 1, "tools": [{"name": "pay", "risk": "critical"}]});
+/// let changes = Manifest::read(&old).unwrap().diff(&Manifest::read(&new).unwrap());
+/// assert_eq!(changes.changed[0].fields[0].field, "risk");
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Manifest {
+    tools: BTreeMap<String, Map<String, Value>>,
+}
+
+impl Manifest {
+    /// Reads `document`; refuses one that is not a manifest of this layout, saying why.
+    pub fn read(document: &Value) -> Result<Self, String> {
+        match document.get("portcullis_manifest").and_then(Value::as_u64) {
+            Some(FORMAT) => {}
+            Some(other) => {
+                return Err(format!(
+                    "a manifest of layout {other}, which this portcullis does not read (it \
+                     reads {FORMAT}): use the portcullis that wrote it"
+                ));
+            }
+            None => {
+                return Err(
+                    "not a contract manifest: it has no `portcullis_manifest` version; \
+                            write it with `Registry::manifest()`"
+                        .to_owned(),
+                );
+            }
+        }
+        let entries = document
+            .get("tools")
+            .and_then(Value::as_array)
+            .ok_or("the manifest has no `tools` array")?;
+        let mut tools = BTreeMap::new();
+        for entry in entries {
+            let fields = entry
+                .as_object()
+                .ok_or("an entry of `tools` is not an object")?;
+            let name = fields
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or("an entry of `tools` has no `name`")?;
+            if tools.insert(name.to_owned(), fields.clone()).is_some() {
+                return Err(format!("the tool `{name}` is listed twice"));
+            }
+        }
+        Ok(Manifest { tools })
+    }
+
+    /// What changed from this manifest to `new`: the tools added, removed and changed, and for
+    /// each changed tool, the fields that changed.
+    pub fn diff(&self, new: &Manifest) -> ManifestDiff {
+        let (old, new) = (&self.tools, &new.tools);
+        let mut changes = ManifestDiff {
+            added: new
+                .keys()
+                .filter(|name| !old.contains_key(*name))
+                .cloned()
+                .collect(),
+            removed: old
+                .keys()
+                .filter(|name| !new.contains_key(*name))
+                .cloned()
+                .collect(),
+            changed: Vec::new(),
+        };
+        for (name, old_fields) in old {
+            let Some(new_fields) = new.get(name) else {
+                continue;
+            };
+            let mut names: Vec<&String> = old_fields.keys().chain(new_fields.keys()).collect();
+            names.sort();
+            names.dedup();
+            let fields: Vec<ChangedField> = names
+                .into_iter()
+                .filter_map(|field| {
+                    let (old, new) = (old_fields.get(field), new_fields.get(field));
+                    (old != new).then(|| ChangedField {
+                        field: field.clone(),
+                        old: old.cloned().unwrap_or(Value::Null),
+                        new: new.cloned().unwrap_or(Value::Null),
+                    })
+                })
+                .collect();
+            if !fields.is_empty() {
+                changes.changed.push(ChangedTool {
+                    tool: name.clone(),
+                    fields,
+                });
+            }
+        }
+        changes
+    }
+}
+
 fn lock_text(manifest: &Value) -> String {
     let mut text = serde_json::to_string_pretty(manifest).unwrap_or_default();
     text.push('\n');
@@ -236,6 +381,40 @@ fn line_diff(old: &str, new: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_diff_names_tools_and_fields() {
+        let manifest = |tools: Value| json!({"portcullis_manifest": 1, "tools": tools});
+        let old = manifest(json!([
+            {"name": "pay", "risk": "high", "roles": ["finance"]},
+            {"name": "gone", "risk": "low"},
+        ]));
+        let new = manifest(json!([
+            {"name": "pay", "risk": "critical", "roles": ["finance"], "cost": 2},
+            {"name": "fresh", "risk": "low"},
+        ]));
+        let read = |document: &Value| Manifest::read(document);
+        let (old, new) = (read(&old).unwrap(), read(&new).unwrap());
+        let changes = old.diff(&new);
+        assert_eq!(
+            (changes.added, changes.removed),
+            (vec!["fresh".to_owned()], vec!["gone".to_owned()])
+        );
+        let fields: Vec<&str> = changes.changed[0]
+            .fields
+            .iter()
+            .map(|f| f.field.as_str())
+            .collect();
+        assert_eq!(fields, ["cost", "risk"]);
+        assert!(old.diff(&old).is_empty());
+        let twice = manifest(json!([{"name": "pay"}, {"name": "pay"}]));
+        assert_eq!(read(&twice).unwrap_err(), "the tool `pay` is listed twice");
+        assert!(
+            read(&json!({"tools": []}))
+                .unwrap_err()
+                .contains("not a contract manifest")
+        );
+    }
 
     #[test]
     fn the_diff_shows_changed_lines_with_context() {

@@ -27,6 +27,7 @@
 #![warn(missing_docs)]
 
 mod error;
+mod group_commit;
 mod postgres;
 mod sqlite;
 mod store;

@@ -166,7 +166,7 @@ impl TransactionStore for Store {
 }
 
 impl AuditSink for Store {
-    fn append<'a>(&'a self, entry: Unchained<'a>) -> BoxFuture<'a, io::Result<()>> {
+    fn append(&self, entry: Unchained) -> BoxFuture<'_, io::Result<()>> {
         on_store!(self, store => store.append(entry))
     }
 }

@@ -25,7 +25,7 @@
 mod sinks;
 
 use std::fmt;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hmac::{Hmac, KeyInit, Mac};
@@ -130,7 +130,7 @@ impl AuditRecord {
 /// assert_eq!(format!("{key:?}"), "AuditKey(..)");
 /// ```
 #[derive(Clone, PartialEq, Eq)]
-pub struct AuditKey(Vec<u8>);
+pub struct AuditKey(Arc<[u8]>);
 
 impl AuditKey {
     /// The shortest key accepted, in bytes.
@@ -145,7 +145,7 @@ impl AuditKey {
                 bytes.len()
             ));
         }
-        Ok(AuditKey(bytes))
+        Ok(AuditKey(bytes.into()))
     }
 }
 
@@ -200,13 +200,13 @@ impl Checkpoint {
 
 /// A record ready to join a log: everything but its place in the chain, which the sink gives
 /// it, in the order its writers append, with [`Unchained::chain_after`].
-pub struct Unchained<'k> {
+pub struct Unchained {
     record: AuditRecord,
     digest: String,
-    key: Option<&'k AuditKey>,
+    key: Option<AuditKey>,
 }
 
-impl Unchained<'_> {
+impl Unchained {
     /// The record, as the next after `head`.
     pub fn chain_after(self, head: &Checkpoint) -> AuditRecord {
         let Unchained {
@@ -215,7 +215,7 @@ impl Unchained<'_> {
             key,
         } = self;
         record.sequence = head.length;
-        record.hash = link(key, head.length, &head.head, &digest);
+        record.hash = link(key.as_ref(), head.length, &head.head, &digest);
         record.previous_hash = head.head.clone();
         record
     }
@@ -248,7 +248,7 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 /// future completes only once its own record is stored.
 pub trait AuditSink: Send + Sync + 'static {
     /// Chains `entry` after the log's last record and stores it.
-    fn append<'a>(&'a self, entry: Unchained<'a>) -> BoxFuture<'a, std::io::Result<()>>;
+    fn append(&self, entry: Unchained) -> BoxFuture<'_, std::io::Result<()>>;
 }
 
 /// The hash a log starts from.
@@ -361,7 +361,7 @@ impl AuditLog {
             .append(Unchained {
                 record,
                 digest,
-                key: self.key.as_ref(),
+                key: self.key.clone(),
             })
             .await
     }

@@ -27,7 +27,7 @@ impl MemoryAuditSink {
 }
 
 impl AuditSink for MemoryAuditSink {
-    fn append<'a>(&'a self, entry: Unchained<'a>) -> BoxFuture<'a, io::Result<()>> {
+    fn append(&self, entry: Unchained) -> BoxFuture<'_, io::Result<()>> {
         let mut records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
         let head = records
             .last()
@@ -188,7 +188,7 @@ pub fn read_json_lines(path: &Path) -> io::Result<Vec<AuditRecord>> {
 }
 
 impl AuditSink for JsonLinesAuditSink {
-    fn append<'a>(&'a self, entry: Unchained<'a>) -> BoxFuture<'a, io::Result<()>> {
+    fn append(&self, entry: Unchained) -> BoxFuture<'_, io::Result<()>> {
         Box::pin(ready(self.append_now(entry)))
     }
 }
@@ -196,7 +196,7 @@ impl AuditSink for JsonLinesAuditSink {
 impl JsonLinesAuditSink {
     /// Appends `entry` on the calling thread: the file's lock, its write and the shared
     /// `fsync` are short, blocking steps.
-    fn append_now(&self, entry: Unchained<'_>) -> io::Result<()> {
+    fn append_now(&self, entry: Unchained) -> io::Result<()> {
         if self
             .sync
             .as_ref()
@@ -235,7 +235,7 @@ impl JsonLinesAuditSink {
 impl Writer {
     /// Chains `entry` after the file's last record and writes it; returns the file's length
     /// after the write.
-    fn append(&mut self, entry: Unchained<'_>) -> io::Result<u64> {
+    fn append(&mut self, entry: Unchained) -> io::Result<u64> {
         self.catch_up()?;
         let record = entry.chain_after(&self.head);
         let mut line = serde_json::to_vec(&record).map_err(io::Error::other)?;
@@ -268,13 +268,13 @@ impl TracingAuditSink {
 }
 
 impl AuditSink for TracingAuditSink {
-    fn append<'a>(&'a self, entry: Unchained<'a>) -> BoxFuture<'a, io::Result<()>> {
+    fn append(&self, entry: Unchained) -> BoxFuture<'_, io::Result<()>> {
         Box::pin(ready(self.emit(entry)))
     }
 }
 
 impl TracingAuditSink {
-    fn emit(&self, entry: Unchained<'_>) -> io::Result<()> {
+    fn emit(&self, entry: Unchained) -> io::Result<()> {
         let mut head = self.head.lock().unwrap_or_else(PoisonError::into_inner);
         let record = entry.chain_after(head.get_or_insert_with(Checkpoint::genesis));
         let json = serde_json::to_string(&record).map_err(io::Error::other)?;

@@ -1,7 +1,8 @@
 //! The audit log in PostgreSQL: each record is chained after the log's last in the
 //! transaction that stores it, under the log's advisory lock, so records appended by workers
 //! on several machines form one chain, and a record is committed before `append` returns (the
-//! write-ahead rule holds).
+//! write-ahead rule holds). The records of concurrent calls share a transaction
+//! ([`GroupCommit`](crate::group_commit::GroupCommit)).
 
 use std::io;
 
@@ -12,7 +13,8 @@ use super::{AUDIT_LOCK, Failure, PostgresStore, lock, to_text};
 use crate::values::{as_sql, from_sql};
 
 impl PostgresStore {
-    async fn append_entry(&self, entry: Unchained<'_>) -> Result<(), Failure> {
+    /// Chains `entries` after the log's last record and stores them, in one transaction.
+    async fn append_entries(&self, entries: Vec<Unchained>) -> Result<(), Failure> {
         let mut client = self.client().await?;
         let transaction = client.transaction().await?;
         lock(&transaction, &[AUDIT_LOCK]).await?;
@@ -22,18 +24,27 @@ impl PostgresStore {
                 &[],
             )
             .await?;
-        let head = match last {
+        let mut head = match last {
             Some(row) => Checkpoint {
                 length: from_sql(row.try_get(0)?) + 1,
                 head: row.try_get(1)?,
             },
             None => Checkpoint::genesis(),
         };
-        let record = entry.chain_after(&head);
+        let (mut sequences, mut hashes, mut texts) = (Vec::new(), Vec::new(), Vec::new());
+        for entry in entries {
+            let record = entry.chain_after(&head);
+            head = Checkpoint::after(&record);
+            sequences.push(as_sql(record.sequence));
+            texts.push(to_text(&record)?);
+            hashes.push(record.hash);
+        }
+        // One statement for the whole batch: one round trip, however many records.
         transaction
             .execute(
-                "INSERT INTO audit_records (sequence, hash, record) VALUES ($1, $2, $3)",
-                &[&as_sql(record.sequence), &record.hash, &to_text(&record)?],
+                "INSERT INTO audit_records (sequence, hash, record)
+                 SELECT * FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[])",
+                &[&sequences, &hashes, &texts],
             )
             .await?;
         transaction.commit().await?;
@@ -67,7 +78,9 @@ impl PostgresStore {
 }
 
 impl AuditSink for PostgresStore {
-    fn append<'a>(&'a self, entry: Unchained<'a>) -> BoxFuture<'a, io::Result<()>> {
-        Box::pin(async move { self.append_entry(entry).await.map_err(io::Error::other) })
+    fn append(&self, entry: Unchained) -> BoxFuture<'_, io::Result<()>> {
+        Box::pin(self.audit.append(entry, async |entries| {
+            self.append_entries(entries).await.map_err(io::Error::other)
+        }))
     }
 }

@@ -9,11 +9,13 @@ mod repeats;
 mod transactions;
 
 use std::fmt;
+use std::sync::Arc;
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
 
 use crate::OpenError;
+use crate::group_commit::GroupCommit;
 
 /// The schema, one migration per version, applied in order when a store connects. Never edit
 /// a migration that shipped: add the next one.
@@ -107,6 +109,7 @@ type Failure = Box<dyn std::error::Error + Send + Sync>;
 #[derive(Clone)]
 pub struct PostgresStore {
     pool: Pool,
+    audit: Arc<GroupCommit>,
 }
 
 impl PostgresStore {
@@ -146,7 +149,10 @@ impl PostgresStore {
             .max_size(connections.max(1))
             .build()
             .map_err(database)?;
-        let store = PostgresStore { pool };
+        let store = PostgresStore {
+            pool,
+            audit: Arc::default(),
+        };
         store.migrate(schema).await?;
         Ok(store)
     }

@@ -1,6 +1,7 @@
 //! The audit log in SQLite: each record is chained after the log's last in the transaction
 //! that stores it, so records appended by several processes form one chain, and a record is
-//! on the disk before `append` returns (the write-ahead rule holds).
+//! on the disk before `append` returns (the write-ahead rule holds). The records of
+//! concurrent calls share a transaction ([`GroupCommit`](crate::group_commit::GroupCommit)).
 
 use std::future::ready;
 use std::io;
@@ -9,9 +10,10 @@ use portcullis_core::BoxFuture;
 use portcullis_core::audit::{AuditRecord, AuditSink, Checkpoint, Unchained};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::SqliteStore;
+use super::{SqliteStore, as_sql};
 
-fn append(connection: &mut Connection, entry: Unchained<'_>) -> Result<(), rusqlite::Error> {
+/// Chains `entries` after the log's last record and stores them, in one transaction.
+fn append(connection: &mut Connection, entries: Vec<Unchained>) -> Result<(), rusqlite::Error> {
     let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let last: Option<(i64, String)> = transaction
         .query_row(
@@ -20,30 +22,33 @@ fn append(connection: &mut Connection, entry: Unchained<'_>) -> Result<(), rusql
             |row| Ok((row.get(0)?, row.get(1)?)),
         )
         .optional()?;
-    let head = match last {
+    let mut head = match last {
         Some((sequence, hash)) => Checkpoint {
             length: u64::try_from(sequence).unwrap_or(0) + 1,
             head: hash,
         },
         None => Checkpoint::genesis(),
     };
-    let record = entry.chain_after(&head);
-    let text = serde_json::to_string(&record)
-        .map_err(|error| rusqlite::Error::ToSqlConversionFailure(Box::new(error)))?;
-    let sequence = i64::try_from(record.sequence)
-        .map_err(|error| rusqlite::Error::ToSqlConversionFailure(Box::new(error)))?;
-    transaction.execute(
-        "INSERT INTO audit_records (sequence, hash, record) VALUES (?1, ?2, ?3)",
-        params![sequence, record.hash, text],
-    )?;
+    {
+        let mut insert = transaction.prepare_cached(
+            "INSERT INTO audit_records (sequence, hash, record) VALUES (?1, ?2, ?3)",
+        )?;
+        for entry in entries {
+            let record = entry.chain_after(&head);
+            let text = serde_json::to_string(&record)
+                .map_err(|error| rusqlite::Error::ToSqlConversionFailure(Box::new(error)))?;
+            insert.execute(params![as_sql(record.sequence), record.hash, text])?;
+            head = Checkpoint::after(&record);
+        }
+    }
     transaction.commit()
 }
 
 impl AuditSink for SqliteStore {
-    fn append<'a>(&'a self, entry: Unchained<'a>) -> BoxFuture<'a, io::Result<()>> {
-        Box::pin(ready(
-            append(&mut self.lock(), entry).map_err(io::Error::other),
-        ))
+    fn append(&self, entry: Unchained) -> BoxFuture<'_, io::Result<()>> {
+        Box::pin(self.audit.append(entry, |entries| {
+            ready(append(&mut self.lock(), entries).map_err(io::Error::other))
+        }))
     }
 }
 

@@ -9,11 +9,12 @@ mod transactions;
 use std::fmt;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, TransactionBehavior};
 
 use crate::OpenError;
+use crate::group_commit::GroupCommit;
 pub(crate) use crate::values::{as_sql, from_sql, now_ms};
 
 /// The schema, one migration per version, applied in order when a store opens. Never edit a
@@ -97,6 +98,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Clone)]
 pub struct SqliteStore {
     connection: Arc<Mutex<Connection>>,
+    audit: Arc<GroupCommit>,
 }
 
 impl SqliteStore {
@@ -104,12 +106,28 @@ impl SqliteStore {
     pub fn open(path: impl AsRef<Path>) -> Result<Self, OpenError> {
         let mut connection = Connection::open(path)?;
         connection.busy_timeout(BUSY_TIMEOUT)?;
-        connection.pragma_update(None, "journal_mode", "WAL")?;
         // Every commit is on the disk before the decision it records is acted on.
         connection.pragma_update(None, "synchronous", "FULL")?;
-        migrate(&mut connection)?;
+        // Switching to WAL, and migrating, may find another process doing the same: SQLite
+        // then answers "busy" at once rather than waiting, so the opening waits and tries again.
+        let started = Instant::now();
+        loop {
+            let prepared = connection
+                .pragma_update(None, "journal_mode", "WAL")
+                .map_err(OpenError::from)
+                .and_then(|()| migrate(&mut connection));
+            match prepared {
+                Err(OpenError::Database(error))
+                    if is_busy(error.as_ref()) && started.elapsed() < BUSY_TIMEOUT =>
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                prepared => break prepared?,
+            }
+        }
         Ok(SqliteStore {
             connection: Arc::new(Mutex::new(connection)),
+            audit: Arc::default(),
         })
     }
 
@@ -119,6 +137,15 @@ impl SqliteStore {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// Whether `error` is SQLite's "the database is locked by another connection".
+fn is_busy(error: &(dyn std::error::Error + 'static)) -> bool {
+    matches!(
+        error.downcast_ref::<rusqlite::Error>(),
+        Some(rusqlite::Error::SqliteFailure(failure, _))
+            if failure.code == rusqlite::ErrorCode::DatabaseBusy
+    )
 }
 
 /// Applies the migrations the database lacks, in one transaction.
