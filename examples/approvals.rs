@@ -89,7 +89,13 @@ async fn main() -> ExitCode {
             }
         }
         Some("work") => {
-            let ran = registry.run_decided().await;
+            let ran = match registry.run_decided().await {
+                Ok(ran) => ran,
+                Err(refusal) => {
+                    eprintln!("the store could not be read: {refusal}");
+                    return ExitCode::from(3);
+                }
+            };
             if ran.is_empty() {
                 println!("no decided call waits: nothing ran");
             }

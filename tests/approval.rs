@@ -105,11 +105,14 @@ async fn a_critical_call_waits_then_runs_when_approved() {
         "{}",
         ticket.description
     );
-    assert_eq!(registry.pending_tickets().await, vec![ticket.clone()]);
+    assert_eq!(
+        registry.pending_tickets().await.unwrap(),
+        vec![ticket.clone()]
+    );
 
     let outcome = registry.resume(&ticket.id, approve()).await;
     assert_eq!(outcome.output(), Some(&json!("refunded 1200 for t_001")));
-    assert!(registry.pending_tickets().await.is_empty());
+    assert!(registry.pending_tickets().await.unwrap().is_empty());
 
     // Decided once: a replayed decision is refused.
     let replay = registry.resume(&ticket.id, approve()).await;
@@ -296,7 +299,7 @@ async fn an_inline_approver_decides_while_the_dispatch_waits() {
         .unwrap();
     let outcome = registry.dispatch(&billing(), &refund_call(1200)).await;
     assert_eq!(outcome.code(), Some(RejectionCode::ApprovalRejected));
-    assert!(registry.pending_tickets().await.is_empty());
+    assert!(registry.pending_tickets().await.unwrap().is_empty());
 }
 
 #[tokio::test]
@@ -316,5 +319,5 @@ async fn a_ticket_runs_only_its_own_call() {
         .clone();
     let outcome = registry.resume(&small.id, approve()).await;
     assert_eq!(outcome.output(), Some(&json!("refunded 100 for t_001")));
-    assert_eq!(registry.pending_tickets().await, vec![large]);
+    assert_eq!(registry.pending_tickets().await.unwrap(), vec![large]);
 }

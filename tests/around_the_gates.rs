@@ -218,7 +218,7 @@ async fn a_resent_pending_call_has_one_ticket_and_runs_once() {
     let again = registry.dispatch(&ctx, &payout("p1", 500)).await;
     let ticket = first.ticket().unwrap().clone();
     assert_eq!(again.ticket().map(|t| &t.id), Some(&ticket.id));
-    assert_eq!(registry.pending_tickets().await.len(), 1);
+    assert_eq!(registry.pending_tickets().await.unwrap().len(), 1);
     assert!(
         registry
             .resume(&ticket.id, approve(finance()))
@@ -254,7 +254,7 @@ async fn pending_calls_are_counted_by_the_budget() {
         codes,
         [("budget_calls_exceeded", 9_999), ("pending", 1)].into()
     );
-    let tickets = registry.pending_tickets().await;
+    let tickets = registry.pending_tickets().await.unwrap();
     assert_eq!(tickets.len(), 1);
     let reject = ApprovalDecision::Reject {
         reviewer: finance(),
@@ -362,7 +362,7 @@ async fn an_actor_cannot_approve_its_own_call() {
         Some(RejectionCode::ReviewerNotAllowed),
         "a tenant's reviewer decides only that tenant's tickets"
     );
-    assert_eq!(registry.pending_tickets().await.len(), 1);
+    assert_eq!(registry.pending_tickets().await.unwrap().len(), 1);
     assert!(
         registry
             .resume(&ticket, approve(Reviewer::new("rita")))
@@ -492,7 +492,7 @@ async fn tickets_bind_their_contract_and_expire() {
     assert!(hasty.dispatch(&ctx, &newsletter).await.ticket().is_some());
     let expired = hasty.expire_tickets().await;
     assert_eq!(expired.len(), 1);
-    assert!(hasty.pending_tickets().await.is_empty());
+    assert!(hasty.pending_tickets().await.unwrap().is_empty());
     let record = sink.records().pop().unwrap();
     assert_eq!(record.code.as_deref(), Some("approval_expired"));
     assert_eq!(record.resolution.as_deref(), Some("expired"));
@@ -610,15 +610,15 @@ async fn an_approved_call_waits_for_its_audit() {
     };
     let again = registry.resume(&ticket, reject).await;
     assert_eq!(again.code(), Some(RejectionCode::TicketDecided));
-    let retried = registry.run_decided().await;
+    let retried = registry.run_decided().await.unwrap();
     assert_eq!(retried[0].1.code(), Some(RejectionCode::AuditUnavailable));
     sink.failing.store(false, Ordering::SeqCst);
-    let ran = registry.run_decided().await;
+    let ran = registry.run_decided().await.unwrap();
     assert_eq!(ran.len(), 1);
     assert_eq!(ran[0].0, ticket);
     let outcome = ran[0].1.clone();
     assert_eq!(outcome.output(), Some(&json!("paid 300 to acme")));
-    assert!(registry.run_decided().await.is_empty());
+    assert!(registry.run_decided().await.unwrap().is_empty());
     assert!(verify(&sink.records.records(), None).is_ok());
     let resent = registry.dispatch(&ctx, &payout("p1", 300)).await;
     assert_eq!(resent, outcome);
@@ -866,7 +866,7 @@ async fn sixty_four_tasks_with_repeats_and_approvals() {
     for task in tasks {
         task.await.unwrap();
     }
-    let tickets = registry.pending_tickets().await;
+    let tickets = registry.pending_tickets().await.unwrap();
     assert_eq!(
         tickets.len(),
         64,
@@ -906,4 +906,135 @@ async fn sixty_four_tasks_with_repeats_and_approvals() {
         .filter(|r| r.decision == "about_to_run")
         .count();
     assert_eq!(about_to_run, 128 + 64);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decisions recorded in the store
+
+static SETTLED: AtomicUsize = AtomicUsize::new(0);
+
+/// Settle an invoice.
+#[tool(
+    risk = "critical",
+    irreversible = "a settled invoice is paid",
+    approver = "finance"
+)]
+fn settle_invoice(invoice: String) -> Result<String, ToolError> {
+    SETTLED.fetch_add(1, Ordering::SeqCst);
+    Ok(format!("settled {invoice}"))
+}
+
+fn settle(id: &str, invoice: &str) -> ToolCall {
+    call(id, "settle_invoice", json!({ "invoice": invoice }))
+}
+
+fn settling(store: &InMemoryApprovalStore, lifetime: Duration) -> Registry {
+    Registry::builder()
+        .tool(SettleInvoice)
+        .approval_store(store.clone())
+        .approval_lifetime(lifetime)
+        .build()
+        .unwrap()
+}
+
+/// Whoever writes to the store directly, around `record_decision`, still cannot approve: the
+/// worker holds the recorded decision to the approver rules before it runs anything.
+#[tokio::test]
+async fn a_decision_written_around_the_rules_does_not_run() {
+    let store = InMemoryApprovalStore::default();
+    let registry = settling(&store, Duration::from_secs(60));
+    let ctx = CallContext::new("agent");
+    let pending = registry.dispatch(&ctx, &settle("s1", "inv-1")).await;
+    let ticket = pending.ticket().unwrap().id.clone();
+    let forged = ApprovalDecision::Approve {
+        reviewer: Reviewer::new("mallory"),
+    };
+    let recorded = portcullis::ApprovalStore::decide(&store, &ticket, &forged, 0).await;
+    assert_eq!(recorded, portcullis::Recorded::Recorded);
+    let ran = registry.run_decided().await.unwrap();
+    assert_eq!(ran.len(), 1);
+    assert_eq!(ran[0].1.code(), Some(RejectionCode::ReviewerNotAllowed));
+    assert_eq!(SETTLED.load(Ordering::SeqCst), 0);
+    let resent = registry.dispatch(&ctx, &settle("s1", "inv-1")).await;
+    assert_eq!(resent.code(), Some(RejectionCode::ReviewerNotAllowed));
+}
+
+/// A worker without the ticket's tool leaves its decided call for one that has it.
+#[tokio::test]
+async fn a_worker_leaves_decided_calls_it_cannot_run() {
+    let store = InMemoryApprovalStore::default();
+    let registry = settling(&store, Duration::from_secs(60));
+    let ctx = CallContext::new("agent");
+    let pending = registry.dispatch(&ctx, &settle("s2", "inv-2")).await;
+    let ticket = pending.ticket().unwrap().id.clone();
+    let decision = ApprovalDecision::Reject {
+        reviewer: finance(),
+        message: "wrong invoice".into(),
+    };
+    portcullis::record_decision(&store, &ticket, decision)
+        .await
+        .unwrap();
+    let other_application = Registry::builder()
+        .tool(FindCustomer)
+        .approval_store(store.clone())
+        .build()
+        .unwrap();
+    assert!(other_application.run_decided().await.unwrap().is_empty());
+    let ran = registry.run_decided().await.unwrap();
+    assert_eq!(ran.len(), 1, "still there for the worker that has the tool");
+    assert_eq!(ran[0].1.code(), Some(RejectionCode::ApprovalRejected));
+}
+
+/// A rejection holds even when it is carried out after the ticket expired; an approval that
+/// no worker ran in time says so, with who approved it in the audit.
+#[tokio::test]
+async fn decisions_outlive_their_ticket_as_they_should() {
+    let store = InMemoryApprovalStore::default();
+    let sink = MemoryAuditSink::default();
+    let registry = Registry::builder()
+        .tool(SettleInvoice)
+        .approval_store(store.clone())
+        .approval_lifetime(Duration::from_millis(200))
+        .audit(sink.clone())
+        .build()
+        .unwrap();
+    let ctx = CallContext::new("agent");
+    let mut tickets = Vec::new();
+    for (id, invoice) in [("s3", "inv-3"), ("s4", "inv-4")] {
+        let pending = registry.dispatch(&ctx, &settle(id, invoice)).await;
+        tickets.push(pending.ticket().unwrap().id.clone());
+    }
+    let reject = ApprovalDecision::Reject {
+        reviewer: finance(),
+        message: "a duplicate".into(),
+    };
+    portcullis::record_decision(&store, &tickets[0], reject)
+        .await
+        .unwrap();
+    portcullis::record_decision(&store, &tickets[1], approve(finance()))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert_eq!(registry.expire_tickets().await.len(), 2);
+    let rejected = registry.dispatch(&ctx, &settle("s3", "inv-3")).await;
+    assert_eq!(rejected.code(), Some(RejectionCode::ApprovalRejected));
+    assert!(
+        rejected
+            .rejection()
+            .unwrap()
+            .message()
+            .contains("a duplicate")
+    );
+    let late = registry.dispatch(&ctx, &settle("s4", "inv-4")).await;
+    assert_eq!(late.code(), Some(RejectionCode::ApprovalExpired));
+    assert!(late.rejection().unwrap().message().contains("approved"));
+    let resolutions: Vec<Option<String>> = sink
+        .records()
+        .into_iter()
+        .filter(|record| record.code.is_some())
+        .map(|record| record.resolution)
+        .collect();
+    assert!(resolutions.contains(&Some("rejected by rita".to_owned())));
+    assert!(resolutions.contains(&Some("expired after rita decided".to_owned())));
+    assert_eq!(SETTLED.load(Ordering::SeqCst), 0);
 }

@@ -167,12 +167,13 @@ async fn list(store: &Store, json: bool, out: &mut dyn Write) -> Result<(), CliE
     let mut tickets: Vec<(Ticket, State)> = store
         .pending()
         .await
+        .map_err(CliError::Refused)?
         .into_iter()
         .map(|ticket| (ticket, State::Pending))
         .collect();
-    for id in store.decided().await {
+    for id in store.decided().await.map_err(CliError::Refused)? {
         // A worker may take the call between the two reads; it is then no longer waiting.
-        if let Some(pending) = store.get(&id).await {
+        if let Some(pending) = store.get(&id).await.map_err(CliError::Refused)? {
             tickets.push((pending.ticket, State::Decided));
         }
     }
@@ -227,6 +228,7 @@ async fn show(
     let pending = store
         .get(ticket_id)
         .await
+        .map_err(CliError::Refused)?
         .ok_or_else(|| CliError::Refused(not_pending()))?;
     let state = match pending.decision {
         Some(_) => State::Decided,

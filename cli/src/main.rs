@@ -104,6 +104,12 @@ pub enum CliError {
 impl CliError {
     fn exit_code(&self) -> u8 {
         match self {
+            // The store, not the ticket, failed.
+            CliError::Refused(rejection)
+                if rejection.code() == portcullis_core::RejectionCode::ApprovalsUnavailable =>
+            {
+                3
+            }
             CliError::Refused(_) | CliError::ChainBroken { .. } | CliError::ManifestsDiffer => 1,
             CliError::NoStoreGiven | CliError::NoReviewer => 2,
             CliError::NoDatabase(_)

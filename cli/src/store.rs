@@ -7,8 +7,9 @@ use portcullis_stores::Store;
 
 use crate::CliError;
 
-/// Opens the store at `location`. A SQLite file must exist already: opening a mistyped path
-/// would create an empty store and report that nothing waits, which an operator could believe.
+/// Opens the store at `location`, creating and migrating nothing: a mistyped path or URL would
+/// otherwise become an empty store that reports nothing waiting, which an operator could
+/// believe.
 pub async fn open(location: Option<&str>) -> Result<Store, CliError> {
     let location = location.ok_or(CliError::NoStoreGiven)?;
     if !is_postgres(location) {
@@ -17,7 +18,7 @@ pub async fn open(location: Option<&str>) -> Result<Store, CliError> {
             return Err(CliError::NoDatabase(path.to_owned()));
         }
     }
-    Store::open(location)
+    Store::open_existing(location)
         .await
         .map_err(|error| CliError::StoreUnavailable {
             location: without_password(location),

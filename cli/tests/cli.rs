@@ -214,10 +214,10 @@ async fn a_ticket_decided_on_the_command_line_runs_once_in_a_worker() {
     assert_eq!(listed.as_array().map(Vec::len), Some(1));
     assert_eq!(listed[0]["state"], json!("decided"));
 
-    let ran = worker(&database).run_decided().await;
+    let ran = worker(&database).run_decided().await.unwrap();
     assert_eq!(ran.len(), 1);
     assert!(ran[0].1.is_completed(), "{:?}", ran[0].1);
-    assert!(worker(&database).run_decided().await.is_empty());
+    assert!(worker(&database).run_decided().await.unwrap().is_empty());
     assert_eq!(PAYOUTS.load(Ordering::SeqCst), 1);
 
     let unknown = portcullis(&["--store", store, "approvals", "show", &ticket]);
@@ -243,6 +243,37 @@ fn a_missing_database_is_reported_and_not_created() {
     assert!(!database.exists());
     let no_store = portcullis(&["audit", "tail"]);
     assert_eq!(code(&no_store), 2, "{}", stderr(&no_store));
+}
+
+/// A file that is a database but not a store (a mistyped path to another application's
+/// database) is refused, and left as it was.
+#[test]
+fn a_database_that_is_no_store_is_refused_and_left_alone() {
+    let database = directory("foreign").join("orders.db");
+    let orders = rusqlite::Connection::open(&database).unwrap();
+    orders
+        .execute_batch("CREATE TABLE orders (id INTEGER)")
+        .unwrap();
+    drop(orders);
+    let output = portcullis(&["--store", database.to_str().unwrap(), "approvals", "list"]);
+    assert_eq!(code(&output), 3, "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("holds no portcullis store"),
+        "{}",
+        stderr(&output)
+    );
+    let orders = rusqlite::Connection::open(&database).unwrap();
+    let version: i64 = orders
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .unwrap();
+    let tables: i64 = orders
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table'",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!((version, tables), (0, 1), "nothing was created");
 }
 
 #[tokio::test]

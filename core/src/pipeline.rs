@@ -32,7 +32,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::audit::{Decided, Snapshots, sha256_hex};
-use crate::gate::approve::decision::{expired, not_pending, record_decision};
+use crate::gate::approve::decision::{already_decided, expired, not_pending, record_decision};
 use crate::gate::approve::now_ms;
 use crate::gate::authorize::{authorize, authorize_caller};
 use crate::gate::decode::{self, Canonical, canonical_of, canonical_text};
@@ -360,6 +360,33 @@ impl Settings {
     }
 }
 
+/// The refusal, and the audit's resolution, of a pending call that ends without running:
+/// rejected by its reviewer, or expired (before or after a reviewer approved it).
+fn unrun(decision: Option<&ApprovalDecision>) -> (Rejection, String) {
+    match decision {
+        None => (expired(), "expired".to_owned()),
+        Some(ApprovalDecision::Reject { reviewer, message }) => {
+            let message = crate::rejection::shorten(message, 500);
+            (
+                Rejection::new(
+                    RejectionCode::ApprovalRejected,
+                    format!("a reviewer rejected the call: {message}"),
+                )
+                .with_retryable(false),
+                format!("rejected by {}", reviewer.id()),
+            )
+        }
+        Some(approved) => (
+            Rejection::new(
+                RejectionCode::ApprovalExpired,
+                "the call was approved, but its ticket expired before a worker ran it",
+            )
+            .with_retryable(false),
+            format!("expired after {} decided", approved.reviewer().id()),
+        ),
+    }
+}
+
 /// The call a pending call was, as the model sent it.
 fn pending_call(pending: &PendingCall) -> ToolCall {
     ToolCall {
@@ -474,7 +501,15 @@ impl Registry {
     async fn stopped(&self, ctx: &CallContext) -> Option<Rejection> {
         let settings = self.settings();
         let limit = settings.refusal_limit?;
-        let refusals = settings.budget.store.refusals(ctx.task_id()).await;
+        let Some(refusals) = settings.budget.store.refusals(ctx.task_id()).await else {
+            return Some(
+                Rejection::new(
+                    RejectionCode::BudgetUnavailable,
+                    "the task's refusals could not be counted, so the call did not run",
+                )
+                .with_hint("try again later"),
+            );
+        };
         (refusals >= limit).then(|| {
             Rejection::new(
                 RejectionCode::TooManyRefusals,
@@ -484,15 +519,15 @@ impl Registry {
         })
     }
 
-    /// Ends every pending call whose ticket expired, each refused with `approval_expired`,
-    /// its budget given back and its decision audited; returns their tickets. Also done
-    /// whenever a new call begins to wait.
+    /// Ends every pending call whose ticket expired, each refused with `approval_expired`
+    /// (or, if a reviewer rejected it, `approval_rejected`), its budget given back and its
+    /// decision audited; returns their tickets. Also done whenever a new call begins to wait.
     pub async fn expire_tickets(&self) -> Vec<Ticket> {
         let taken = self.settings().approvals.store.take_expired(now_ms()).await;
         let mut tickets = Vec::with_capacity(taken.len());
         for pending in taken {
-            self.end_pending(&pending, expired(), "expired".to_owned())
-                .await;
+            let (refusal, resolution) = unrun(pending.decision.as_ref());
+            self.end_pending(&pending, refusal, resolution).await;
             tickets.push(pending.ticket);
         }
         tickets
@@ -541,7 +576,7 @@ impl Registry {
             .approvals
             .store
             .get(ticket_id)
-            .await
+            .await?
             .ok_or_else(not_pending)?;
         reviewer.may_decide(&pending.ticket)?;
         Ok((pending.ticket, pending.canonical))
@@ -566,17 +601,37 @@ impl Registry {
     /// another process (the `portcullis` command line, a review service) with
     /// [`record_decision`](crate::record_decision), or by a worker that stopped before it ran
     /// them. Each runs once, whichever worker takes it. A worker calls it when it starts and
-    /// then every few seconds; returns the id and outcome of each ticket this call took.
-    pub async fn run_decided(&self) -> Vec<(String, Outcome)> {
-        let decided = self.settings().approvals.store.decided().await;
+    /// then every few seconds; returns the id and outcome of each ticket this call took, or
+    /// `approvals_unavailable` when the store cannot be read.
+    ///
+    /// A ticket is left for another worker when this registry does not have its tool under
+    /// the contract it was opened for (another application sharing the store, or an older
+    /// or newer build during a deploy); it ends when it expires if no worker has.
+    pub async fn run_decided(&self) -> Result<Vec<(String, Outcome)>, Rejection> {
+        let store = &self.settings().approvals.store;
+        let decided = store.decided().await?;
         let mut outcomes = Vec::with_capacity(decided.len());
         for ticket_id in decided {
+            let ours = match store.get(&ticket_id).await {
+                Ok(Some(pending)) => {
+                    self.contract(&pending.ticket.tool).map(contract_hash)
+                        == Some(pending.ticket.contract_hash)
+                }
+                Ok(None) => false,
+                Err(rejection) => {
+                    outcomes.push((ticket_id, Outcome::Rejected(rejection)));
+                    continue;
+                }
+            };
+            if !ours {
+                continue;
+            }
             // A ticket another worker took meanwhile is its to report.
             if let Some(outcome) = self.run_decision(&ticket_id, &Facts::default()).await {
                 outcomes.push((ticket_id, outcome));
             }
         }
-        outcomes
+        Ok(outcomes)
     }
 
     /// [`resume`](Self::resume), with what the gates learn of the call kept in `facts`.
@@ -595,7 +650,7 @@ impl Registry {
                 RejectionCode::ReviewerNotAllowed | RejectionCode::SelfApproval
             );
             let outcome = Outcome::Rejected(rejection);
-            if refused_reviewer && let Some(pending) = store.get(ticket_id).await {
+            if refused_reviewer && let Ok(Some(pending)) = store.get(ticket_id).await {
                 let call = pending_call(&pending);
                 let contract = self.contract(&pending.ticket.tool);
                 let mut decided = Decided::plain(&pending.ctx, &call, contract, &outcome);
@@ -604,9 +659,10 @@ impl Registry {
             }
             return outcome;
         }
+        // Recorded, but taken by another worker first: it runs there, as decided.
         self.run_decision(ticket_id, facts)
             .await
-            .unwrap_or_else(|| Outcome::Rejected(not_pending()))
+            .unwrap_or_else(|| Outcome::Rejected(already_decided()))
     }
 
     /// Takes the decided call of `ticket_id` from the store and carries out its decision;
@@ -614,7 +670,10 @@ impl Registry {
     async fn run_decision(&self, ticket_id: &str, facts: &Facts) -> Option<Outcome> {
         let settings = self.settings();
         let store = &settings.approvals.store;
-        let pending = store.take(ticket_id).await?;
+        let pending = match store.take(ticket_id).await {
+            Ok(taken) => taken?,
+            Err(rejection) => return Some(Outcome::Rejected(rejection)),
+        };
         let Some(decision) = pending.decision.clone() else {
             // Only a decided call is taken to run; an undecided one goes back to wait.
             if let Err(rejection) = store.insert(pending, PendingLimits::UNLIMITED).await {
@@ -636,12 +695,26 @@ impl Registry {
         let settings = self.settings();
         let store = &settings.approvals.store;
         let reviewer = decision.reviewer().clone();
-        let contract = self.contract(&pending.ticket.tool);
-        if pending.ticket.is_expired(now_ms()) {
+        // The store is not taken at its word: a decision recorded around `record_decision`
+        // is held to the same rules.
+        if let Err(refusal) = reviewer.may_decide(&pending.ticket) {
             return self
-                .end_pending(&pending, expired(), "expired".to_owned())
+                .end_pending(&pending, refusal, format!("refused to {}", reviewer.id()))
                 .await;
         }
+        // A rejection stands whenever it is carried out; an approval only within the ticket's
+        // lifetime, and under the contract it was given for. `edited`: None for a rejection,
+        // then the arguments a reviewer put in place of the model's, if any.
+        let edited = match decision {
+            ApprovalDecision::Reject { .. } => None,
+            ApprovalDecision::Approve { .. } => Some(None),
+            ApprovalDecision::Edit { ref arguments, .. } => Some(Some(arguments.clone())),
+        };
+        let Some(edited) = edited.filter(|_| !pending.ticket.is_expired(now_ms())) else {
+            let (refusal, resolution) = unrun(Some(&decision));
+            return self.end_pending(&pending, refusal, resolution).await;
+        };
+        let contract = self.contract(&pending.ticket.tool);
         if contract.map(contract_hash).as_deref() != Some(pending.ticket.contract_hash.as_str()) {
             return self
                 .end_pending(
@@ -657,27 +730,13 @@ impl Registry {
         }
         let mut call = pending_call(&pending);
         let ctx = &pending.ctx;
-        let (road, resolution, original_arguments) = match decision {
-            ApprovalDecision::Reject { message, .. } => {
-                let message = crate::rejection::shorten(&message, 500);
-                return self
-                    .end_pending(
-                        &pending,
-                        Rejection::new(
-                            RejectionCode::ApprovalRejected,
-                            format!("a reviewer rejected the call: {message}"),
-                        )
-                        .with_retryable(false),
-                        format!("rejected by {}", reviewer.id()),
-                    )
-                    .await;
-            }
-            ApprovalDecision::Approve { .. } => (
+        let (road, resolution, original_arguments) = match edited {
+            None => (
                 Road::Approved,
                 format!("approved by {}", reviewer.id()),
                 None,
             ),
-            ApprovalDecision::Edit { arguments, .. } => {
+            Some(arguments) => {
                 // The edited call is counted for itself.
                 if let Some(cost) = pending.reserved_cost {
                     settings.budget.release(ctx, &call.name, cost).await;
@@ -693,12 +752,17 @@ impl Registry {
         };
         let Dispatched { outcome, contract } = self.decide(ctx, &call, road, facts).await;
         let key = CallKey::new(ctx, &pending.ticket.tool, &pending.ticket.call_id);
-        if road == Road::Approved && outcome.code() == Some(RejectionCode::AuditUnavailable) {
-            // Nothing ran: the call waits again under its ticket, still reserved and claimed
-            // as pending, to be approved once the audit can record it.
+        if outcome.code() == Some(RejectionCode::AuditUnavailable) {
+            // Nothing ran: the call waits again under its ticket and its decision, claimed as
+            // pending, for `run_decided` once the audit can record it. An approved call keeps
+            // its reservation; an edited one was given back and is counted again then.
             let mut decided = Decided::plain(ctx, &call, contract, &outcome);
             decided.resolution = Some(resolution);
             settings.record(decided).await;
+            let mut pending = pending;
+            if road == Road::Edited {
+                pending.reserved_cost = None;
+            }
             if let Err(rejection) = store.insert(pending, PendingLimits::UNLIMITED).await {
                 tracing::error!(%rejection, "an approved call could not wait again for its audit");
             }

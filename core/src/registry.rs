@@ -21,7 +21,7 @@ use crate::pipeline::ErasedTool;
 use crate::transaction::store::{DurableTransactions, TransactionStore};
 use crate::{
     ApprovalStore, Approver, BudgetLimits, BudgetStore, CallContext, ContractError, DecodeLimits,
-    InMemoryApprovalStore, InMemoryBudgetStore, Policy, Ticket, Tool, ToolContract,
+    InMemoryApprovalStore, InMemoryBudgetStore, Policy, Rejection, Ticket, Tool, ToolContract,
 };
 
 /// Refusals a task may collect before it is stopped, unless the registry says otherwise.
@@ -118,8 +118,9 @@ impl Registry {
         Some(&*tools[index].1.tool)
     }
 
-    /// The calls waiting for a human, oldest first.
-    pub async fn pending_tickets(&self) -> Vec<Ticket> {
+    /// The calls waiting for a human, oldest first; `approvals_unavailable` when the store
+    /// cannot be read.
+    pub async fn pending_tickets(&self) -> Result<Vec<Ticket>, Rejection> {
         self.inner.settings.approvals.store.pending().await
     }
 

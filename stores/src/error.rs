@@ -17,6 +17,14 @@ pub enum OpenError {
         /// The newest version this build knows.
         known: i64,
     },
+    /// Opened without migrating, the database is not a store at this build's schema: at
+    /// `found` (0: not a portcullis store at all), where this build expects `known`.
+    NotMigrated {
+        /// The database's schema version.
+        found: i64,
+        /// The version this build expects.
+        known: i64,
+    },
 }
 
 impl fmt::Display for OpenError {
@@ -28,6 +36,15 @@ impl fmt::Display for OpenError {
                 "the database's schema is at version {found}, newer than the {known} this \
                  portcullis knows: upgrade portcullis before opening it"
             ),
+            OpenError::NotMigrated { found: 0, .. } => f.write_str(
+                "the database holds no portcullis store: check the location, or start a worker \
+                 of the application, which creates it",
+            ),
+            OpenError::NotMigrated { found, known } => write!(
+                f,
+                "the store's schema is at version {found}, older than the {known} this \
+                 portcullis expects: start a worker of the new version, which migrates it"
+            ),
         }
     }
 }
@@ -36,7 +53,7 @@ impl Error for OpenError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
             OpenError::Database(error) => Some(error.as_ref()),
-            OpenError::NewerSchema { .. } => None,
+            OpenError::NewerSchema { .. } | OpenError::NotMigrated { .. } => None,
         }
     }
 }

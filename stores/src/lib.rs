@@ -29,6 +29,7 @@
 mod error;
 mod group_commit;
 mod postgres;
+mod refusals;
 mod sqlite;
 mod store;
 mod values;

@@ -44,6 +44,19 @@ impl Store {
         Ok(Store::Sqlite(SqliteStore::open(path)?))
     }
 
+    /// Opens the store at `location` without creating or migrating anything: it must hold a
+    /// store at this build's schema ([`OpenError::NotMigrated`] otherwise), and a SQLite file
+    /// must exist. For tools beside the application, such as the `portcullis` command line.
+    pub async fn open_existing(location: &str) -> Result<Self, OpenError> {
+        if location.starts_with("postgres://") || location.starts_with("postgresql://") {
+            return Ok(Store::Postgres(
+                PostgresStore::connect_existing(location).await?,
+            ));
+        }
+        let path = location.strip_prefix("sqlite://").unwrap_or(location);
+        Ok(Store::Sqlite(SqliteStore::open_existing(path)?))
+    }
+
     /// The audit log's records from sequence `from` on, at most `limit` of them, in order.
     pub async fn audit_records(
         &self,
@@ -66,7 +79,7 @@ impl ApprovalStore for Store {
         on_store!(self, store => store.insert(pending, limits))
     }
 
-    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<PendingCall>> {
+    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<PendingCall>, Rejection>> {
         on_store!(self, store => store.get(id))
     }
 
@@ -79,7 +92,7 @@ impl ApprovalStore for Store {
         on_store!(self, store => store.decide(id, decision, now_ms))
     }
 
-    fn take<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<PendingCall>> {
+    fn take<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<PendingCall>, Rejection>> {
         on_store!(self, store => store.take(id))
     }
 
@@ -87,11 +100,11 @@ impl ApprovalStore for Store {
         on_store!(self, store => store.take_expired(now_ms))
     }
 
-    fn pending(&self) -> BoxFuture<'_, Vec<Ticket>> {
+    fn pending(&self) -> BoxFuture<'_, Result<Vec<Ticket>, Rejection>> {
         on_store!(self, store => store.pending())
     }
 
-    fn decided(&self) -> BoxFuture<'_, Vec<String>> {
+    fn decided(&self) -> BoxFuture<'_, Result<Vec<String>, Rejection>> {
         on_store!(self, store => store.decided())
     }
 }
@@ -136,7 +149,7 @@ impl BudgetStore for Store {
         on_store!(self, store => store.count_refusal(task))
     }
 
-    fn refusals<'a>(&'a self, task: &'a str) -> BoxFuture<'a, u64> {
+    fn refusals<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Option<u64>> {
         on_store!(self, store => store.refusals(task))
     }
 }

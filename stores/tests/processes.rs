@@ -109,7 +109,7 @@ async fn worker() {
             journal(&format!("recovered {}", recovered.len()));
         }
         "run-decided" => {
-            for (_, outcome) in registry.run_decided().await {
+            for (_, outcome) in registry.run_decided().await.unwrap() {
                 journal(&format!("ran {:?}", outcome.code()));
             }
         }
@@ -231,7 +231,7 @@ async fn a_pending_call_outlives_its_worker_process(backend: Backend) {
     succeeded(scene.spawn("wait", &[]));
     let waiting = journaled(&scene.journal);
     let ticket = waiting[0].strip_prefix("waiting ").unwrap().to_owned();
-    let pending = scene.registry().await.pending_tickets().await;
+    let pending = scene.registry().await.pending_tickets().await.unwrap();
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].id, ticket);
     let store = scene.backend.open().await;

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use common::Backend;
 use portcullis::prelude::*;
-use portcullis::{ApprovalDecision, Reviewer, record_decision};
+use portcullis::{ApprovalDecision, RegistryBuilder, Reviewer, record_decision};
 use serde_json::json;
 
 /// The suppliers paid, one entry per payout; each test pays a supplier of its own.
@@ -79,6 +79,8 @@ on_both!(
     several_workers_write_one_verifiable_audit_chain,
     workers_share_one_budget,
     recover_compensates_a_crashed_workers_transaction_once,
+    a_store_that_fails_refuses_and_nothing_runs,
+    opening_an_existing_store_creates_nothing,
 );
 
 async fn a_pending_call_survives_a_restart_and_runs_once(backend: Backend) {
@@ -92,7 +94,7 @@ async fn a_pending_call_survives_a_restart_and_runs_once(backend: Backend) {
         pending.ticket().unwrap().clone()
     };
     let after = worker(&backend).await;
-    assert_eq!(after.pending_tickets().await, vec![ticket.clone()]);
+    assert_eq!(after.pending_tickets().await.unwrap(), vec![ticket.clone()]);
     let resent = after.dispatch(&ctx, &payout(&supplier)).await;
     assert_eq!(
         resent.ticket().map(|t| &t.id),
@@ -143,7 +145,14 @@ async fn a_decision_recorded_elsewhere_runs_once(backend: Backend) {
         .await
         .unwrap_err();
     assert_eq!(again.code(), RejectionCode::TicketDecided);
-    assert!(worker(&backend).await.pending_tickets().await.is_empty());
+    assert!(
+        worker(&backend)
+            .await
+            .pending_tickets()
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(
         payouts_to(&supplier),
         0,
@@ -152,7 +161,7 @@ async fn a_decision_recorded_elsewhere_runs_once(backend: Backend) {
 
     let workers = [worker(&backend).await, worker(&backend).await];
     let (first, second) = tokio::join!(workers[0].run_decided(), workers[1].run_decided());
-    let ran: Vec<_> = first.into_iter().chain(second).collect();
+    let ran: Vec<_> = first.unwrap().into_iter().chain(second.unwrap()).collect();
     assert_eq!(ran.len(), 1, "{ran:?}");
     assert_eq!(ran[0].0, ticket);
     assert!(ran[0].1.is_completed());
@@ -461,4 +470,108 @@ async fn recover_compensates_a_crashed_workers_transaction_once(backend: Backend
         .collect();
     assert_eq!(ledger, [101, 202, 303, 404, -202, -101]);
     held.abort().await;
+}
+
+/// The database loses its tables under running workers: each gate that needs the store refuses
+/// with its own code, and no tool runs (the store fails closed).
+async fn a_store_that_fails_refuses_and_nothing_runs(backend: Backend) {
+    let supplier = format!("umbrella-{}", backend.tag());
+    let amount = if backend.tag() == "sqlite" {
+        7_000
+    } else {
+        7_001
+    };
+    let with = |configure: fn(RegistryBuilder, portcullis_stores::Store) -> RegistryBuilder| {
+        let backend = backend.clone();
+        async move {
+            let store = backend.open().await;
+            configure(Registry::builder().tool(PaySupplier).tool(Transfer), store)
+                .build()
+                .unwrap()
+        }
+    };
+    let claims = with(|builder, store| builder.repeat_store(store)).await;
+    let budget = with(|builder, store| {
+        builder
+            .budget(portcullis::BudgetLimits {
+                max_calls_per_task: Some(100),
+                ..portcullis::BudgetLimits::default()
+            })
+            .budget_store(store)
+    })
+    .await;
+    let audit = with(|builder, store| builder.audit(store)).await;
+    let approvals = with(|builder, store| builder.approval_store(store)).await;
+    let pending = approvals
+        .dispatch(&CallContext::new("agent"), &payout(&supplier))
+        .await;
+    let ticket = pending.ticket().unwrap().id.clone();
+
+    backend
+        .tamper(if backend.tag() == "sqlite" {
+            "DROP TABLE claims; DROP TABLE budget_tasks; DROP TABLE audit_records;
+             DROP TABLE pending_calls;"
+        } else {
+            "DROP SCHEMA portcullis CASCADE;"
+        })
+        .await;
+
+    let ctx = CallContext::new("agent").with_task_id("t5");
+    let send = |id: &str| ToolCall::new(id, "transfer", json!({"amount_cents": amount}));
+    let refused = [
+        (&claims, "c1", RejectionCode::ClaimsUnavailable),
+        (&budget, "c2", RejectionCode::BudgetUnavailable),
+        (&audit, "c3", RejectionCode::AuditUnavailable),
+    ];
+    for (registry, id, code) in refused {
+        assert_eq!(registry.dispatch(&ctx, &send(id)).await.code(), Some(code));
+    }
+    let another = approvals
+        .dispatch(
+            &CallContext::new("agent"),
+            &payout(&format!("{supplier}-2")),
+        )
+        .await;
+    assert_eq!(another.code(), Some(RejectionCode::ApprovalsUnavailable));
+    let decided = approvals.resume(&ticket, approve()).await;
+    assert_eq!(decided.code(), Some(RejectionCode::ApprovalsUnavailable));
+    assert_eq!(
+        approvals.pending_tickets().await.unwrap_err().code(),
+        RejectionCode::ApprovalsUnavailable
+    );
+    assert_eq!(
+        approvals.run_decided().await.unwrap_err().code(),
+        RejectionCode::ApprovalsUnavailable
+    );
+    let moved = MOVED
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|moved| **moved == amount)
+        .count();
+    assert_eq!(moved, 0, "no transfer ran");
+    assert_eq!(payouts_to(&supplier), 0, "no payout ran");
+}
+
+/// `open_existing` refuses a database that holds no store, and creates nothing in it; once a
+/// worker created the store, it opens.
+async fn opening_an_existing_store_creates_nothing(backend: Backend) {
+    use portcullis_stores::{OpenError, Store};
+
+    if backend.tag() == "sqlite" {
+        std::fs::write(&backend.location, b"").unwrap();
+    }
+    let refused = Store::open_existing(&backend.location).await.err().unwrap();
+    assert!(
+        matches!(refused, OpenError::NotMigrated { found: 0, .. }),
+        "{refused}"
+    );
+    assert!(refused.to_string().contains("holds no portcullis store"));
+    let again = Store::open_existing(&backend.location).await.err().unwrap();
+    assert!(
+        matches!(again, OpenError::NotMigrated { found: 0, .. }),
+        "still none"
+    );
+    drop(backend.open().await);
+    assert!(Store::open_existing(&backend.location).await.is_ok());
 }

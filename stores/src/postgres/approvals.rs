@@ -8,7 +8,8 @@ use portcullis_core::{
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use super::{Failure, PostgresStore, failed, lock, to_text};
+use super::{Failure, PostgresStore, failed, to_text};
+use crate::refusals::approvals_unavailable;
 use crate::values::{as_sql, now_ms};
 
 /// The columns a pending call is read from.
@@ -22,17 +23,6 @@ fn call_of(row: &Row) -> Result<PendingCall, Failure> {
     Ok(call)
 }
 
-/// The pending calls of `rows`; a row that does not read back is reported and left out.
-fn calls_of(rows: &[Row]) -> Vec<PendingCall> {
-    rows.iter()
-        .filter_map(|row| {
-            call_of(row)
-                .map_err(|error| failed("read a pending call", &error))
-                .ok()
-        })
-        .collect()
-}
-
 impl PostgresStore {
     async fn insert_call(
         &self,
@@ -44,7 +34,7 @@ impl PostgresStore {
         let task = pending.ctx.task_id();
         let actor = pending.ticket.actor.as_str();
         // Counted and kept under the task's and the actor's locks: no two workers both see room.
-        lock(
+        self.lock(
             &transaction,
             &[
                 &format!("pending-task:{task}"),
@@ -130,38 +120,44 @@ impl PostgresStore {
         })
     }
 
-    /// The pending calls `statement` returns with `parameters`; a failure to `operation` is
-    /// reported and reads as none.
-    async fn calls(
+    /// The stored calls `condition` selects with `parameters`, oldest first.
+    async fn rows(
         &self,
-        statement: &str,
+        condition: &str,
         parameters: &[&(dyn ToSql + Sync)],
-        operation: &str,
-    ) -> Vec<PendingCall> {
-        let rows = async {
+    ) -> Result<Vec<Row>, Rejection> {
+        let read = async {
             let client = self.client().await?;
-            Ok::<_, Failure>(client.query(statement, parameters).await?)
-        };
-        match rows.await {
-            Ok(rows) => calls_of(&rows),
-            Err(error) => {
-                failed(operation, &error);
-                Vec::new()
-            }
-        }
-    }
-
-    /// The pending calls `condition` selects, oldest first.
-    async fn oldest_first(&self, condition: &str) -> Vec<PendingCall> {
-        self.calls(
-            &format!(
+            let statement = format!(
                 "SELECT {CALL} FROM pending_calls WHERE {condition}
                  ORDER BY created_ms, ticket_id"
-            ),
-            &[],
-            "list pending calls",
-        )
-        .await
+            );
+            Ok::<_, Failure>(client.query(&statement, parameters).await?)
+        };
+        read.await.map_err(|error| {
+            failed("read pending calls", &error);
+            approvals_unavailable("the pending calls could not be read")
+        })
+    }
+
+    /// Takes the call of ticket `id`: removed only once it reads back, so that a row this
+    /// build cannot read stays for an operator rather than vanishing.
+    async fn take_call(&self, id: &str) -> Result<Option<PendingCall>, Failure> {
+        let mut client = self.client().await?;
+        let transaction = client.transaction().await?;
+        // Of two workers taking the ticket at once, one gets the row.
+        let taken = transaction
+            .query_opt(
+                &format!("DELETE FROM pending_calls WHERE ticket_id = $1 RETURNING {CALL}"),
+                &[&id],
+            )
+            .await?;
+        let Some(row) = taken else {
+            return Ok(None);
+        };
+        let call = call_of(&row)?;
+        transaction.commit().await?;
+        Ok(Some(call))
     }
 }
 
@@ -179,22 +175,21 @@ impl ApprovalStore for PostgresStore {
                     .with_retryable(false)),
                 Err(error) => {
                     failed("keep a pending call", &error);
-                    Err(Rejection::new(
-                        RejectionCode::ApprovalsUnavailable,
+                    Err(approvals_unavailable(
                         "the call could not be kept for approval, so it did not run",
-                    )
-                    .with_hint("try again later"))
+                    ))
                 }
             }
         })
     }
 
-    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<PendingCall>> {
+    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<PendingCall>, Rejection>> {
         Box::pin(async move {
-            let statement = format!("SELECT {CALL} FROM pending_calls WHERE ticket_id = $1");
-            self.calls(&statement, &[&id], "read a pending call")
-                .await
-                .pop()
+            let rows = self.rows("ticket_id = $1", &[&id]).await?;
+            rows.first().map(call_of).transpose().map_err(|error| {
+                failed("read a pending call", &error);
+                approvals_unavailable("the pending call could not be read")
+            })
         })
     }
 
@@ -214,37 +209,84 @@ impl ApprovalStore for PostgresStore {
         })
     }
 
-    fn take<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<PendingCall>> {
+    fn take<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<PendingCall>, Rejection>> {
         Box::pin(async move {
-            // One statement: of two workers taking the ticket at once, one gets the row.
-            let statement =
-                format!("DELETE FROM pending_calls WHERE ticket_id = $1 RETURNING {CALL}");
-            self.calls(&statement, &[&id], "take a pending call")
-                .await
-                .pop()
+            self.take_call(id).await.map_err(|error| {
+                failed("take a pending call", &error);
+                approvals_unavailable("the pending call could not be taken, so nothing ran")
+            })
         })
     }
 
     fn take_expired(&self, now_ms: u64) -> BoxFuture<'_, Vec<PendingCall>> {
         Box::pin(async move {
-            let statement =
-                format!("DELETE FROM pending_calls WHERE expires_ms <= $1 RETURNING {CALL}");
-            self.calls(&statement, &[&as_sql(now_ms)], "take expired pending calls")
-                .await
+            let taken = async {
+                let rows = self
+                    .client()
+                    .await?
+                    .query(
+                        &format!(
+                            "DELETE FROM pending_calls WHERE expires_ms <= $1 RETURNING {CALL}"
+                        ),
+                        &[&as_sql(now_ms)],
+                    )
+                    .await?;
+                Ok::<_, Failure>(rows)
+            };
+            match taken.await {
+                // An expired call that does not read back cannot be ended: reported, dropped.
+                Ok(rows) => rows
+                    .iter()
+                    .filter_map(|row| {
+                        call_of(row)
+                            .map_err(|error| failed("read an expired pending call", &error))
+                            .ok()
+                    })
+                    .collect(),
+                Err(error) => {
+                    failed("take expired pending calls", &error);
+                    Vec::new()
+                }
+            }
         })
     }
 
-    fn pending(&self) -> BoxFuture<'_, Vec<Ticket>> {
+    fn pending(&self) -> BoxFuture<'_, Result<Vec<Ticket>, Rejection>> {
         Box::pin(async move {
-            let calls = self.oldest_first("decision IS NULL").await;
-            calls.into_iter().map(|call| call.ticket).collect()
+            let rows = self.rows("decision IS NULL", &[]).await?;
+            Ok(rows
+                .iter()
+                .filter_map(|row| {
+                    // Reported, and left out of the queue: `get` refuses it by its id.
+                    call_of(row)
+                        .map_err(|error| failed("read a pending call", &error))
+                        .ok()
+                })
+                .map(|call| call.ticket)
+                .collect())
         })
     }
 
-    fn decided(&self) -> BoxFuture<'_, Vec<String>> {
+    fn decided(&self) -> BoxFuture<'_, Result<Vec<String>, Rejection>> {
         Box::pin(async move {
-            let calls = self.oldest_first("decision IS NOT NULL").await;
-            calls.into_iter().map(|call| call.ticket.id).collect()
+            let listed = async {
+                let rows = self
+                    .client()
+                    .await?
+                    .query(
+                        "SELECT ticket_id FROM pending_calls WHERE decision IS NOT NULL
+                         ORDER BY created_ms, ticket_id",
+                        &[],
+                    )
+                    .await?;
+                rows.iter()
+                    .map(|row| Ok(row.try_get(0)?))
+                    .collect::<Result<Vec<String>, Failure>>()
+            };
+            listed.await.map_err(|error| {
+                failed("list decided calls", &error);
+                approvals_unavailable("the decided calls could not be listed")
+            })
         })
     }
 }

@@ -9,7 +9,7 @@ use std::io;
 use portcullis_core::BoxFuture;
 use portcullis_core::audit::{AuditRecord, AuditSink, Checkpoint, Unchained};
 
-use super::{AUDIT_LOCK, Failure, PostgresStore, lock, to_text};
+use super::{AUDIT_LOCK, Failure, PostgresStore, to_text};
 use crate::values::{as_sql, from_sql};
 
 impl PostgresStore {
@@ -17,7 +17,7 @@ impl PostgresStore {
     async fn append_entries(&self, entries: Vec<Unchained>) -> Result<(), Failure> {
         let mut client = self.client().await?;
         let transaction = client.transaction().await?;
-        lock(&transaction, &[AUDIT_LOCK]).await?;
+        self.lock(&transaction, &[AUDIT_LOCK]).await?;
         let last = transaction
             .query_opt(
                 "SELECT sequence, hash FROM audit_records ORDER BY sequence DESC LIMIT 1",

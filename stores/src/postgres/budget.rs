@@ -6,7 +6,7 @@ use portcullis_core::{
     BoxFuture, BudgetLimits, BudgetStore, Charge, Rejection, RejectionCode, Usage, judge_charge,
 };
 
-use super::{Failure, PostgresStore, failed, lock};
+use super::{Failure, PostgresStore, failed};
 use crate::values::{as_sql, from_sql, now_ms};
 
 impl PostgresStore {
@@ -21,9 +21,9 @@ impl PostgresStore {
         let task_lock = format!("budget-task:{}", charge.task);
         let actor_lock = format!("budget-actor:{}", charge.actor);
         if limits.rate_limit.is_some() {
-            lock(&transaction, &[&task_lock, &actor_lock]).await?;
+            self.lock(&transaction, &[&task_lock, &actor_lock]).await?;
         } else {
-            lock(&transaction, &[&task_lock]).await?;
+            self.lock(&transaction, &[&task_lock]).await?;
         }
         let now = now_ms();
         let open_until: Option<i64> = match transaction
@@ -166,7 +166,8 @@ impl PostgresStore {
     async fn release_charge(&self, charge: &Charge<'_>) -> Result<(), Failure> {
         let mut client = self.client().await?;
         let transaction = client.transaction().await?;
-        lock(&transaction, &[&format!("budget-task:{}", charge.task)]).await?;
+        self.lock(&transaction, &[&format!("budget-task:{}", charge.task)])
+            .await?;
         transaction
             .execute(
                 "UPDATE budget_tasks
@@ -252,17 +253,14 @@ impl BudgetStore for PostgresStore {
         })
     }
 
-    fn refusals<'a>(&'a self, task: &'a str) -> BoxFuture<'a, u64> {
+    fn refusals<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Option<u64>> {
         Box::pin(async move {
             let read = self
                 .one_count("SELECT refusals FROM budget_tasks WHERE task = $1", task)
                 .await;
             read.map(|count| count.map_or(0, from_sql))
-                .unwrap_or_else(|error| {
-                    // Fails closed: a task whose refusals cannot be read is stopped.
-                    failed("read a task's refusals", &error);
-                    u64::MAX
-                })
+                .map_err(|error| failed("read a task's refusals", &error))
+                .ok()
         })
     }
 }

@@ -109,6 +109,9 @@ type Failure = Box<dyn std::error::Error + Send + Sync>;
 #[derive(Clone)]
 pub struct PostgresStore {
     pool: Pool,
+    /// The schema, which names the advisory locks: stores in other schemas of the database
+    /// do not wait for this one's.
+    schema: Arc<str>,
     audit: Arc<GroupCommit>,
 }
 
@@ -126,6 +129,29 @@ impl PostgresStore {
         schema: &str,
         connections: usize,
     ) -> Result<Self, OpenError> {
+        let store = Self::pool(url, schema, connections)?;
+        // Nothing to write when the schema is current: a role without the right to create
+        // may then connect.
+        if store.schema_version().await? != MIGRATIONS.len() as i64 {
+            store.migrate().await?;
+        }
+        Ok(store)
+    }
+
+    /// Connects without creating or migrating anything: the schema must hold a store at this
+    /// build's version (`NotMigrated` otherwise). For tools beside the application, such as
+    /// the `portcullis` command line, that must not create a store where a URL is mistyped.
+    pub async fn connect_existing(url: &str) -> Result<Self, OpenError> {
+        let store = Self::pool(url, DEFAULT_SCHEMA, 2)?;
+        let (found, known) = (store.schema_version().await?, MIGRATIONS.len() as i64);
+        if found != known {
+            return Err(OpenError::NotMigrated { found, known });
+        }
+        Ok(store)
+    }
+
+    /// A store on a pool of at most `connections` connections to `url`, using `schema`.
+    fn pool(url: &str, schema: &str, connections: usize) -> Result<Self, OpenError> {
         let plain = !schema.is_empty()
             && schema
                 .chars()
@@ -149,33 +175,55 @@ impl PostgresStore {
             .max_size(connections.max(1))
             .build()
             .map_err(database)?;
-        let store = PostgresStore {
+        Ok(PostgresStore {
             pool,
+            schema: schema.into(),
             audit: Arc::default(),
-        };
-        store.migrate(schema).await?;
-        Ok(store)
+        })
     }
 
     async fn client(&self) -> Result<Object, Failure> {
         Ok(self.pool.get().await?)
     }
 
-    /// Applies the migrations the schema lacks, in one transaction, one worker at a time.
-    async fn migrate(&self, schema: &str) -> Result<(), OpenError> {
-        let mut client = self.client().await.map_err(OpenError::Database)?;
-        let transaction = client.transaction().await.map_err(database)?;
-        lock(&transaction, &[MIGRATION_LOCK])
+    /// Takes the advisory locks of `keys` (in this store's schema) for the rest of the
+    /// transaction, in one order whatever the order of `keys`, so that two transactions taking
+    /// the same locks do not deadlock.
+    async fn lock(
+        &self,
+        transaction: &tokio_postgres::Transaction<'_>,
+        keys: &[&str],
+    ) -> Result<(), tokio_postgres::Error> {
+        let mut keys: Vec<String> = keys
+            .iter()
+            .map(|key| format!("{}:{key}", self.schema))
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        for key in keys {
+            transaction
+                .execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+                    &[&key],
+                )
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The schema's version: 0 where there is no store yet; refused if newer than this build
+    /// knows.
+    async fn schema_version(&self) -> Result<i64, OpenError> {
+        let client = self.client().await.map_err(OpenError::Database)?;
+        let exists: bool = client
+            .query_one("SELECT to_regclass('portcullis_schema') IS NOT NULL", &[])
             .await
+            .and_then(|row| row.try_get(0))
             .map_err(database)?;
-        transaction
-            .batch_execute(&format!(
-                "CREATE SCHEMA IF NOT EXISTS {schema};
-                 CREATE TABLE IF NOT EXISTS portcullis_schema (version BIGINT NOT NULL);"
-            ))
-            .await
-            .map_err(database)?;
-        let found: i64 = transaction
+        if !exists {
+            return Ok(0);
+        }
+        let found: i64 = client
             .query_one(
                 "SELECT coalesce(max(version), 0) FROM portcullis_schema",
                 &[],
@@ -187,7 +235,41 @@ impl PostgresStore {
         if found > known {
             return Err(OpenError::NewerSchema { found, known });
         }
-        for migration in &MIGRATIONS[usize::try_from(found).unwrap_or(0)..] {
+        Ok(found)
+    }
+
+    /// Applies the migrations the schema lacks, in one transaction, one worker at a time.
+    async fn migrate(&self) -> Result<(), OpenError> {
+        let mut client = self.client().await.map_err(OpenError::Database)?;
+        let transaction = client.transaction().await.map_err(database)?;
+        self.lock(&transaction, &[MIGRATION_LOCK])
+            .await
+            .map_err(database)?;
+        transaction
+            .batch_execute(&format!(
+                "CREATE SCHEMA IF NOT EXISTS {};
+                 CREATE TABLE IF NOT EXISTS portcullis_schema (version BIGINT NOT NULL);",
+                self.schema
+            ))
+            .await
+            .map_err(database)?;
+        // Read again under the lock: another worker may have migrated meanwhile.
+        let found: i64 = transaction
+            .query_one(
+                "SELECT coalesce(max(version), 0) FROM portcullis_schema",
+                &[],
+            )
+            .await
+            .and_then(|row| row.try_get(0))
+            .map_err(database)?;
+        let known = MIGRATIONS.len() as i64;
+        let Ok(applied) = usize::try_from(found) else {
+            return Err(OpenError::NotMigrated { found, known });
+        };
+        if found > known {
+            return Err(OpenError::NewerSchema { found, known });
+        }
+        for migration in &MIGRATIONS[applied..] {
             transaction
                 .batch_execute(migration)
                 .await
@@ -210,26 +292,6 @@ impl PostgresStore {
 
 fn database(error: impl std::error::Error + Send + Sync + 'static) -> OpenError {
     OpenError::Database(Box::new(error))
-}
-
-/// Takes the advisory locks of `keys` for the rest of the transaction, in one order whatever
-/// the order of `keys`, so that two transactions taking the same locks do not deadlock.
-async fn lock(
-    transaction: &tokio_postgres::Transaction<'_>,
-    keys: &[&str],
-) -> Result<(), tokio_postgres::Error> {
-    let mut keys = keys.to_vec();
-    keys.sort_unstable();
-    keys.dedup();
-    for key in keys {
-        transaction
-            .execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
-                &[&key],
-            )
-            .await?;
-    }
-    Ok(())
 }
 
 /// Reports a database failure the store answers by refusing.

@@ -10,6 +10,7 @@ use portcullis_core::{
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::{SqliteStore, as_sql, failed, now_ms};
+use crate::refusals::approvals_unavailable;
 
 /// A stored call and its decision, as two texts.
 type Row = (String, Option<String>);
@@ -21,22 +22,34 @@ fn row(row: &rusqlite::Row<'_>) -> Result<Row, rusqlite::Error> {
     Ok((row.get(0)?, row.get(1)?))
 }
 
-/// Reads the stored calls of `rows`; a row that does not read back is reported and left out.
-fn calls(rows: Vec<Row>) -> Vec<PendingCall> {
-    let read = |(call, decision): Row| -> Result<PendingCall, serde_json::Error> {
-        let mut call: PendingCall = serde_json::from_str(&call)?;
-        call.decision = decision.as_deref().map(serde_json::from_str).transpose()?;
-        Ok(call)
+/// A database or reading failure.
+type Failure = Box<dyn std::error::Error + Send + Sync>;
+
+/// The pending call stored in `row`.
+fn call_of((call, decision): Row) -> Result<PendingCall, serde_json::Error> {
+    let mut call: PendingCall = serde_json::from_str(&call)?;
+    call.decision = decision.as_deref().map(serde_json::from_str).transpose()?;
+    Ok(call)
+}
+
+/// Takes the call of ticket `id`: removed only once it reads back, so that a row this build
+/// cannot read stays for an operator rather than vanishing.
+fn take(connection: &mut Connection, id: &str) -> Result<Option<PendingCall>, Failure> {
+    let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let stored = transaction
+        .query_row(
+            &format!("SELECT {ROW} FROM pending_calls WHERE ticket_id = ?1"),
+            [id],
+            row,
+        )
+        .optional()?;
+    let Some(stored) = stored else {
+        return Ok(None);
     };
-    rows.into_iter()
-        .filter_map(|stored| match read(stored) {
-            Ok(call) => Some(call),
-            Err(error) => {
-                failed("read a pending call", &error);
-                None
-            }
-        })
-        .collect()
+    let call = call_of(stored)?;
+    transaction.execute("DELETE FROM pending_calls WHERE ticket_id = ?1", [id])?;
+    transaction.commit()?;
+    Ok(Some(call))
 }
 
 fn to_text<T: serde::Serialize>(value: &T) -> Result<String, rusqlite::Error> {
@@ -121,21 +134,6 @@ fn decide(
     Ok(recorded)
 }
 
-impl SqliteStore {
-    /// The pending call `statement` returns for ticket `id`, if any; a failure to `operation`
-    /// is reported and reads as no call.
-    fn one_call(&self, statement: &str, id: &str, operation: &str) -> Option<PendingCall> {
-        let row = self.lock().query_row(statement, [id], row).optional();
-        match row {
-            Ok(row) => calls(row.into_iter().collect()).pop(),
-            Err(error) => {
-                failed(operation, &error);
-                None
-            }
-        }
-    }
-}
-
 impl ApprovalStore for SqliteStore {
     fn insert(
         &self,
@@ -149,33 +147,32 @@ impl ApprovalStore for SqliteStore {
                 .with_retryable(false)),
             Err(error) => {
                 failed("keep a pending call", &error);
-                Err(Rejection::new(
-                    RejectionCode::ApprovalsUnavailable,
+                Err(approvals_unavailable(
                     "the call could not be kept for approval, so it did not run",
-                )
-                .with_hint("try again later"))
+                ))
             }
         };
         Box::pin(ready(result))
     }
 
-    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<PendingCall>> {
-        let call = self.one_call(
-            &format!("SELECT {ROW} FROM pending_calls WHERE ticket_id = ?1"),
-            id,
-            "read a pending call",
-        );
+    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<PendingCall>, Rejection>> {
+        let call = self.rows("ticket_id = ?1", [id]).and_then(|rows| {
+            let read = rows.into_iter().map(call_of).next().transpose();
+            read.map_err(|error| {
+                failed("read a pending call", &error);
+                approvals_unavailable("the pending call could not be read")
+            })
+        });
         Box::pin(ready(call))
     }
 
-    fn take<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<PendingCall>> {
-        // One statement: of two processes taking the ticket at once, one gets the row.
-        let call = self.one_call(
-            &format!("DELETE FROM pending_calls WHERE ticket_id = ?1 RETURNING {ROW}"),
-            id,
-            "take a pending call",
-        );
-        Box::pin(ready(call))
+    fn take<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<PendingCall>, Rejection>> {
+        // One IMMEDIATE transaction: of two processes taking the ticket at once, one gets it.
+        let taken = take(&mut self.lock(), id).map_err(|error| {
+            failed("take a pending call", &error);
+            approvals_unavailable("the pending call could not be taken, so nothing ran")
+        });
+        Box::pin(ready(taken))
     }
 
     fn take_expired(&self, now_ms: u64) -> BoxFuture<'_, Vec<PendingCall>> {
@@ -188,7 +185,15 @@ impl ApprovalStore for SqliteStore {
             rows.collect::<Result<Vec<Row>, _>>()
         })();
         let expired = match taken {
-            Ok(rows) => calls(rows),
+            // An expired call that does not read back cannot be ended: reported, and dropped.
+            Ok(rows) => rows
+                .into_iter()
+                .filter_map(|stored| {
+                    call_of(stored)
+                        .map_err(|error| failed("read an expired pending call", &error))
+                        .ok()
+                })
+                .collect(),
             Err(error) => {
                 failed("take expired pending calls", &error);
                 Vec::new()
@@ -210,36 +215,56 @@ impl ApprovalStore for SqliteStore {
         Box::pin(ready(recorded))
     }
 
-    fn pending(&self) -> BoxFuture<'_, Vec<Ticket>> {
-        let tickets = self.oldest_first("decision IS NULL");
-        Box::pin(ready(tickets.into_iter().map(|call| call.ticket).collect()))
+    fn pending(&self) -> BoxFuture<'_, Result<Vec<Ticket>, Rejection>> {
+        let tickets = self.rows("decision IS NULL", []).map(|rows| {
+            rows.into_iter()
+                .filter_map(|stored| {
+                    // Reported, and left out of the queue: `get` refuses it by its id.
+                    call_of(stored)
+                        .map_err(|error| failed("read a pending call", &error))
+                        .ok()
+                })
+                .map(|call| call.ticket)
+                .collect()
+        });
+        Box::pin(ready(tickets))
     }
 
-    fn decided(&self) -> BoxFuture<'_, Vec<String>> {
-        let calls = self.oldest_first("decision IS NOT NULL");
-        Box::pin(ready(
-            calls.into_iter().map(|call| call.ticket.id).collect(),
-        ))
+    fn decided(&self) -> BoxFuture<'_, Result<Vec<String>, Rejection>> {
+        let ids = (|| {
+            let connection = self.lock();
+            let mut statement = connection.prepare(
+                "SELECT ticket_id FROM pending_calls WHERE decision IS NOT NULL
+                 ORDER BY created_ms, ticket_id",
+            )?;
+            let ids = statement.query_map([], |row| row.get::<_, String>(0))?;
+            ids.collect::<Result<Vec<String>, _>>()
+        })();
+        Box::pin(ready(ids.map_err(|error| {
+            failed("list decided calls", &error);
+            approvals_unavailable("the decided calls could not be listed")
+        })))
     }
 }
 
 impl SqliteStore {
-    /// The pending calls `condition` selects, oldest first.
-    fn oldest_first(&self, condition: &str) -> Vec<PendingCall> {
-        let read = (|| {
+    /// The stored calls `condition` selects with `parameters`, oldest first.
+    fn rows(
+        &self,
+        condition: &str,
+        parameters: impl rusqlite::Params,
+    ) -> Result<Vec<Row>, Rejection> {
+        let read = || -> Result<Vec<Row>, rusqlite::Error> {
             let connection = self.lock();
             let mut statement = connection.prepare(&format!(
                 "SELECT {ROW} FROM pending_calls WHERE {condition} ORDER BY created_ms, ticket_id"
             ))?;
-            let rows = statement.query_map([], row)?;
-            rows.collect::<Result<Vec<Row>, _>>()
-        })();
-        match read {
-            Ok(rows) => calls(rows),
-            Err(error) => {
-                failed("list pending calls", &error);
-                Vec::new()
-            }
-        }
+            let rows = statement.query_map(parameters, row)?;
+            rows.collect()
+        };
+        read().map_err(|error| {
+            failed("read pending calls", &error);
+            approvals_unavailable("the pending calls could not be read")
+        })
     }
 }

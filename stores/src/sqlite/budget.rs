@@ -206,7 +206,7 @@ impl BudgetStore for SqliteStore {
         Box::pin(ready(refusals))
     }
 
-    fn refusals<'a>(&'a self, task: &'a str) -> BoxFuture<'a, u64> {
+    fn refusals<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Option<u64>> {
         let read = self
             .lock()
             .query_row(
@@ -216,11 +216,10 @@ impl BudgetStore for SqliteStore {
             )
             .optional();
         let refusals = match read {
-            Ok(refusals) => refusals.map_or(0, from_sql),
+            Ok(refusals) => Some(refusals.map_or(0, from_sql)),
             Err(error) => {
-                // Fails closed: a task whose refusals cannot be read is stopped.
                 failed("read a task's refusals", &error);
-                u64::MAX
+                None
             }
         };
         Box::pin(ready(refusals))

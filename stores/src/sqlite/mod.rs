@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use crate::OpenError;
 use crate::group_commit::GroupCommit;
@@ -131,6 +131,30 @@ impl SqliteStore {
         })
     }
 
+    /// Opens the store at `path` without creating or migrating anything: the file must hold a
+    /// store at this build's schema (`NotMigrated` otherwise). For tools beside the
+    /// application, such as the `portcullis` command line, that must not create a store
+    /// where a path is mistyped.
+    pub fn open_existing(path: impl AsRef<Path>) -> Result<Self, OpenError> {
+        let connection = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        connection.busy_timeout(BUSY_TIMEOUT)?;
+        connection.pragma_update(None, "synchronous", "FULL")?;
+        let (found, known) = (schema_version(&connection)?, MIGRATIONS.len());
+        if found != known {
+            return Err(OpenError::NotMigrated {
+                found: found as i64,
+                known: known as i64,
+            });
+        }
+        Ok(SqliteStore {
+            connection: Arc::new(Mutex::new(connection)),
+            audit: Arc::default(),
+        })
+    }
+
     fn lock(&self) -> MutexGuard<'_, Connection> {
         // A transaction in progress when a thread panicked was rolled back when it dropped.
         self.connection
@@ -148,15 +172,21 @@ fn is_busy(error: &(dyn std::error::Error + 'static)) -> bool {
     )
 }
 
-/// Applies the migrations the database lacks, in one transaction.
-fn migrate(connection: &mut Connection) -> Result<(), OpenError> {
-    let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let found: i64 = transaction.pragma_query_value(None, "user_version", |row| row.get(0))?;
+/// The database's schema version, refused if newer than this build knows.
+fn schema_version(connection: &Connection) -> Result<usize, OpenError> {
+    let found: i64 = connection.pragma_query_value(None, "user_version", |row| row.get(0))?;
     let known = MIGRATIONS.len() as i64;
     if found > known {
         return Err(OpenError::NewerSchema { found, known });
     }
-    for migration in &MIGRATIONS[found as usize..] {
+    usize::try_from(found).map_err(|_| OpenError::NotMigrated { found, known })
+}
+
+/// Applies the migrations the database lacks, in one transaction.
+fn migrate(connection: &mut Connection) -> Result<(), OpenError> {
+    let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let known = MIGRATIONS.len() as i64;
+    for migration in &MIGRATIONS[schema_version(&transaction)?..] {
         transaction.execute_batch(migration)?;
     }
     transaction.pragma_update(None, "user_version", known)?;
@@ -199,6 +229,12 @@ mod tests {
             }
         ));
         assert!(error.to_string().contains("upgrade portcullis"), "{error}");
+        // A version no portcullis wrote is refused too, without a panic.
+        let connection = Connection::open(&path).unwrap();
+        connection.pragma_update(None, "user_version", -1).unwrap();
+        drop(connection);
+        let error = SqliteStore::open(&path).err().unwrap();
+        assert!(matches!(error, OpenError::NotMigrated { found: -1, .. }));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -76,7 +76,7 @@ pub async fn record_decision(
     ticket_id: &str,
     decision: ApprovalDecision,
 ) -> Result<PendingCall, Rejection> {
-    let Some(mut pending) = store.get(ticket_id).await else {
+    let Some(mut pending) = store.get(ticket_id).await? else {
         return Err(not_pending());
     };
     if pending.decision.is_some() {
@@ -95,12 +95,16 @@ pub async fn record_decision(
         Recorded::AlreadyDecided => Err(already_decided()),
         Recorded::NotPending => Err(not_pending()),
         Recorded::Expired => Err(expired()),
-        Recorded::Unavailable => Err(Rejection::new(
-            RejectionCode::ApprovalsUnavailable,
+        Recorded::Unavailable => Err(unavailable(
             "the decision could not be recorded, so nothing was decided",
-        )
-        .with_hint("try again later")),
+        )),
     }
+}
+
+/// The refusal of a store that cannot be read or written: `approvals_unavailable`, with
+/// `message` saying what did not happen.
+pub(crate) fn unavailable(message: &str) -> Rejection {
+    Rejection::new(RejectionCode::ApprovalsUnavailable, message).with_hint("try again later")
 }
 
 pub(crate) fn expired() -> Rejection {
@@ -119,7 +123,7 @@ pub(crate) fn not_pending() -> Rejection {
     .with_retryable(false)
 }
 
-fn already_decided() -> Rejection {
+pub(crate) fn already_decided() -> Rejection {
     Rejection::new(
         RejectionCode::TicketDecided,
         "the ticket was decided already; its call runs as that decision says",

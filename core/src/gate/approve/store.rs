@@ -145,8 +145,9 @@ pub trait ApprovalStore: Send + Sync + 'static {
         pending: PendingCall,
         limits: PendingLimits,
     ) -> BoxFuture<'_, Result<(), Rejection>>;
-    /// The pending call of ticket `id`, left in place.
-    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<PendingCall>>;
+    /// The pending call of ticket `id`, left in place. A store that cannot be read answers
+    /// with an `approvals_unavailable` refusal, here and below.
+    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<PendingCall>, Rejection>>;
     /// Records `decision` on ticket `id`, if the ticket is there, has no decision yet and has
     /// not expired at `now_ms`, in one atomic step.
     fn decide<'a>(
@@ -156,13 +157,13 @@ pub trait ApprovalStore: Send + Sync + 'static {
         now_ms: u64,
     ) -> BoxFuture<'a, Recorded>;
     /// Removes and returns the pending call of ticket `id`, if it is still there.
-    fn take<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<PendingCall>>;
+    fn take<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<PendingCall>, Rejection>>;
     /// Removes and returns every call whose ticket expired at `now_ms`.
     fn take_expired(&self, now_ms: u64) -> BoxFuture<'_, Vec<PendingCall>>;
     /// The tickets waiting for a decision, oldest first, for a reviewer's queue.
-    fn pending(&self) -> BoxFuture<'_, Vec<Ticket>>;
+    fn pending(&self) -> BoxFuture<'_, Result<Vec<Ticket>, Rejection>>;
     /// The ids of tickets decided but whose call no worker took yet, oldest first.
-    fn decided(&self) -> BoxFuture<'_, Vec<String>>;
+    fn decided(&self) -> BoxFuture<'_, Result<Vec<String>, Rejection>>;
 }
 
 /// An [`ApprovalStore`] in memory, for one process.
@@ -224,8 +225,8 @@ impl ApprovalStore for InMemoryApprovalStore {
         Box::pin(ready(result))
     }
 
-    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<PendingCall>> {
-        Box::pin(ready(self.lock().get(id).cloned()))
+    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<PendingCall>, Rejection>> {
+        Box::pin(ready(Ok(self.lock().get(id).cloned())))
     }
 
     fn decide<'a>(
@@ -246,8 +247,8 @@ impl ApprovalStore for InMemoryApprovalStore {
         Box::pin(ready(recorded))
     }
 
-    fn take<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<PendingCall>> {
-        Box::pin(ready(self.lock().remove(id)))
+    fn take<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<PendingCall>, Rejection>> {
+        Box::pin(ready(Ok(self.lock().remove(id))))
     }
 
     fn take_expired(&self, now_ms: u64) -> BoxFuture<'_, Vec<PendingCall>> {
@@ -261,15 +262,18 @@ impl ApprovalStore for InMemoryApprovalStore {
         Box::pin(ready(taken))
     }
 
-    fn pending(&self) -> BoxFuture<'_, Vec<Ticket>> {
-        Box::pin(ready(
-            self.oldest_first(|pending| pending.decision.is_none()),
-        ))
+    fn pending(&self) -> BoxFuture<'_, Result<Vec<Ticket>, Rejection>> {
+        Box::pin(ready(Ok(
+            self.oldest_first(|pending| pending.decision.is_none())
+        )))
     }
 
-    fn decided(&self) -> BoxFuture<'_, Vec<String>> {
+    fn decided(&self) -> BoxFuture<'_, Result<Vec<String>, Rejection>> {
         let tickets = self.oldest_first(|pending| pending.decision.is_some());
-        Box::pin(ready(tickets.into_iter().map(|ticket| ticket.id).collect()))
+        Box::pin(ready(Ok(tickets
+            .into_iter()
+            .map(|ticket| ticket.id)
+            .collect())))
     }
 }
 

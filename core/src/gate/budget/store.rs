@@ -108,8 +108,9 @@ pub trait BudgetStore: Send + Sync + 'static {
     /// Counts one refusal of a call of `task`, and returns how many it has collected.
     fn count_refusal<'a>(&'a self, task: &'a str) -> BoxFuture<'a, u64>;
 
-    /// How many refusals `task` has collected.
-    fn refusals<'a>(&'a self, task: &'a str) -> BoxFuture<'a, u64>;
+    /// How many refusals `task` has collected; `None` when the store cannot tell, and the
+    /// task's calls are then refused (`budget_unavailable`).
+    fn refusals<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Option<u64>>;
 }
 
 /// What a store read of the usage a charge is judged against, in the same atomic step that
@@ -390,13 +391,13 @@ impl BudgetStore for InMemoryBudgetStore {
         Box::pin(ready(usage.refusals))
     }
 
-    fn refusals<'a>(&'a self, task: &'a str) -> BoxFuture<'a, u64> {
+    fn refusals<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Option<u64>> {
         let refusals = self
             .lock()
             .tasks
             .get(task)
             .map_or(0, |usage| usage.refusals);
-        Box::pin(ready(refusals))
+        Box::pin(ready(Some(refusals)))
     }
 }
 
