@@ -3,14 +3,14 @@
 
 use portcullis_core::{
     ApprovalDecision, ApprovalStore, BoxFuture, PendingCall, PendingLimits, Recorded, Rejection,
-    RejectionCode, Ticket,
+    Ticket,
 };
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
 use super::{Failure, PostgresStore, failed, to_text};
 use crate::refusals::approvals_unavailable;
-use crate::values::{as_sql, now_ms};
+use crate::values::{as_sql, from_sql, now_ms};
 
 /// The columns a pending call is read from.
 const CALL: &str = "call, decision";
@@ -24,11 +24,12 @@ fn call_of(row: &Row) -> Result<PendingCall, Failure> {
 }
 
 impl PostgresStore {
+    /// Keeps `pending` if `limits` admit it; `Ok(Err(_))` is the limits' refusal.
     async fn insert_call(
         &self,
         pending: &PendingCall,
         limits: PendingLimits,
-    ) -> Result<Option<String>, Failure> {
+    ) -> Result<Result<(), Rejection>, Failure> {
         let mut client = self.client().await?;
         let transaction = client.transaction().await?;
         let task = pending.ctx.task_id();
@@ -55,16 +56,8 @@ impl PostgresStore {
             Ok(row.try_get(0)?)
         };
         let (of_task, of_actor) = (count("task", task).await?, count("actor", actor).await?);
-        let limit = |limit: usize| i64::try_from(limit).unwrap_or(i64::MAX);
-        if of_task >= limit(limits.per_task) {
-            return Ok(Some(format!(
-                "this task has {of_task} calls waiting for approval"
-            )));
-        }
-        if of_actor >= limit(limits.per_actor) {
-            return Ok(Some(format!(
-                "{of_actor} calls of this actor wait for approval"
-            )));
+        if let Err(full) = limits.admit(from_sql(of_task), from_sql(of_actor)) {
+            return Ok(Err(full));
         }
         let decision = pending.decision.as_ref().map(to_text).transpose()?;
         transaction
@@ -84,7 +77,7 @@ impl PostgresStore {
             )
             .await?;
         transaction.commit().await?;
-        Ok(None)
+        Ok(Ok(()))
     }
 
     async fn decide_call(
@@ -169,10 +162,7 @@ impl ApprovalStore for PostgresStore {
     ) -> BoxFuture<'_, Result<(), Rejection>> {
         Box::pin(async move {
             match self.insert_call(&pending, limits).await {
-                Ok(None) => Ok(()),
-                Ok(Some(full)) => Err(Rejection::new(RejectionCode::TooManyPending, full)
-                    .with_hint("wait for a reviewer to decide the calls already waiting")
-                    .with_retryable(false)),
+                Ok(admitted) => admitted,
                 Err(error) => {
                     failed("keep a pending call", &error);
                     Err(approvals_unavailable(

@@ -12,7 +12,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
-use tokio_postgres::NoTls;
+use tokio_postgres::{GenericClient, NoTls};
 
 use crate::OpenError;
 use crate::group_commit::GroupCommit;
@@ -223,19 +223,7 @@ impl PostgresStore {
         if !exists {
             return Ok(0);
         }
-        let found: i64 = client
-            .query_one(
-                "SELECT coalesce(max(version), 0) FROM portcullis_schema",
-                &[],
-            )
-            .await
-            .and_then(|row| row.try_get(0))
-            .map_err(database)?;
-        let known = MIGRATIONS.len() as i64;
-        if found > known {
-            return Err(OpenError::NewerSchema { found, known });
-        }
-        Ok(found)
+        stored_version(&**client).await
     }
 
     /// Applies the migrations the schema lacks, in one transaction, one worker at a time.
@@ -254,21 +242,11 @@ impl PostgresStore {
             .await
             .map_err(database)?;
         // Read again under the lock: another worker may have migrated meanwhile.
-        let found: i64 = transaction
-            .query_one(
-                "SELECT coalesce(max(version), 0) FROM portcullis_schema",
-                &[],
-            )
-            .await
-            .and_then(|row| row.try_get(0))
-            .map_err(database)?;
+        let found = stored_version(&*transaction).await?;
         let known = MIGRATIONS.len() as i64;
         let Ok(applied) = usize::try_from(found) else {
             return Err(OpenError::NotMigrated { found, known });
         };
-        if found > known {
-            return Err(OpenError::NewerSchema { found, known });
-        }
         for migration in &MIGRATIONS[applied..] {
             transaction
                 .batch_execute(migration)
@@ -288,6 +266,23 @@ impl PostgresStore {
             .map_err(database)?;
         transaction.commit().await.map_err(database)
     }
+}
+
+/// The version `portcullis_schema` records, refused if newer than this build knows.
+async fn stored_version(client: &impl GenericClient) -> Result<i64, OpenError> {
+    let found: i64 = client
+        .query_one(
+            "SELECT coalesce(max(version), 0) FROM portcullis_schema",
+            &[],
+        )
+        .await
+        .and_then(|row| row.try_get(0))
+        .map_err(database)?;
+    let known = MIGRATIONS.len() as i64;
+    if found > known {
+        return Err(OpenError::NewerSchema { found, known });
+    }
+    Ok(found)
 }
 
 fn database(error: impl std::error::Error + Send + Sync + 'static) -> OpenError {

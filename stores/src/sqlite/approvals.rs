@@ -5,11 +5,11 @@ use std::future::ready;
 
 use portcullis_core::{
     ApprovalDecision, ApprovalStore, BoxFuture, PendingCall, PendingLimits, Recorded, Rejection,
-    RejectionCode, Ticket,
+    Ticket,
 };
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::{SqliteStore, as_sql, failed, now_ms};
+use super::{SqliteStore, as_sql, failed, from_sql, now_ms};
 use crate::refusals::approvals_unavailable;
 
 /// A stored call and its decision, as two texts.
@@ -57,11 +57,12 @@ fn to_text<T: serde::Serialize>(value: &T) -> Result<String, rusqlite::Error> {
         .map_err(|error| rusqlite::Error::ToSqlConversionFailure(Box::new(error)))
 }
 
+/// Keeps `pending` if `limits` admit it; `Ok(Err(_))` is the limits' refusal.
 fn insert(
     connection: &mut Connection,
     pending: &PendingCall,
     limits: PendingLimits,
-) -> Result<Option<String>, rusqlite::Error> {
+) -> Result<Result<(), Rejection>, rusqlite::Error> {
     let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let now = now_ms();
     let task = pending.ctx.task_id();
@@ -74,16 +75,8 @@ fn insert(
         )
     };
     let (of_task, of_actor) = (count("task", task)?, count("actor", actor)?);
-    let limit = |limit: usize| i64::try_from(limit).unwrap_or(i64::MAX);
-    if of_task >= limit(limits.per_task) {
-        return Ok(Some(format!(
-            "this task has {of_task} calls waiting for approval"
-        )));
-    }
-    if of_actor >= limit(limits.per_actor) {
-        return Ok(Some(format!(
-            "{of_actor} calls of this actor wait for approval"
-        )));
+    if let Err(full) = limits.admit(from_sql(of_task), from_sql(of_actor)) {
+        return Ok(Err(full));
     }
     let decision = pending.decision.as_ref().map(to_text).transpose()?;
     transaction.execute(
@@ -101,7 +94,7 @@ fn insert(
         ],
     )?;
     transaction.commit()?;
-    Ok(None)
+    Ok(Ok(()))
 }
 
 fn decide(
@@ -141,10 +134,7 @@ impl ApprovalStore for SqliteStore {
         limits: PendingLimits,
     ) -> BoxFuture<'_, Result<(), Rejection>> {
         let result = match insert(&mut self.lock(), &pending, limits) {
-            Ok(None) => Ok(()),
-            Ok(Some(full)) => Err(Rejection::new(RejectionCode::TooManyPending, full)
-                .with_hint("wait for a reviewer to decide the calls already waiting")
-                .with_retryable(false)),
+            Ok(admitted) => admitted,
             Err(error) => {
                 failed("keep a pending call", &error);
                 Err(approvals_unavailable(

@@ -116,6 +116,28 @@ pub struct PendingLimits {
 }
 
 impl PendingLimits {
+    /// Whether one more call may wait, with `of_task` calls of its task and `of_actor` of its
+    /// actor waiting (unexpired) already: `too_many_pending` otherwise. The rule every store
+    /// applies, in the atomic step that keeps the call.
+    pub fn admit(&self, of_task: u64, of_actor: u64) -> Result<(), Rejection> {
+        let full = |message: String| {
+            Err(Rejection::new(RejectionCode::TooManyPending, message)
+                .with_hint("wait for a reviewer to decide the calls already waiting")
+                .with_retryable(false))
+        };
+        let reached =
+            |count: u64, limit: usize| usize::try_from(count).map_or(true, |count| count >= limit);
+        if reached(of_task, self.per_task) {
+            return full(format!(
+                "this task has {of_task} calls waiting for approval"
+            ));
+        }
+        if reached(of_actor, self.per_actor) {
+            return full(format!("{of_actor} calls of this actor wait for approval"));
+        }
+        Ok(())
+    }
+
     /// No limit: for a call that waits again after it was admitted once.
     pub const UNLIMITED: PendingLimits = PendingLimits {
         per_task: usize::MAX,
@@ -201,27 +223,12 @@ impl ApprovalStore for InMemoryApprovalStore {
         let waiting = calls.values().filter(|other| !other.ticket.is_expired(now));
         let (mut of_task, mut of_actor) = (0, 0);
         for other in waiting {
-            of_task += usize::from(other.ctx.task_id() == pending.ctx.task_id());
-            of_actor += usize::from(other.ticket.actor == pending.ticket.actor);
+            of_task += u64::from(other.ctx.task_id() == pending.ctx.task_id());
+            of_actor += u64::from(other.ticket.actor == pending.ticket.actor);
         }
-        let full = if of_task >= limits.per_task {
-            Some(format!(
-                "this task has {of_task} calls waiting for approval"
-            ))
-        } else if of_actor >= limits.per_actor {
-            Some(format!("{of_actor} calls of this actor wait for approval"))
-        } else {
-            None
-        };
-        let result = match full {
-            Some(message) => Err(Rejection::new(RejectionCode::TooManyPending, message)
-                .with_hint("wait for a reviewer to decide the calls already waiting")
-                .with_retryable(false)),
-            None => {
-                calls.insert(pending.ticket.id.clone(), pending);
-                Ok(())
-            }
-        };
+        let result = limits.admit(of_task, of_actor).map(|()| {
+            calls.insert(pending.ticket.id.clone(), pending);
+        });
         Box::pin(ready(result))
     }
 
