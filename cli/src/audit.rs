@@ -8,6 +8,7 @@ use clap::Subcommand;
 use portcullis_core::audit::{AuditKey, Checkpoint, verify, verify_to};
 use portcullis_stores::Store;
 
+use crate::table::terminal_safe;
 use crate::table::{self, shorten};
 use crate::{CliError, store};
 
@@ -150,10 +151,12 @@ async fn export(store: &Store, from: u64, out: &mut dyn Write) -> Result<(), Cli
         let Some(last) = page.last() else {
             return Ok(());
         };
-        next = last.sequence.saturating_add(1);
+        // Forward by at least one, even in a damaged log whose records disagree with their
+        // place: the export ends.
+        next = last.sequence.saturating_add(1).max(next.saturating_add(1));
         for record in &page {
-            serde_json::to_writer(&mut *out, record).map_err(io::Error::from)?;
-            writeln!(out)?;
+            let line = serde_json::to_string(record).map_err(io::Error::from)?;
+            writeln!(out, "{}", terminal_safe(&line))?;
         }
         if (page.len() as u64) < EXPORT_PAGE {
             return Ok(());

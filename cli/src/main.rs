@@ -185,8 +185,8 @@ impl From<io::Error> for CliError {
 
 /// Writes `value` as indented JSON and a line break.
 pub fn write_json(out: &mut dyn Write, value: &serde_json::Value) -> Result<(), CliError> {
-    serde_json::to_writer_pretty(&mut *out, value).map_err(io::Error::from)?;
-    writeln!(out)?;
+    let text = serde_json::to_string_pretty(value).map_err(io::Error::from)?;
+    writeln!(out, "{}", table::terminal_safe(&text))?;
     Ok(())
 }
 

@@ -39,9 +39,31 @@ pub fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
 pub fn printable(text: &str) -> String {
     text.chars()
         .map(|c| {
-            let bidi_control = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-            if c.is_control() || bidi_control {
+            if steers_terminal(c) {
                 c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// Whether `c` steers a terminal rather than showing: a control character or a bidirectional
+/// override.
+fn steers_terminal(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// JSON text with the characters that steer a terminal and that serde_json writes as they
+/// are (DEL, the C1 controls, one of which opens an escape sequence, and the bidirectional
+/// overrides) escaped as `\uXXXX`. They occur only inside strings, so the JSON means the
+/// same; a model-written value cannot rewrite the operator's screen.
+pub fn terminal_safe(json: &str) -> String {
+    json.chars()
+        .map(|c| {
+            // C0 controls other than DEL are escaped by serde_json, or are its own line breaks.
+            if c == '\u{7f}' || (!c.is_ascii() && steers_terminal(c)) {
+                format!("\\u{:04x}", u32::from(c))
             } else {
                 c.to_string()
             }
@@ -117,6 +139,18 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_for_a_terminal_escapes_what_steers_it() {
+        let value = serde_json::json!({"description": "pay\u{9b}2J\u{202e}evil\u{7f}"});
+        let text = terminal_safe(&serde_json::to_string_pretty(&value).unwrap());
+        assert_eq!(
+            text,
+            "{\n  \"description\": \"pay\\u009b2J\\u202eevil\\u007f\"\n}"
+        );
+        let read: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(read, value, "the same JSON");
+    }
 
     #[test]
     fn times_print_as_utc_dates() {
