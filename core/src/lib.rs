@@ -49,7 +49,9 @@ pub use gate::budget::store::{
     Admitted, BudgetLimits, BudgetStore, Charge, CircuitBreaker, InMemoryBudgetStore, RateLimit,
     Usage, judge_charge,
 };
-pub use gate::repeat::{CallKey, Claim, ClaimState, InMemoryRepeatStore, RepeatStore};
+pub use gate::repeat::{
+    CallKey, Claim, ClaimState, InMemoryRepeatStore, RepeatStore, existing_claim,
+};
 pub use gate::{DecodeLimits, Gate};
 pub use outcome::Outcome;
 pub use registry::{BuildError, DEFAULT_REFUSAL_LIMIT, Registry, RegistryBuilder};

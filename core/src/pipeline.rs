@@ -168,12 +168,13 @@ async fn gates<T: Tool>(tool: &T, passage: Passage<'_>) -> Result<Outcome, Rejec
         .then(|| CallKey::new(ctx, contract.name(), &call.id));
     if let Some(key) = &key {
         let fingerprint = sha256_hex(canonical_text(canonical.get()?).as_bytes());
-        let mut claim = settings.repeats.claim(key, &fingerprint).await;
+        let lease_start = now_ms().saturating_sub(settings.claim_lease_ms);
+        let mut claim = settings.repeats.claim(key, &fingerprint, lease_start).await;
         if let Claim::Existing(ClaimState::Pending(ticket)) = &claim
             && ticket.is_expired(now_ms())
         {
             registry.expire_tickets().await;
-            claim = settings.repeats.claim(key, &fingerprint).await;
+            claim = settings.repeats.claim(key, &fingerprint, lease_start).await;
             if let Claim::Existing(ClaimState::Pending(_)) = claim {
                 // Its ticket left the store by another road (a restart of an in-memory store,
                 // another worker's sweep): the call still cannot wait past its expiry.
@@ -923,6 +924,7 @@ fn counts_as_refusal(outcome: &Outcome) -> bool {
             && !matches!(
                 rejection.code(),
                 RejectionCode::CallInProgress
+                    | RejectionCode::OutcomeUnknown
                     | RejectionCode::TooManyRefusals
                     | RejectionCode::AuditUnavailable
                     | RejectionCode::ClaimsUnavailable

@@ -27,6 +27,10 @@ use crate::{
 /// Refusals a task may collect before it is stopped, unless the registry says otherwise.
 pub const DEFAULT_REFUSAL_LIMIT: u64 = 50;
 
+/// How long a claimed call may run before a repeat finds its outcome unknown, unless the
+/// registry says otherwise: 10 minutes.
+const DEFAULT_CLAIM_LEASE_MS: u64 = 10 * 60 * 1000;
+
 /// The tools an agent may call, and the one way to call them: [`Registry::dispatch`].
 ///
 /// Cheap to clone; clones share the tools.
@@ -65,6 +69,8 @@ pub(crate) struct Settings {
     /// The key of the audit chain, set before or after the sink.
     audit_key: Option<AuditKey>,
     pub(crate) repeats: Box<dyn RepeatStore>,
+    /// How long a claimed call may run before a repeat finds its outcome unknown.
+    pub(crate) claim_lease_ms: u64,
     /// Refusals a task may collect before it is stopped; `None`: no limit.
     pub(crate) refusal_limit: Option<u64>,
     /// Whether a caller learns that a tool it may not use exists (`role_denied`).
@@ -102,6 +108,7 @@ impl Registry {
                 audit: None,
                 audit_key: None,
                 repeats: Box::new(InMemoryRepeatStore::default()),
+                claim_lease_ms: DEFAULT_CLAIM_LEASE_MS,
                 refusal_limit: Some(DEFAULT_REFUSAL_LIMIT),
                 reveal_denied_tools: false,
                 transactions: None,
@@ -305,6 +312,16 @@ impl RegistryBuilder {
     /// shared by several workers makes a call run once across all of them.
     pub fn repeat_store(mut self, store: impl RepeatStore) -> Self {
         self.settings.repeats = Box::new(store);
+        self
+    }
+
+    /// How long a claimed call may run (default 10 minutes; longer than any tool of the
+    /// registry runs). Until then, a repeat of the call is told `call_in_progress`; after, its
+    /// worker is taken to have stopped in the middle, and the repeat is refused with
+    /// `outcome_unknown`: the call may have run, so it never runs again, and the model stops
+    /// waiting for it.
+    pub fn claim_lease(mut self, lease: Duration) -> Self {
+        self.settings.claim_lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
         self
     }
 

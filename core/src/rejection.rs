@@ -71,6 +71,9 @@ pub enum RejectionCode {
     CallInProgress,
     /// The call id was used before, by this caller in this task, for other arguments.
     CallIdReused,
+    /// An earlier attempt of the call began and never reported how it ended (its worker
+    /// stopped): it may have run, and does not run again.
+    OutcomeUnknown,
     /// The store of claims could not be reached, so the call could not be claimed and did not
     /// run.
     ClaimsUnavailable,
@@ -135,6 +138,7 @@ impl RejectionCode {
             RejectionCode::BudgetUnavailable => "budget_unavailable",
             RejectionCode::CallInProgress => "call_in_progress",
             RejectionCode::CallIdReused => "call_id_reused",
+            RejectionCode::OutcomeUnknown => "outcome_unknown",
             RejectionCode::ClaimsUnavailable => "claims_unavailable",
             RejectionCode::ApprovalsUnavailable => "approvals_unavailable",
             RejectionCode::TooManyPending => "too_many_pending",
@@ -180,6 +184,7 @@ impl RejectionCode {
             | RejectionCode::BudgetUnavailable => Gate::Budget,
             RejectionCode::CallInProgress
             | RejectionCode::CallIdReused
+            | RejectionCode::OutcomeUnknown
             | RejectionCode::ClaimsUnavailable => Gate::Repeat,
             RejectionCode::ApprovalRejected
             | RejectionCode::ApprovalExpired

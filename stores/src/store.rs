@@ -110,8 +110,13 @@ impl ApprovalStore for Store {
 }
 
 impl RepeatStore for Store {
-    fn claim<'a>(&'a self, key: &'a CallKey, fingerprint: &'a str) -> BoxFuture<'a, Claim> {
-        on_store!(self, store => store.claim(key, fingerprint))
+    fn claim<'a>(
+        &'a self,
+        key: &'a CallKey,
+        fingerprint: &'a str,
+        lease_start_ms: u64,
+    ) -> BoxFuture<'a, Claim> {
+        on_store!(self, store => store.claim(key, fingerprint, lease_start_ms))
     }
 
     fn update<'a>(&'a self, key: &'a CallKey, state: ClaimState) -> BoxFuture<'a, ()> {

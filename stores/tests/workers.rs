@@ -81,6 +81,7 @@ on_both!(
     recover_compensates_a_crashed_workers_transaction_once,
     a_store_that_fails_refuses_and_nothing_runs,
     opening_an_existing_store_creates_nothing,
+    a_call_whose_worker_stopped_is_never_run_again,
 );
 
 async fn a_pending_call_survives_a_restart_and_runs_once(backend: Backend) {
@@ -574,4 +575,65 @@ async fn opening_an_existing_store_creates_nothing(backend: Backend) {
     );
     drop(backend.open().await);
     assert!(Store::open_existing(&backend.location).await.is_ok());
+}
+
+/// The wires started, one entry per start; each backend wires references of its own.
+static WIRES_STARTED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Wire funds to a bank; this one never hears back.
+#[tool(risk = "medium")]
+async fn wire_funds(reference: String) -> Result<String, ToolError> {
+    WIRES_STARTED.lock().unwrap().push(reference);
+    std::future::pending::<()>().await;
+    Ok("wired".to_owned())
+}
+
+/// A worker stops in the middle of a call (here its dispatch is dropped, as a killed process
+/// would leave it): within the claim's lease a repeat is told the call is running; after it,
+/// that the outcome is unknown. The call never starts a second time.
+async fn a_call_whose_worker_stopped_is_never_run_again(backend: Backend) {
+    use std::time::Duration;
+
+    let reference = format!("wire-{}", backend.tag());
+    let wiring = |lease: Duration| {
+        let backend = backend.clone();
+        async move {
+            Registry::builder()
+                .tool(WireFunds)
+                .repeat_store(backend.open().await)
+                .claim_lease(lease)
+                .build()
+                .unwrap()
+        }
+    };
+    let ctx = CallContext::new("agent").with_task_id("t6");
+    let send = ToolCall::new("w1", "wire_funds", json!({ "reference": reference }));
+    let stopping = wiring(Duration::from_secs(600)).await;
+    let running = {
+        let (ctx, send) = (ctx.clone(), send.clone());
+        tokio::spawn(async move { stopping.dispatch(&ctx, &send).await })
+    };
+    let started = || {
+        WIRES_STARTED
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|started| **started == reference)
+            .count()
+    };
+    while started() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    running.abort();
+    let _ = running.await;
+
+    let patient = wiring(Duration::from_secs(600)).await;
+    let repeat = patient.dispatch(&ctx, &send).await;
+    assert_eq!(repeat.code(), Some(RejectionCode::CallInProgress));
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    let brief = wiring(Duration::from_millis(50)).await;
+    let repeat = brief.dispatch(&ctx, &send).await;
+    assert_eq!(repeat.code(), Some(RejectionCode::OutcomeUnknown));
+    assert!(!repeat.rejection().unwrap().retryable());
+    assert_eq!(started(), 1, "started once, never again");
 }

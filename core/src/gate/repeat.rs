@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
+use crate::gate::approve::now_ms;
 use crate::tool::BoxFuture;
 use crate::{CallContext, Outcome, Rejection, RejectionCode, Ticket};
 
@@ -67,6 +68,9 @@ pub enum Claim {
     Existing(ClaimState),
     /// The call id was claimed for other arguments.
     OtherArguments,
+    /// The same call was claimed to run before the lease's start and never reported how it
+    /// ended: its worker stopped in the middle. It may have run.
+    Abandoned,
     /// The store could not be reached: the call is refused, since it cannot be known not to
     /// have run.
     Unavailable,
@@ -76,8 +80,14 @@ pub enum Claim {
 /// of one key, exactly one gets [`Claim::New`].
 pub trait RepeatStore: Send + Sync + 'static {
     /// Claims `key` for a call whose canonical arguments have `fingerprint`, or reports the
-    /// claim already held.
-    fn claim<'a>(&'a self, key: &'a CallKey, fingerprint: &'a str) -> BoxFuture<'a, Claim>;
+    /// claim already held: [`Claim::Abandoned`] for one still running that was claimed before
+    /// `lease_start_ms` (milliseconds since the Unix epoch).
+    fn claim<'a>(
+        &'a self,
+        key: &'a CallKey,
+        fingerprint: &'a str,
+        lease_start_ms: u64,
+    ) -> BoxFuture<'a, Claim>;
     /// Records where a claimed call now stands. A settled claim stays settled: its outcome is
     /// final, whatever update comes after.
     fn update<'a>(&'a self, key: &'a CallKey, state: ClaimState) -> BoxFuture<'a, ()>;
@@ -96,8 +106,15 @@ pub struct InMemoryRepeatStore {
 
 #[derive(Default)]
 struct Claims {
-    calls: HashMap<CallKey, (String, ClaimState)>,
+    calls: HashMap<CallKey, Held>,
     settled: VecDeque<CallKey>,
+}
+
+/// A claim: the call's fingerprint, where it stands, and when it was claimed.
+struct Held {
+    fingerprint: String,
+    state: ClaimState,
+    claimed_ms: u64,
 }
 
 impl InMemoryRepeatStore {
@@ -122,15 +139,28 @@ impl Default for InMemoryRepeatStore {
 }
 
 impl RepeatStore for InMemoryRepeatStore {
-    fn claim<'a>(&'a self, key: &'a CallKey, fingerprint: &'a str) -> BoxFuture<'a, Claim> {
+    fn claim<'a>(
+        &'a self,
+        key: &'a CallKey,
+        fingerprint: &'a str,
+        lease_start_ms: u64,
+    ) -> BoxFuture<'a, Claim> {
         let mut claims = self.lock();
         let claim = match claims.calls.get(key) {
-            Some((known, _)) if known != fingerprint => Claim::OtherArguments,
-            Some((_, state)) => Claim::Existing(state.clone()),
+            Some(held) => existing_claim(
+                &held.fingerprint,
+                fingerprint,
+                held.state.clone(),
+                held.claimed_ms,
+                lease_start_ms,
+            ),
             None => {
-                claims
-                    .calls
-                    .insert(key.clone(), (fingerprint.to_owned(), ClaimState::Running));
+                let held = Held {
+                    fingerprint: fingerprint.to_owned(),
+                    state: ClaimState::Running,
+                    claimed_ms: now_ms(),
+                };
+                claims.calls.insert(key.clone(), held);
                 Claim::New
             }
         };
@@ -141,10 +171,10 @@ impl RepeatStore for InMemoryRepeatStore {
         let mut guard = self.lock();
         let Claims { calls, settled } = &mut *guard;
         let settles = matches!(state, ClaimState::Settled(_));
-        if let Some((_, held)) = calls.get_mut(key)
-            && !matches!(held, ClaimState::Settled(_))
+        if let Some(held) = calls.get_mut(key)
+            && !matches!(held.state, ClaimState::Settled(_))
         {
-            *held = state;
+            held.state = state;
             if settles {
                 settled.push_back(key.clone());
             }
@@ -160,10 +190,32 @@ impl RepeatStore for InMemoryRepeatStore {
 
     fn release<'a>(&'a self, key: &'a CallKey) -> BoxFuture<'a, ()> {
         let mut claims = self.lock();
-        if !matches!(claims.calls.get(key), Some((_, ClaimState::Settled(_)))) {
+        if !claims
+            .calls
+            .get(key)
+            .is_some_and(|held| matches!(held.state, ClaimState::Settled(_)))
+        {
             claims.calls.remove(key);
         }
         Box::pin(ready(()))
+    }
+}
+
+/// What a call with `fingerprint` finds where a claim for `held_fingerprint` stands in
+/// `state` since `claimed_ms`: the rule every store applies to a claim it holds already.
+pub fn existing_claim(
+    held_fingerprint: &str,
+    fingerprint: &str,
+    state: ClaimState,
+    claimed_ms: u64,
+    lease_start_ms: u64,
+) -> Claim {
+    if held_fingerprint != fingerprint {
+        return Claim::OtherArguments;
+    }
+    match state {
+        ClaimState::Running if claimed_ms < lease_start_ms => Claim::Abandoned,
+        state => Claim::Existing(state),
     }
 }
 
@@ -187,6 +239,17 @@ pub(crate) fn answer(claim: Claim) -> Option<Outcome> {
             )
             .with_hint("try again later"),
         )),
+        Claim::Abandoned => Some(Outcome::Rejected(
+            Rejection::new(
+                RejectionCode::OutcomeUnknown,
+                "an earlier attempt of this call began and never reported how it ended: it may \
+                 have run, so it does not run again",
+            )
+            .with_hint(
+                "do not send it again; tell the user that an operator must check whether it ran",
+            )
+            .with_retryable(false),
+        )),
         Claim::OtherArguments => Some(Outcome::Rejected(
             Rejection::new(
                 RejectionCode::CallIdReused,
@@ -208,7 +271,30 @@ mod tests {
     }
 
     fn claim(store: &InMemoryRepeatStore, key: &CallKey, fingerprint: &str) -> Claim {
-        futures_executor(store.claim(key, fingerprint))
+        futures_executor(store.claim(key, fingerprint, 0))
+    }
+
+    #[test]
+    fn a_claim_running_past_its_lease_is_abandoned() {
+        let store = InMemoryRepeatStore::default();
+        let first = key("alice", "1");
+        assert_eq!(claim(&store, &first, "a"), Claim::New);
+        let later = now_ms() + 1;
+        let again = futures_executor(store.claim(&first, "a", later));
+        assert_eq!(again, Claim::Abandoned);
+        assert_eq!(
+            futures_executor(store.claim(&first, "b", later)),
+            Claim::OtherArguments,
+            "other arguments are told so first"
+        );
+        let done = ClaimState::Settled(Outcome::Completed(json!(1)));
+        futures_executor(store.update(&first, done.clone()));
+        let settled = futures_executor(store.claim(&first, "a", later));
+        assert_eq!(
+            settled,
+            Claim::Existing(done),
+            "an outcome is never unknown"
+        );
     }
 
     fn futures_executor<T>(future: BoxFuture<'_, T>) -> T {

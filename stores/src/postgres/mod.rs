@@ -79,6 +79,8 @@ const MIGRATIONS: &[&str] = &[
         compensated BOOLEAN NOT NULL DEFAULT FALSE,
         PRIMARY KEY (id, step)
     );",
+    // 2: when a call was claimed, for its lease; claims from before count as long abandoned.
+    "ALTER TABLE claims ADD COLUMN claimed_ms BIGINT NOT NULL DEFAULT 0;",
 ];
 
 /// The schema a store uses unless told otherwise.

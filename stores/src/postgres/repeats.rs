@@ -1,11 +1,17 @@
 //! Claims of calls in PostgreSQL: of two workers claiming one call, one gets it.
 
-use portcullis_core::{BoxFuture, CallKey, Claim, ClaimState, RepeatStore};
+use portcullis_core::{BoxFuture, CallKey, Claim, ClaimState, RepeatStore, existing_claim};
 
 use super::{Failure, PostgresStore, failed, to_text};
+use crate::values::{from_sql, now_ms};
 
 impl PostgresStore {
-    async fn claim_call(&self, key: &CallKey, fingerprint: &str) -> Result<Claim, Failure> {
+    async fn claim_call(
+        &self,
+        key: &CallKey,
+        fingerprint: &str,
+        lease_start_ms: u64,
+    ) -> Result<Claim, Failure> {
         let client = self.client().await?;
         let key = to_text(key)?;
         let running = to_text(&ClaimState::Running)?;
@@ -13,10 +19,10 @@ impl PostgresStore {
         for _ in 0..3 {
             let inserted = client
                 .query_opt(
-                    "INSERT INTO claims (call_key, fingerprint, state, settled)
-                     VALUES ($1, $2, $3, FALSE)
+                    "INSERT INTO claims (call_key, fingerprint, state, settled, claimed_ms)
+                     VALUES ($1, $2, $3, FALSE, $4)
                      ON CONFLICT (call_key) DO NOTHING RETURNING call_key",
-                    &[&key, &fingerprint, &running],
+                    &[&key, &fingerprint, &running, &now_ms()],
                 )
                 .await?;
             if inserted.is_some() {
@@ -24,16 +30,18 @@ impl PostgresStore {
             }
             let held = client
                 .query_opt(
-                    "SELECT fingerprint, state FROM claims WHERE call_key = $1",
+                    "SELECT fingerprint, state, claimed_ms FROM claims WHERE call_key = $1",
                     &[&key],
                 )
                 .await?;
             if let Some(row) = held {
-                let known: &str = row.try_get(0)?;
-                if known != fingerprint {
-                    return Ok(Claim::OtherArguments);
-                }
-                return Ok(Claim::Existing(serde_json::from_str(row.try_get(1)?)?));
+                return Ok(existing_claim(
+                    row.try_get(0)?,
+                    fingerprint,
+                    serde_json::from_str(row.try_get(1)?)?,
+                    from_sql(row.try_get(2)?),
+                    lease_start_ms,
+                ));
             }
         }
         Err("the claim changed hands three times while it was read".into())
@@ -41,9 +49,14 @@ impl PostgresStore {
 }
 
 impl RepeatStore for PostgresStore {
-    fn claim<'a>(&'a self, key: &'a CallKey, fingerprint: &'a str) -> BoxFuture<'a, Claim> {
+    fn claim<'a>(
+        &'a self,
+        key: &'a CallKey,
+        fingerprint: &'a str,
+        lease_start_ms: u64,
+    ) -> BoxFuture<'a, Claim> {
         Box::pin(async move {
-            self.claim_call(key, fingerprint)
+            self.claim_call(key, fingerprint, lease_start_ms)
                 .await
                 .unwrap_or_else(|error| {
                     failed("claim a call", &error);

@@ -83,6 +83,8 @@ const MIGRATIONS: &[&str] = &[
     );",
     // 5: a pending call's decision, recorded before a worker runs it.
     "ALTER TABLE pending_calls ADD COLUMN decision TEXT;",
+    // 6: when a call was claimed, for its lease; claims from before count as long abandoned.
+    "ALTER TABLE claims ADD COLUMN claimed_ms INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// How long a writer waits for another process's transaction before it gives up.
@@ -225,7 +227,7 @@ mod tests {
             error,
             OpenError::NewerSchema {
                 found: 99,
-                known: 5
+                known: 6
             }
         ));
         assert!(error.to_string().contains("upgrade portcullis"), "{error}");

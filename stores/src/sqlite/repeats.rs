@@ -2,10 +2,10 @@
 
 use std::future::ready;
 
-use portcullis_core::{BoxFuture, CallKey, Claim, ClaimState, RepeatStore};
+use portcullis_core::{BoxFuture, CallKey, Claim, ClaimState, RepeatStore, existing_claim};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::{SqliteStore, failed};
+use super::{SqliteStore, failed, from_sql, now_ms};
 
 /// The claim's key as stored: the call key's JSON, which tells every tenant, actor, task, tool
 /// and call id apart.
@@ -23,20 +23,26 @@ fn claim(
     connection: &mut Connection,
     key: &CallKey,
     fingerprint: &str,
+    lease_start_ms: u64,
 ) -> Result<Claim, rusqlite::Error> {
     let key = stored_key(key)?;
     let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let held: Option<(String, String)> = transaction
+    let held: Option<(String, String, i64)> = transaction
         .query_row(
-            "SELECT fingerprint, state FROM claims WHERE call_key = ?1",
+            "SELECT fingerprint, state, claimed_ms FROM claims WHERE call_key = ?1",
             [&key],
-            |row| Ok((row.get(0)?, row.get(1)?)),
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
         )
         .optional()?;
     let claim = match held {
-        Some((known, _)) if known != fingerprint => Claim::OtherArguments,
-        Some((_, state)) => match serde_json::from_str(&state) {
-            Ok(state) => Claim::Existing(state),
+        Some((known, state, claimed_ms)) => match serde_json::from_str(&state) {
+            Ok(state) => existing_claim(
+                &known,
+                fingerprint,
+                state,
+                from_sql(claimed_ms),
+                lease_start_ms,
+            ),
             Err(error) => {
                 failed("read a claim", &error);
                 Claim::Unavailable
@@ -44,8 +50,14 @@ fn claim(
         },
         None => {
             transaction.execute(
-                "INSERT INTO claims (call_key, fingerprint, state, settled) VALUES (?1, ?2, ?3, 0)",
-                params![key, fingerprint, stored_state(&ClaimState::Running)?],
+                "INSERT INTO claims (call_key, fingerprint, state, settled, claimed_ms)
+                 VALUES (?1, ?2, ?3, 0, ?4)",
+                params![
+                    key,
+                    fingerprint,
+                    stored_state(&ClaimState::Running)?,
+                    now_ms()
+                ],
             )?;
             Claim::New
         }
@@ -55,8 +67,14 @@ fn claim(
 }
 
 impl RepeatStore for SqliteStore {
-    fn claim<'a>(&'a self, key: &'a CallKey, fingerprint: &'a str) -> BoxFuture<'a, Claim> {
-        let claim = claim(&mut self.lock(), key, fingerprint).unwrap_or_else(|error| {
+    fn claim<'a>(
+        &'a self,
+        key: &'a CallKey,
+        fingerprint: &'a str,
+        lease_start_ms: u64,
+    ) -> BoxFuture<'a, Claim> {
+        let claimed = claim(&mut self.lock(), key, fingerprint, lease_start_ms);
+        let claim = claimed.unwrap_or_else(|error| {
             failed("claim a call", &error);
             Claim::Unavailable
         });
