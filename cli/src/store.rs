@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use portcullis_core::audit::AuditRecord;
-use portcullis_stores::Store;
+use portcullis_stores::{Location, Store};
 
 use crate::CliError;
 
@@ -12,8 +12,8 @@ use crate::CliError;
 /// believe.
 pub async fn open(location: Option<&str>) -> Result<Store, CliError> {
     let location = location.ok_or(CliError::NoStoreGiven)?;
-    if !is_postgres(location) {
-        let path = Path::new(location.strip_prefix("sqlite://").unwrap_or(location));
+    if let Location::Sqlite(path) = Location::of(location) {
+        let path = Path::new(path);
         if !path.is_file() {
             return Err(CliError::NoDatabase(path.to_owned()));
         }
@@ -36,10 +36,6 @@ pub async fn audit_records(
         .audit_records(from, limit)
         .await
         .map_err(CliError::StoreRead)
-}
-
-fn is_postgres(location: &str) -> bool {
-    location.starts_with("postgres://") || location.starts_with("postgresql://")
 }
 
 /// `location` with the password of a URL (`user:password@`, or a `?password=` among its

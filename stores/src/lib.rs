@@ -37,4 +37,4 @@ mod values;
 pub use error::OpenError;
 pub use postgres::{DEFAULT_CONNECTIONS, DEFAULT_SCHEMA, PostgresStore};
 pub use sqlite::SqliteStore;
-pub use store::Store;
+pub use store::{Location, Store};

@@ -34,27 +34,50 @@ pub enum Store {
     Postgres(PostgresStore),
 }
 
+/// Where a store lives, read from its location's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Location<'a> {
+    /// A SQLite file at this path.
+    Sqlite(&'a str),
+    /// A PostgreSQL database at this URL.
+    Postgres(&'a str),
+}
+
+impl<'a> Location<'a> {
+    /// Reads `location`: `postgres://…` or `postgresql://…`, or a SQLite path, bare or as
+    /// `sqlite://path`.
+    ///
+    /// ```
+    /// use portcullis_stores::Location;
+    ///
+    /// assert_eq!(Location::of("sqlite://state.db"), Location::Sqlite("state.db"));
+    /// assert!(matches!(Location::of("postgres://db/app"), Location::Postgres(_)));
+    /// ```
+    pub fn of(location: &'a str) -> Self {
+        if location.starts_with("postgres://") || location.starts_with("postgresql://") {
+            return Location::Postgres(location);
+        }
+        Location::Sqlite(location.strip_prefix("sqlite://").unwrap_or(location))
+    }
+}
+
 impl Store {
     /// Opens the store at `location`, bringing its schema up to date.
     pub async fn open(location: &str) -> Result<Self, OpenError> {
-        if location.starts_with("postgres://") || location.starts_with("postgresql://") {
-            return Ok(Store::Postgres(PostgresStore::connect(location).await?));
-        }
-        let path = location.strip_prefix("sqlite://").unwrap_or(location);
-        Ok(Store::Sqlite(SqliteStore::open(path)?))
+        Ok(match Location::of(location) {
+            Location::Postgres(url) => Store::Postgres(PostgresStore::connect(url).await?),
+            Location::Sqlite(path) => Store::Sqlite(SqliteStore::open(path)?),
+        })
     }
 
     /// Opens the store at `location` without creating or migrating anything: it must hold a
     /// store at this build's schema ([`OpenError::NotMigrated`] otherwise), and a SQLite file
     /// must exist. For tools beside the application, such as the `portcullis` command line.
     pub async fn open_existing(location: &str) -> Result<Self, OpenError> {
-        if location.starts_with("postgres://") || location.starts_with("postgresql://") {
-            return Ok(Store::Postgres(
-                PostgresStore::connect_existing(location).await?,
-            ));
-        }
-        let path = location.strip_prefix("sqlite://").unwrap_or(location);
-        Ok(Store::Sqlite(SqliteStore::open_existing(path)?))
+        Ok(match Location::of(location) {
+            Location::Postgres(url) => Store::Postgres(PostgresStore::connect_existing(url).await?),
+            Location::Sqlite(path) => Store::Sqlite(SqliteStore::open_existing(path)?),
+        })
     }
 
     /// The audit log's records from sequence `from` on, at most `limit` of them, in order.
