@@ -1,5 +1,29 @@
 //! Values as the databases keep them: counts and times as signed 64-bit integers, times in
-//! milliseconds since the Unix epoch.
+//! milliseconds since the Unix epoch, records as JSON text.
+
+use portcullis_core::{Abandoned, StoredStep};
+
+/// An abandoned transaction read back from its stored context and its steps (each a payload
+/// and whether it was compensated), in order.
+pub(crate) fn read_abandoned(
+    id: &str,
+    ctx: &str,
+    steps: &[(String, bool)],
+) -> Result<Abandoned, serde_json::Error> {
+    let steps = steps
+        .iter()
+        .map(|(payload, compensated)| {
+            let mut step: StoredStep = serde_json::from_str(payload)?;
+            step.compensated = *compensated;
+            Ok(step)
+        })
+        .collect::<Result<_, serde_json::Error>>()?;
+    Ok(Abandoned {
+        id: id.to_owned(),
+        ctx: serde_json::from_str(ctx)?,
+        steps,
+    })
+}
 
 /// Milliseconds since the Unix epoch: the clock every worker sharing a database reads.
 pub(crate) fn now_ms() -> i64 {

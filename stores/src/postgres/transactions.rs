@@ -6,7 +6,7 @@ use std::io;
 use portcullis_core::{Abandoned, BoxFuture, CallContext, StoredStep, TransactionStore};
 
 use super::{Failure, PostgresStore, failed, to_text};
-use crate::values::as_sql;
+use crate::values::{as_sql, read_abandoned};
 
 impl PostgresStore {
     async fn record(
@@ -63,22 +63,11 @@ impl PostgresStore {
                     &[&id],
                 )
                 .await?;
-            let read = || -> Result<Abandoned, Failure> {
-                let steps = steps
-                    .iter()
-                    .map(|row| {
-                        let mut step: StoredStep = serde_json::from_str(row.try_get(0)?)?;
-                        step.compensated = row.try_get(1)?;
-                        Ok(step)
-                    })
-                    .collect::<Result<_, Failure>>()?;
-                Ok(Abandoned {
-                    id: id.clone(),
-                    ctx: serde_json::from_str(&ctx)?,
-                    steps,
-                })
-            };
-            match read() {
+            let steps = steps
+                .iter()
+                .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+                .collect::<Result<Vec<(String, bool)>, tokio_postgres::Error>>()?;
+            match read_abandoned(&id, &ctx, &steps) {
                 Ok(open) => abandoned.push(open),
                 // Left leased: an operator must look at a transaction that does not read back.
                 Err(error) => failed(&format!("read abandoned transaction {id}"), &error),

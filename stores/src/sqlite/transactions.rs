@@ -8,6 +8,7 @@ use portcullis_core::{Abandoned, BoxFuture, CallContext, StoredStep, Transaction
 use rusqlite::{Connection, TransactionBehavior, params};
 
 use super::{SqliteStore, as_sql, failed};
+use crate::values::read_abandoned;
 
 fn to_text<T: serde::Serialize>(value: &T) -> Result<String, rusqlite::Error> {
     serde_json::to_string(value)
@@ -60,22 +61,7 @@ fn take_abandoned(
             let rows = statement.query_map([&id], |row| Ok((row.get(0)?, row.get(1)?)))?;
             rows.collect::<Result<_, _>>()?
         };
-        let read = || -> Result<Abandoned, serde_json::Error> {
-            let steps = steps
-                .iter()
-                .map(|(payload, compensated)| {
-                    let mut step: StoredStep = serde_json::from_str(payload)?;
-                    step.compensated = *compensated;
-                    Ok(step)
-                })
-                .collect::<Result<_, serde_json::Error>>()?;
-            Ok(Abandoned {
-                id: id.clone(),
-                ctx: serde_json::from_str(&ctx)?,
-                steps,
-            })
-        };
-        match read() {
+        match read_abandoned(&id, &ctx, &steps) {
             Ok(open) => abandoned.push(open),
             // Left leased: an operator must look at a transaction that does not read back.
             Err(error) => failed(&format!("read abandoned transaction {id}"), &error),
