@@ -38,7 +38,7 @@ pub use context::{CallContext, ToolChoice};
 pub use contract::{
     AllowedValuesFn, Approval, ContractBuilder, ContractError, Risk, ToolContract, name_problem,
 };
-pub use gate::approve::decision::{ApprovalDecision, Recorded, record_decision};
+pub use gate::approve::decision::{ApprovalDecision, Progress, Recorded, record_decision};
 pub use gate::approve::reviewer::Reviewer;
 pub use gate::approve::store::{
     ApprovalStore, Approver, AutoApprove, AutoReject, InMemoryApprovalStore, PendingCall,

@@ -62,7 +62,7 @@ fn entry(contract: &ToolContract) -> Value {
     sensitive.sort();
     let mut dynamic: Vec<&str> = contract.dynamic_arguments().collect();
     dynamic.sort();
-    json!({
+    let mut entry = json!({
         "name": contract.name(),
         "description": contract.description(),
         "risk": contract.risk(),
@@ -86,7 +86,13 @@ fn entry(contract: &ToolContract) -> Value {
         "one_of": dynamic,
         "input_schema_sha256": schema_hash(contract.input_schema()),
         "output_schema_sha256": contract.output_schema().map(schema_hash),
-    })
+    });
+    // Only when set, so that the hashes of earlier contracts, which tickets waiting across
+    // an upgrade recorded, stay what they were.
+    if contract.caller_confirms() {
+        entry["caller_confirms"] = Value::Bool(true);
+    }
+    entry
 }
 
 /// The SHA-256 of a contract's manifest entry: what a ticket records, so that a call is never

@@ -81,6 +81,7 @@ mod tests {
             expires_ms: 2,
             approvers: vec!["finance".into()],
             self_approval: false,
+            caller_confirms: false,
             contract_hash: "ab".repeat(32),
         }
     }

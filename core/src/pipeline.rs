@@ -44,8 +44,8 @@ use crate::manifest::contract_hash;
 use crate::registry::{Registered, Settings};
 use crate::tool::BoxFuture;
 use crate::{
-    ApprovalDecision, Arguments, CallContext, Gate, Outcome, PendingCall, PendingLimits, Registry,
-    Rejection, RejectionCode, Ticket, Tool, ToolCall, ToolContract, ToolError,
+    ApprovalDecision, Arguments, CallContext, Gate, Outcome, PendingCall, PendingLimits, Progress,
+    Registry, Rejection, RejectionCode, Ticket, Tool, ToolCall, ToolContract, ToolError,
 };
 
 /// A tool with its types erased, so that tools of different argument types live in one map.
@@ -633,6 +633,29 @@ impl Registry {
             }
         }
         Ok(outcomes)
+    }
+
+    /// Moves the call waiting under `ticket_id` on, for a caller that waits for it (an MCP
+    /// client holding its request open): carries out its decision when one is recorded and no
+    /// worker took it yet, and ends it when it expired. Returns where it stands, or
+    /// `approvals_unavailable` when the store cannot be read. Poll it; the call runs once,
+    /// whoever polls.
+    pub async fn follow(&self, ticket_id: &str) -> Result<Progress, Rejection> {
+        let store = &self.settings().approvals.store;
+        let Some(pending) = store.get(ticket_id).await? else {
+            return Ok(Progress::Left);
+        };
+        if pending.decision.is_some() {
+            return Ok(self
+                .run_decision(ticket_id, &Facts::default())
+                .await
+                .map_or(Progress::Left, Progress::Ended));
+        }
+        if pending.ticket.is_expired(now_ms()) {
+            self.expire_tickets().await;
+            return Ok(Progress::Left);
+        }
+        Ok(Progress::Waiting)
     }
 
     /// [`resume`](Self::resume), with what the gates learn of the call kept in `facts`.

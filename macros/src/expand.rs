@@ -453,6 +453,9 @@ fn contract(
     if let Some(role) = &options.approver {
         steps.push(quote!(.approvers([#role])));
     }
+    if options.caller_confirms.is_some() {
+        steps.push(quote!(.caller_confirms()));
+    }
     if let Some(required) = &options.audit_required {
         steps.push(quote!(.audit_required(#required)));
     }
@@ -614,6 +617,18 @@ fn check_contract(options: &ToolOptions, function: &ItemFn) -> syn::Result<()> {
                 .approval_span
                 .unwrap_or_else(|| function.sig.ident.span()),
             "a critical tool always needs a human's approval: remove `approval = \"never\"`, or lower the risk",
+        ));
+    }
+    if let (Some((Risk::Critical, _)), Some(span)) = (options.risk, options.caller_confirms) {
+        return Err(syn::Error::new(
+            span,
+            "a critical tool's calls wait for an operator, and the caller's own confirmation is not enough: remove `caller_confirms`, or lower the risk",
+        ));
+    }
+    if let (Some(span), Some(Approval::Never)) = (options.caller_confirms, &options.approval) {
+        return Err(syn::Error::new(
+            span,
+            "`caller_confirms` asks the caller to confirm each call, and `approval = \"never\"` asks no one: keep one of them",
         ));
     }
     if let (Some(_), Some(reason)) = (&options.rollback, &options.irreversible) {

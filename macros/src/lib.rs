@@ -20,7 +20,9 @@ mod sensitive;
 /// "medium" | "high" | "critical"`, `role = "x"` or `roles = ["x", "y"]`, `rollback = path`
 /// (an `async fn(&CallContext, &NameArgs, &T) -> Result<(), ToolError>`), `irreversible =
 /// "reason"`, `approval = "never" | "required" | path` (a `fn(&CallContext, &NameArgs) ->
-/// bool`), `approver = "role"` (the role a reviewer must hold), `audit_required = true | false`
+/// bool`), `approver = "role"` (the role a reviewer must hold), `caller_confirms` (the caller
+/// may confirm its own calls, which then wait for that confirmation; not on a critical tool),
+/// `audit_required = true | false`
 /// (record the call as about to run before it runs; default: medium risk and above unless
 /// `read_only`), `idempotent`, `open_world = false`, `read_only`, `cost = N`, `timeout_ms = N`
 /// (async tools), `crate = "path"`.

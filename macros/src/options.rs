@@ -19,6 +19,7 @@ const KEYS: &[&str] = &[
     "irreversible",
     "approval",
     "approver",
+    "caller_confirms",
     "audit_required",
     "idempotent",
     "open_world",
@@ -60,6 +61,8 @@ pub(crate) struct ToolOptions {
     pub(crate) idempotent: bool,
     /// The role a reviewer must hold to decide the tool's calls.
     pub(crate) approver: Option<LitStr>,
+    /// `caller_confirms`: the caller may confirm its own calls.
+    pub(crate) caller_confirms: Option<Span>,
     /// `audit_required = true | false`: whether a call is recorded as about to run first.
     pub(crate) audit_required: Option<LitBool>,
     /// `open_world = false`: the tool only touches what the registry's owner controls.
@@ -228,6 +231,10 @@ impl ToolOptions {
             }
             "audit_required" => {
                 self.audit_required = Some(boolean(meta, "audit_required = true")?);
+            }
+            "caller_confirms" => {
+                flag(meta, "caller_confirms")?;
+                self.caller_confirms = Some(meta.span());
             }
             "idempotent" => {
                 flag(meta, "idempotent")?;

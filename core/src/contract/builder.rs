@@ -82,6 +82,14 @@ impl ContractBuilder {
         self
     }
 
+    /// Lets the caller confirm its own calls: see
+    /// [`ToolContract::caller_confirms`]. [`check`](ToolContract::check) refuses it on a
+    /// critical tool.
+    pub fn caller_confirms(mut self) -> Self {
+        self.contract.caller_confirms = true;
+        self
+    }
+
     /// Sets when a call needs approval.
     pub fn approval(mut self, approval: Approval) -> Self {
         self.contract.approval = approval;

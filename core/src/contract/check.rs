@@ -63,6 +63,16 @@ impl ToolContract {
                 "a critical tool always needs approval: remove `approval = \"never\"`".into(),
             );
         }
+        if self.caller_confirms && self.risk == Risk::Critical {
+            return fail(
+                "a critical tool's calls wait for an operator: the caller's own confirmation is not enough; remove `caller_confirms`, or lower the risk".into(),
+            );
+        }
+        if self.caller_confirms && self.approval == Approval::Never {
+            return fail(
+                "`caller_confirms` asks the caller to confirm, and `approval = \"never\"` asks no one: keep one".into(),
+            );
+        }
         if self.read_only && self.irreversible.is_some() {
             return fail(
                 "a read-only tool changes nothing, so nothing about it is irreversible".into(),

@@ -102,6 +102,8 @@ pub struct ToolContract {
     snapshot: Option<String>,
     approval: Approval,
     approvers: Vec<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    caller_confirms: bool,
     rollback: Option<String>,
     irreversible: Option<String>,
     idempotent: bool,
@@ -151,6 +153,7 @@ impl ToolContract {
                 snapshot: None,
                 approval: Approval::Default,
                 approvers: Vec::new(),
+                caller_confirms: false,
                 rollback: None,
                 irreversible: None,
                 idempotent: false,
@@ -230,6 +233,15 @@ impl ToolContract {
     /// registry's default ([`RegistryBuilder::approvers`](crate::RegistryBuilder::approvers)).
     pub fn approvers(&self) -> &[String] {
         &self.approvers
+    }
+
+    /// Whether the caller may confirm its own calls of this tool: such a call waits for a
+    /// decision (unless [`approval`](Self::approval) says it need not), and the actor who
+    /// asked may approve it, as the person at the client who saw what it does. An operator
+    /// may decide it too, under [`approvers`](Self::approvers). A critical tool never has it:
+    /// its calls wait for an operator.
+    pub fn caller_confirms(&self) -> bool {
+        self.caller_confirms
     }
 
     /// Whether a call must be recorded as about to run before it runs (write-ahead), so that no

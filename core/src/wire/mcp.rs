@@ -114,18 +114,33 @@ pub fn parse(request: &Value) -> Result<McpCall, WireError> {
 ///   official Python client raises when it is missing or does not match); the text tells the
 ///   model not to call again.
 pub fn reply(call: &McpCall, outcome: &Outcome) -> Value {
+    match result(outcome) {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": call.request_id, "result": result}),
+        Err(error) => json!({"jsonrpc": "2.0", "id": call.request_id, "error": error}),
+    }
+}
+
+/// The `result` of the response [`reply`] builds, or its JSON-RPC `error` object for an
+/// unknown tool: for a server that frames its responses itself.
+///
+/// ```
+/// use portcullis_core::Outcome;
+/// use portcullis_core::wire::mcp;
+/// use serde_json::json;
+///
+/// let result = mcp::result(&Outcome::Completed(json!({"rows": 2}))).unwrap();
+/// assert_eq!(result["isError"], false);
+/// assert_eq!(result["structuredContent"], json!({"rows": 2}));
+/// ```
+pub fn result(outcome: &Outcome) -> Result<Value, Value> {
     if let Outcome::Rejected(rejection) = outcome
         && rejection.code() == RejectionCode::UnknownTool
     {
-        return json!({
-            "jsonrpc": "2.0",
-            "id": call.request_id,
-            "error": {
-                "code": INVALID_PARAMS,
-                "message": rejection.message(),
-                "data": model_message(rejection),
-            },
-        });
+        return Err(json!({
+            "code": INVALID_PARAMS,
+            "message": rejection.message(),
+            "data": model_message(rejection),
+        }));
     }
     let mut result = json!({
         "content": [{"type": "text", "text": outcome_text(outcome)}],
@@ -136,7 +151,7 @@ pub fn reply(call: &McpCall, outcome: &Outcome) -> Value {
     {
         fields.insert("structuredContent".into(), output.clone());
     }
-    json!({"jsonrpc": "2.0", "id": call.request_id, "result": result})
+    Ok(result)
 }
 
 /// The JSON-RPC error response to a request [`parse`] could not read: `-32601` (method not

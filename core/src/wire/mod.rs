@@ -397,6 +397,7 @@ mod tests {
             expires_ms: 2,
             approvers: vec!["finance".into()],
             self_approval: false,
+            caller_confirms: false,
             contract_hash: "0".repeat(64),
         }
     }

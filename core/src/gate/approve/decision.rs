@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::reviewer::Reviewer;
 use super::store::{ApprovalStore, PendingCall, now_ms};
-use crate::{Rejection, RejectionCode};
+use crate::{Outcome, Rejection, RejectionCode};
 
 /// A reviewer's decision on a ticket. The reviewer must be allowed to decide it
 /// ([`Reviewer::may_decide`]); a decision of one who is not leaves the ticket pending.
@@ -61,6 +61,21 @@ pub enum Recorded {
     Expired,
     /// The store could not be reached; nothing was recorded.
     Unavailable,
+}
+
+/// Where a call waiting under a ticket stands, as [`Registry::follow`](crate::Registry::follow)
+/// found it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Progress {
+    /// No one decided it yet, and it has not expired.
+    Waiting,
+    /// Its decision was carried out here, just now, with this outcome.
+    Ended(Outcome),
+    /// It left the store by another road: another worker carried out its decision, or it
+    /// expired. Dispatching the same call again (same context, same call id) reads the outcome
+    /// it ended with.
+    Left,
 }
 
 /// Records `decision` on ticket `ticket_id` in `store`, for a worker to run

@@ -32,13 +32,17 @@ impl Approvals {
     /// Whether a call of a tool with `contract` needs approval, `predicate` being the tool's
     /// own answer for this call (its `approval = path`, or the contract's `required`).
     /// Critical tools always do; the contract decides for the others, and where it says
-    /// nothing, the registry's default for high risk.
+    /// nothing, a tool the caller confirms does, and otherwise the registry's default for
+    /// high risk.
     pub(crate) fn required(&self, contract: &ToolContract, predicate: bool) -> bool {
         contract.risk() == Risk::Critical
             || match contract.approval() {
                 Approval::Never => false,
                 Approval::Required | Approval::Conditional(_) => predicate,
-                Approval::Default => contract.risk() == Risk::High && self.high_risk_by_default,
+                Approval::Default => {
+                    contract.caller_confirms()
+                        || (contract.risk() == Risk::High && self.high_risk_by_default)
+                }
             }
     }
 
@@ -80,6 +84,7 @@ impl Approvals {
             expires_ms: expiry_ms(created_ms, self.lifetime),
             approvers,
             self_approval: self.self_approval,
+            caller_confirms: contract.caller_confirms(),
             contract_hash: contract_hash(contract),
         }
     }

@@ -53,6 +53,10 @@ pub struct Ticket {
     pub approvers: Vec<String>,
     /// Whether the actor who asked may decide its own call.
     pub self_approval: bool,
+    /// Whether the actor who asked may confirm its own call, whatever the approver roles
+    /// ([`ToolContract::caller_confirms`](crate::ToolContract::caller_confirms)).
+    #[serde(default)]
+    pub caller_confirms: bool,
     /// The SHA-256 of the tool's contract when the ticket was opened: a call is not run under
     /// a contract that changed since.
     pub contract_hash: String,

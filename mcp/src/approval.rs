@@ -1,0 +1,135 @@
+//! A call that needs a human, in the protocol: the caller's own confirmation through MCP
+//! elicitation, for tools whose contract allows it, or an operator's decision through the
+//! approval store, while the client's request waits.
+//!
+//! The two never stand in for each other. An elicitation is answered by the client, which may
+//! be a program: its answer is recorded as the caller's own decision
+//! ([`Reviewer`] = the actor), and the registry accepts that only on a ticket of a tool that
+//! [`caller_confirms`](portcullis_core::ToolContract::caller_confirms). Every other ticket
+//! waits for a reviewer who may decide it, through the store.
+
+use std::time::Instant;
+
+use portcullis_core::{
+    ApprovalDecision, CallContext, Outcome, Progress, Reviewer, Ticket, ToolCall,
+};
+use rmcp::RoleServer;
+use rmcp::model::{ElicitRequestParams, ElicitationAction, ProgressNotificationParam};
+use rmcp::service::{ElicitationMode, RequestContext};
+use serde_json::json;
+
+use crate::server::Shared;
+
+/// What the model reads when a call still waits once its request answers.
+pub(crate) const WAITING_MESSAGE: &str = "This call is awaiting a human's approval and has not \
+     run. To learn its outcome later, call the same tool again with the same arguments: the \
+     call runs at most once, and a repeat reports how it ended.";
+
+/// Carries a call waiting under `ticket` as far as it goes while the request is open: the
+/// caller's confirmation when the tool allows it and the client can ask its user, otherwise
+/// an operator's decision until the server's wait ends (the call then still waits).
+pub(crate) async fn decide(
+    shared: &Shared,
+    ctx: &CallContext,
+    call: &ToolCall,
+    ticket: &Ticket,
+    request: &RequestContext<RoleServer>,
+) -> Outcome {
+    if ticket.caller_confirms
+        && let Some(outcome) = confirm(shared, ctx, ticket, request).await
+    {
+        return outcome;
+    }
+    await_decision(shared, ctx, call, Box::new(ticket.clone()), request).await
+}
+
+/// Asks the person at the client to confirm the call; `None` when the client cannot be asked
+/// (it has no form elicitation, or did not answer in time), so that the call waits for an
+/// operator instead.
+async fn confirm(
+    shared: &Shared,
+    ctx: &CallContext,
+    ticket: &Ticket,
+    request: &RequestContext<RoleServer>,
+) -> Option<Outcome> {
+    if !request
+        .peer
+        .supported_elicitation_modes()
+        .contains(&ElicitationMode::Form)
+    {
+        return None;
+    }
+    let params: ElicitRequestParams = serde_json::from_value(json!({
+        "mode": "form",
+        "message": format!("Confirm this call? {}", ticket.description),
+        "requestedSchema": {"type": "object", "properties": {}},
+    }))
+    .ok()?;
+    let answer = request
+        .peer
+        .create_elicitation_with_timeout(params, Some(shared.approval_wait))
+        .await;
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(error) => {
+            tracing::warn!(ticket = %ticket.id, %error, "the client did not confirm; the call waits for an operator");
+            return None;
+        }
+    };
+    let mut reviewer = Reviewer::new(ctx.actor());
+    if let Some(tenant) = ctx.tenant() {
+        reviewer = reviewer.with_tenant(tenant);
+    }
+    let decision = match answer.action {
+        ElicitationAction::Accept => ApprovalDecision::Approve { reviewer },
+        ElicitationAction::Decline => ApprovalDecision::Reject {
+            reviewer,
+            message: "the user declined this call".to_owned(),
+        },
+        _ => ApprovalDecision::Reject {
+            reviewer,
+            message: "the user dismissed the confirmation without approving this call".to_owned(),
+        },
+    };
+    Some(shared.registry.resume(&ticket.id, decision).await)
+}
+
+/// Waits for an operator's decision on `ticket` while the request is open, telling a client
+/// that asked for progress that the call still waits. Returns the call's outcome, or the
+/// pending call when the wait ended or the client cancelled its request.
+async fn await_decision(
+    shared: &Shared,
+    ctx: &CallContext,
+    call: &ToolCall,
+    mut ticket: Box<Ticket>,
+    request: &RequestContext<RoleServer>,
+) -> Outcome {
+    let deadline = Instant::now() + shared.approval_wait;
+    let progress_token = request.meta.get_progress_token();
+    let mut beats = 0u32;
+    loop {
+        tokio::select! {
+            () = request.ct.cancelled() => return Outcome::Pending(ticket),
+            () = tokio::time::sleep(shared.poll_interval) => {}
+        }
+        match shared.registry.follow(&ticket.id).await {
+            Ok(Progress::Ended(outcome)) => return outcome,
+            Ok(Progress::Left) => match shared.registry.dispatch(ctx, call).await {
+                Outcome::Pending(still) => ticket = still,
+                outcome => return outcome,
+            },
+            Ok(_) => {}
+            Err(refusal) => return Outcome::Rejected(refusal),
+        }
+        if Instant::now() >= deadline {
+            return Outcome::Pending(ticket);
+        }
+        if let Some(token) = &progress_token {
+            beats += 1;
+            let mut progress = ProgressNotificationParam::new(token.clone(), f64::from(beats));
+            progress.message = Some(format!("awaiting approval of ticket {}", ticket.id));
+            // A client that went away gets its outcome from a later call.
+            let _ = request.peer.notify_progress(progress).await;
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! Streamable HTTP: every request authenticated before the MCP layer sees it.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::net::TcpListener;
+
+use crate::identity::Authenticator;
+use crate::message;
+use crate::server::{McpServer, ServeError};
+use crate::session::{Authenticated, Origin, Session};
+
+impl McpServer {
+    /// The server as an axum [`Router`] with the MCP endpoint at `/mcp`, to serve on its own
+    /// ([`serve_http`](Self::serve_http)) or to nest in an application. A request whose
+    /// credentials `authenticator` does not recognise gets `401 Unauthorized`; each session
+    /// answers only the caller that opened it, under a task id of its own.
+    pub fn router(&self, authenticator: impl Authenticator) -> Router {
+        let shared = self.shared().clone();
+        let config = StreamableHttpServerConfig::default()
+            .with_allowed_hosts(shared.allowed_hosts.iter().cloned());
+        let service = StreamableHttpService::new(
+            move || Ok(Session::new(shared.clone(), Origin::Requests, None)),
+            Arc::new(LocalSessionManager::default()),
+            config,
+        );
+        let authenticator: Arc<dyn Authenticator> = Arc::new(authenticator);
+        Router::new()
+            .route_service("/mcp", service)
+            .layer(middleware::from_fn(move |request: Request, next: Next| {
+                let authenticator = authenticator.clone();
+                async move { authenticate(authenticator.as_ref(), request, next).await }
+            }))
+    }
+
+    /// Serves MCP over streamable HTTP on `listener` (the endpoint is `/mcp`) until the
+    /// listener fails, with a worker that runs the decisions nobody waits for.
+    pub async fn serve_http(
+        &self,
+        listener: TcpListener,
+        authenticator: impl Authenticator,
+    ) -> Result<(), ServeError> {
+        let _worker = self.spawn_worker();
+        axum::serve(listener, self.router(authenticator)).await?;
+        Ok(())
+    }
+}
+
+/// Lets a request through with its caller in its extensions, or refuses it.
+async fn authenticate(authenticator: &dyn Authenticator, request: Request, next: Next) -> Response {
+    let (mut parts, body) = request.into_parts();
+    let Some(caller) = authenticator.authenticate(&parts).await else {
+        return (
+            StatusCode::UNAUTHORIZED,
+            [
+                (header::WWW_AUTHENTICATE, "Bearer"),
+                (header::CONTENT_TYPE, "application/json"),
+            ],
+            r#"{"error":"unauthenticated","message":"send credentials this server knows: Authorization: Bearer <token>"}"#,
+        )
+            .into_response();
+    };
+    parts.extensions.insert(Authenticated(caller));
+    if parts.method != Method::POST {
+        return next.run(Request::from_parts(parts, body)).await;
+    }
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_REQUEST_BYTES).await else {
+        return (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "the request is larger than 4 MiB",
+        )
+            .into_response();
+    };
+    if let Err(error) = message::check(&bytes) {
+        return (
+            StatusCode::BAD_REQUEST,
+            [(header::CONTENT_TYPE, "application/json")],
+            error.to_string(),
+        )
+            .into_response();
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+/// The largest request body read, as rmcp's own default.
+const MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;

@@ -1,0 +1,30 @@
+//! Serve a portcullis [`Registry`](portcullis_core::Registry) over the Model Context Protocol,
+//! on [rmcp](https://docs.rs/rmcp), over stdio or streamable HTTP.
+//!
+//! - `tools/list` is the caller's own export: only the tools its identity may use, with the
+//!   MCP profile's annotations and output schemas.
+//! - `tools/call` goes through [`Registry::dispatch`](portcullis_core::Registry::dispatch):
+//!   a refusal is a result with `isError: true` and the model message (a stable `error`
+//!   code), an unknown tool the specification's `-32602` error.
+//! - A call that needs a human waits while its request is open: for the caller's own
+//!   confirmation through elicitation, where the tool's contract allows it
+//!   (`#[tool(caller_confirms)]`), otherwise for an operator's decision in the approval store
+//!   (the `portcullis` command line). When the wait ends first, the result names the ticket,
+//!   and calling the tool again with the same arguments resumes the call.
+//! - Over stdio the caller comes from the configuration; over HTTP from each request's
+//!   credentials, through an [`Authenticator`] ([`BearerTokens`] ships). Each session has a
+//!   task id of its own, and answers only the caller that opened it.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod approval;
+mod http;
+mod identity;
+mod message;
+mod server;
+mod session;
+mod stdio;
+
+pub use identity::{Authenticator, BearerTokens};
+pub use server::{McpServer, McpServerBuilder, ServeError};

@@ -1,0 +1,247 @@
+//! The server: a registry, how long a call may wait for a human while its request is open, and
+//! the sessions to tell when their tool list changes.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use portcullis_core::export::Profile;
+use portcullis_core::{CallContext, Registry};
+use rmcp::RoleServer;
+use rmcp::service::Peer;
+use serde_json::Value;
+
+/// A [`Registry`] served over MCP, over stdio ([`serve_stdio`](Self::serve_stdio)) or
+/// streamable HTTP ([`serve_http`](Self::serve_http)). Cheap to clone: clones share the
+/// registry and the sessions.
+///
+/// ```no_run
+/// use portcullis_core::export::Profile;
+/// use portcullis_core::{CallContext, Registry};
+/// use portcullis_mcp::McpServer;
+///
+/// # async fn run() -> Result<(), portcullis_mcp::ServeError> {
+/// let registry = Registry::builder().profile(Profile::Mcp).build().unwrap();
+/// let server = McpServer::builder(registry).build()?;
+/// server.serve_stdio(CallContext::new("ops-bot").with_roles(["support"])).await
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct McpServer {
+    shared: Arc<Shared>,
+}
+
+/// What every session of a server shares.
+pub(crate) struct Shared {
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) name: String,
+    /// How long a request stays open while its call waits for a human.
+    pub(crate) approval_wait: Duration,
+    /// How often a waiting request, and the server's worker, look at the approval store.
+    pub(crate) poll_interval: Duration,
+    pub(crate) allowed_hosts: Vec<String>,
+    listeners: Mutex<Vec<Listener>>,
+}
+
+/// A session that listed its tools: told when what it sees changes.
+pub(crate) struct Listener {
+    peer: Peer<RoleServer>,
+    ctx: CallContext,
+    listed: Value,
+}
+
+impl Listener {
+    pub(crate) fn new(peer: Peer<RoleServer>, ctx: CallContext, listed: Value) -> Self {
+        Listener { peer, ctx, listed }
+    }
+}
+
+impl Shared {
+    /// Remembers the tool list a session was just given.
+    pub(crate) fn listen(&self, listener: Listener) {
+        let mut listeners = self
+            .listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        listeners.retain(|known| {
+            !known.peer.is_transport_closed() && known.ctx.task_id() != listener.ctx.task_id()
+        });
+        listeners.push(listener);
+    }
+}
+
+/// Builds an [`McpServer`].
+pub struct McpServerBuilder {
+    registry: Arc<Registry>,
+    name: String,
+    approval_wait: Duration,
+    poll_interval: Duration,
+    allowed_hosts: Vec<String>,
+}
+
+impl McpServerBuilder {
+    /// The server's name in `initialize` (default `portcullis`).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// How long a `tools/call` request stays open while its call waits for a human (default
+    /// 2 minutes). After it, the result says the call awaits approval, with its ticket, and a
+    /// later call of the same tool with the same arguments in the session resumes it.
+    pub fn approval_wait(mut self, wait: Duration) -> Self {
+        self.approval_wait = wait;
+        self
+    }
+
+    /// How often a waiting request, and the worker that runs decisions nobody waits for,
+    /// look at the approval store (default 1 second).
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval.max(Duration::from_millis(10));
+        self
+    }
+
+    /// The `Host` values HTTP requests may carry (default: `localhost`, `127.0.0.1`, `::1`),
+    /// against DNS rebinding. A server behind a public name lists that name.
+    pub fn allowed_hosts<I, S>(mut self, hosts: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.allowed_hosts = hosts.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The server; [`ServeError::NoMcpProfile`] unless the registry was built for the MCP
+    /// profile ([`RegistryBuilder::profile`](portcullis_core::RegistryBuilder::profile)), which
+    /// checks at build time that every tool fits MCP.
+    pub fn build(self) -> Result<McpServer, ServeError> {
+        if !self.registry.serves(Profile::Mcp) {
+            return Err(ServeError::NoMcpProfile);
+        }
+        Ok(McpServer {
+            shared: Arc::new(Shared {
+                registry: self.registry,
+                name: self.name,
+                approval_wait: self.approval_wait,
+                poll_interval: self.poll_interval,
+                allowed_hosts: self.allowed_hosts,
+                listeners: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+}
+
+impl McpServer {
+    /// A builder for a server of `registry`.
+    pub fn builder(registry: impl Into<Arc<Registry>>) -> McpServerBuilder {
+        McpServerBuilder {
+            registry: registry.into(),
+            name: "portcullis".to_owned(),
+            approval_wait: Duration::from_secs(120),
+            poll_interval: Duration::from_secs(1),
+            allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
+        }
+    }
+
+    /// The registry the server dispatches to.
+    pub fn registry(&self) -> &Registry {
+        &self.shared.registry
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Tells every session whose tool list changed since it last listed it, for example after
+    /// a dynamic value (`#[one_of]`) changed; returns how many were told. Sessions that
+    /// closed are forgotten.
+    pub async fn tools_changed(&self) -> usize {
+        let changed: Vec<Peer<RoleServer>> = {
+            let mut listeners = self
+                .shared
+                .listeners
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            listeners.retain(|listener| !listener.peer.is_transport_closed());
+            listeners
+                .iter_mut()
+                .filter_map(|listener| {
+                    let now = self.shared.tools_for(&listener.ctx).ok()?;
+                    (now != listener.listed).then(|| {
+                        listener.listed = now;
+                        listener.peer.clone()
+                    })
+                })
+                .collect()
+        };
+        let mut told = 0;
+        for peer in changed {
+            if peer.notify_tool_list_changed().await.is_ok() {
+                told += 1;
+            }
+        }
+        told
+    }
+
+    /// Runs, every poll interval, the decisions recorded for calls whose request no longer
+    /// waits, and ends expired tickets; stops when the guard drops.
+    pub(crate) fn spawn_worker(&self) -> WorkerGuard {
+        let shared = self.shared.clone();
+        WorkerGuard(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(shared.poll_interval).await;
+                match shared.registry.run_decided().await {
+                    Ok(ran) => {
+                        for (ticket, outcome) in ran {
+                            tracing::info!(%ticket, code = ?outcome.code(), "ran a decided call");
+                        }
+                    }
+                    Err(refusal) => tracing::warn!(%refusal, "decided calls could not be read"),
+                }
+                shared.registry.expire_tickets().await;
+            }
+        }))
+    }
+}
+
+/// Stops the server's worker when the serving ends.
+pub(crate) struct WorkerGuard(tokio::task::JoinHandle<()>);
+
+impl Drop for WorkerGuard {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Why a server could not start or stopped.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// The registry was not built for the MCP profile.
+    NoMcpProfile,
+    /// The listener or the standard streams failed.
+    Io(std::io::Error),
+    /// The MCP session could not be opened or ended abnormally.
+    Protocol(String),
+}
+
+impl fmt::Display for ServeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServeError::NoMcpProfile => f.write_str(
+                "the registry does not serve the MCP profile: build it with `.profile(Profile::Mcp)`",
+            ),
+            ServeError::Io(error) => write!(f, "the server's connection failed: {error}"),
+            ServeError::Protocol(reason) => write!(f, "the MCP session failed: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for ServeError {}
+
+impl From<std::io::Error> for ServeError {
+    fn from(error: std::io::Error) -> Self {
+        ServeError::Io(error)
+    }
+}

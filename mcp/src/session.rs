@@ -1,0 +1,253 @@
+//! One MCP session: its caller, its task, its tool list and its calls, every one of them
+//! through [`Registry::dispatch`](portcullis_core::Registry::dispatch).
+
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use portcullis_core::export::Profile;
+use portcullis_core::wire::mcp;
+use portcullis_core::{Arguments, CallContext, Outcome, ToolCall};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorCode, Implementation,
+    InitializeRequestParams, InitializeResult, ListToolsResult, NumberOrString,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, ToolsCapability,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+use crate::approval::{self, WAITING_MESSAGE};
+use crate::identity::same_caller;
+use crate::server::{Listener, Shared};
+
+/// The caller of an HTTP request, as the server's [`Authenticator`](crate::Authenticator)
+/// found it; the HTTP layer puts it in the request's extensions.
+#[derive(Clone)]
+pub(crate) struct Authenticated(pub(crate) CallContext);
+
+/// Where a session's caller comes from.
+pub(crate) enum Origin {
+    /// The configuration: one caller for the session (stdio).
+    Fixed,
+    /// Each request's credentials, which must name the caller that opened the session.
+    Requests,
+}
+
+/// A call that was still waiting for approval when its request answered: a later call of the
+/// same tool with the same arguments, in this session, resumes it instead of asking again.
+struct Waiting {
+    call: ToolCall,
+    arguments: Value,
+}
+
+/// The state of one session; rmcp makes one per MCP session.
+pub(crate) struct Session {
+    shared: Arc<Shared>,
+    origin: Origin,
+    /// The caller's identity as authenticated, and its context with the session's task id.
+    caller: OnceLock<(CallContext, CallContext)>,
+    waiting: Mutex<Vec<Waiting>>,
+}
+
+impl Session {
+    pub(crate) fn new(shared: Arc<Shared>, origin: Origin, fixed: Option<CallContext>) -> Self {
+        let caller = OnceLock::new();
+        if let Some(identity) = fixed {
+            let session = identity.clone().with_task_id(session_task_id());
+            let _ = caller.set((identity, session));
+        }
+        Session {
+            shared,
+            origin,
+            caller,
+            waiting: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The context of the request's caller, with the session's task id. Over HTTP the first
+    /// request names the session's caller, and a request with another caller's credentials
+    /// is refused: a session id alone does not make a caller.
+    fn context(&self, request: &RequestContext<RoleServer>) -> Result<CallContext, ErrorData> {
+        if let Origin::Requests = self.origin {
+            let identity = request
+                .extensions
+                .get::<axum::http::request::Parts>()
+                .and_then(|parts| parts.extensions.get::<Authenticated>())
+                .map(|authenticated| authenticated.0.clone())
+                .ok_or_else(|| {
+                    ErrorData::invalid_request("the request is not authenticated", None)
+                })?;
+            let (owner, _) = self.caller.get_or_init(|| {
+                let session = identity.clone().with_task_id(session_task_id());
+                (identity.clone(), session)
+            });
+            if !same_caller(owner, &identity) {
+                return Err(ErrorData::invalid_request(
+                    "this session belongs to another caller: open a session of your own",
+                    None,
+                ));
+            }
+        }
+        self.caller
+            .get()
+            .map(|(_, session)| session.clone())
+            .ok_or_else(|| ErrorData::internal_error("the session has no caller", None))
+    }
+
+    /// The call to dispatch for this request: a new one, whose id is the request's JSON-RPC id
+    /// (unique within the session's task), or, for the same tool and arguments as a call still
+    /// waiting for approval, that call again.
+    fn call_for(&self, request: &CallToolRequestParams, id: &NumberOrString) -> ToolCall {
+        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        let waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(earlier) = waiting
+            .iter()
+            .find(|earlier| earlier.call.name == request.name && earlier.arguments == arguments)
+        {
+            return earlier.call.clone();
+        }
+        let id = match id {
+            NumberOrString::Number(number) => number.to_string(),
+            NumberOrString::String(text) => text.to_string(),
+        };
+        ToolCall::new(id, request.name.to_string(), arguments)
+    }
+
+    /// Remembers a call still waiting when its request answers, and forgets one that ended.
+    fn remember(&self, call: &ToolCall, outcome: &Outcome) {
+        let Arguments::Json(arguments) = &call.arguments else {
+            return;
+        };
+        let waits = match outcome {
+            Outcome::Pending(_) => true,
+            Outcome::Rejected(rejection) => rejection.retryable(),
+            _ => false,
+        };
+        let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+        let known = waiting
+            .iter()
+            .position(|earlier| earlier.call.id == call.id);
+        match (known, waits) {
+            (None, true) if matches!(outcome, Outcome::Pending(_)) => waiting.push(Waiting {
+                call: call.clone(),
+                arguments: arguments.clone(),
+            }),
+            (Some(index), false) => {
+                waiting.swap_remove(index);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A fresh task id for a session: `mcp_` and 128 random bits, so that JSON-RPC ids, which
+/// each client numbers from 1, never name another session's call.
+fn session_task_id() -> String {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).expect("the operating system's random source is available");
+    let hex: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
+    format!("mcp_{hex}")
+}
+
+/// The MCP result of `outcome`; a call still waiting tells the model how to learn its outcome.
+fn tool_result(outcome: &Outcome) -> Result<CallToolResult, ErrorData> {
+    let value = match outcome {
+        Outcome::Pending(ticket) => {
+            let waiting = json!({
+                "status": "awaiting_approval",
+                "ticket": ticket.id,
+                "expires_ms": ticket.expires_ms,
+                "message": WAITING_MESSAGE,
+            });
+            json!({"content": [{"type": "text", "text": waiting.to_string()}], "isError": true})
+        }
+        _ => match mcp::result(outcome) {
+            Ok(result) => result,
+            Err(error) => {
+                return Err(ErrorData::new(
+                    ErrorCode(error["code"].as_i64().unwrap_or(-32602) as i32),
+                    error["message"].as_str().unwrap_or_default().to_owned(),
+                    error.get("data").cloned(),
+                ));
+            }
+        },
+    };
+    serde_json::from_value(value)
+        .map_err(|error| ErrorData::internal_error(format!("unrenderable result: {error}"), None))
+}
+
+impl ServerHandler for Session {
+    fn get_info(&self) -> ServerConfig {
+        let mut capabilities = ServerCapabilities::default();
+        let mut tools = ToolsCapability::default();
+        tools.list_changed = Some(true);
+        capabilities.tools = Some(tools);
+        let mut info = ServerConfig::new(capabilities);
+        info.server_info = Implementation::new(
+            self.shared.name.clone(),
+            env!("CARGO_PKG_VERSION").to_owned(),
+        );
+        info.protocol_version = ProtocolVersion::V_2025_11_25;
+        info.instructions = Some(
+            "Every call passes portcullis's gates. A refused call is a result with isError and \
+             a JSON message whose `error` is a stable code; a call that needs a human's approval \
+             waits for it."
+                .to_owned(),
+        );
+        info
+    }
+
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        // Sessions carry the caller and the task; the stateless 2026-07-28 lifecycle has none.
+        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        // The caller who opens the session owns it.
+        self.context(&context)?;
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let ctx = self.context(&context)?;
+        let tools = self.shared.tools_for(&ctx)?;
+        self.shared
+            .listen(Listener::new(context.peer.clone(), ctx, tools.clone()));
+        serde_json::from_value(json!({"tools": tools})).map_err(|error| {
+            ErrorData::internal_error(format!("unrenderable tools: {error}"), None)
+        })
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let ctx = self.context(&context)?;
+        let call = self.call_for(&request, &context.id);
+        let registry = &self.shared.registry;
+        let mut outcome = registry.dispatch(&ctx, &call).await;
+        if let Outcome::Pending(ticket) = &outcome {
+            outcome = approval::decide(&self.shared, &ctx, &call, ticket, &context).await;
+        }
+        self.remember(&call, &outcome);
+        tool_result(&outcome).map(CallToolResponse::from)
+    }
+}
+
+impl Shared {
+    /// The MCP tool list `ctx` sees.
+    pub(crate) fn tools_for(&self, ctx: &CallContext) -> Result<Value, ErrorData> {
+        self.registry
+            .export(ctx, Profile::Mcp)
+            .map_err(|error| ErrorData::internal_error(error.to_string(), None))
+    }
+}

@@ -1,0 +1,209 @@
+"""Drives portcullis's MCP server with the official MCP Python SDK's client.
+
+    python official_client.py http  '{"url": ..., "tokens": {"support": ..., "finance": ...}}'
+    python official_client.py stdio '{"command": ..., "store": ...}'
+
+Prints, as its last line, one JSON object: what the client saw. The Rust test
+(official_client.rs) asserts on it; this script only reports.
+"""
+
+import asyncio
+import contextlib
+import json
+import sys
+
+import httpx2
+from mcp import ClientSession
+from mcp import types
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+TRANSPORT = sys.argv[1]
+SETTINGS = json.loads(sys.argv[2])
+ASKED = []
+
+
+def confirmer(action):
+    async def answer(context, params):
+        ASKED.append(params.message)
+        return types.ElicitResult(action=action)
+
+    return answer
+
+
+@contextlib.asynccontextmanager
+async def session(identity, action=None):
+    """An initialized session as `identity` ("support" or "finance")."""
+    elicitation = confirmer(action) if action else None
+    if TRANSPORT == "http":
+        token = SETTINGS["tokens"][identity]
+        headers = {"Authorization": f"Bearer {token}"}
+        async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+            async with streamable_http_client(SETTINGS["url"], http_client=http) as streams:
+                async with ClientSession(*streams, elicitation_callback=elicitation) as client:
+                    yield client, await client.initialize()
+    else:
+        server = StdioServerParameters(
+            command=SETTINGS["command"],
+            env={
+                "PORTCULLIS_MCP_STDIO_STORE": SETTINGS["store"],
+                "PORTCULLIS_MCP_CALLER": identity,
+            },
+        )
+        async with stdio_client(server) as streams:
+            async with ClientSession(*streams, elicitation_callback=elicitation) as client:
+                yield client, await client.initialize()
+
+
+def view(result):
+    text = result.content[0].text if result.content else None
+    try:
+        body = json.loads(text)
+    except (TypeError, ValueError):
+        body = text
+    return {
+        "is_error": result.is_error,
+        "text": body,
+        "structured": result.structured_content,
+    }
+
+
+async def call(client, name, arguments):
+    try:
+        return view(await client.call_tool(name, arguments))
+    except MCPError as error:
+        return {"protocol_error": error.error.code, "message": error.error.message}
+
+
+async def tool_names(client):
+    return sorted(tool.name for tool in (await client.list_tools()).tools)
+
+
+ADDRESS = {"street": "1 Main St", "city": "Berlin", "country": "DE"}
+PAYOUT = {"seller_id": "sel_42", "amount": {"cents": 5000, "currency": "EUR"}, "timing": {"when": "now"}}
+
+
+async def common(seen):
+    async with session("support", "accept") as (client, init):
+        seen["initialize"] = {
+            "server": init.server_info.name,
+            "protocol": init.protocol_version,
+            "list_changed": init.capabilities.tools.list_changed,
+        }
+        seen["tools_support"] = await tool_names(client)
+        seen["search"] = await call(client, "search_products", {"query": "lamp"})
+        seen["decode"] = await call(client, "search_products", {"query": "lamp", "colour": "red"})
+        seen["validate"] = await call(client, "search_products", {"query": "lamp", "max_results": 99})
+        seen["authorize"] = await call(
+            client,
+            "update_shipping_address",
+            {"order_id": 3, "address": {**ADDRESS, "country": "KP"}},
+        )
+        seen["hidden_tool"] = await call(
+            client, "refund_payment", {"payment_id": "pay_12345", "amount_cents": 100, "reason": "duplicate"}
+        )
+        seen["unknown_tool"] = await call(client, "drop_database", {})
+        seen["confirmed"] = await call(client, "cancel_order", {"order_id": 7})
+    async with session("support", "decline") as (client, _):
+        seen["approve"] = await call(client, "cancel_order", {"order_id": 8})
+    seen["asked"] = ASKED
+    async with session("finance") as (client, _):
+        seen["tools_finance"] = await tool_names(client)
+        # Waits until the test, as the operator, approves it in the store.
+        seen["payout"] = await call(client, "schedule_payout", PAYOUT)
+        seen["budget"] = await call(client, "schedule_payout", {**PAYOUT, "seller_id": "sel_43"})
+    # Two sessions make the same requests, so their calls carry the same JSON-RPC id.
+    same_id = {}
+    for name, order in [("a", 1), ("b", 2)]:
+        async with session("support") as (client, _):
+            same_id[name] = await call(client, "update_shipping_address", {"order_id": order, "address": ADDRESS})
+    seen["same_id"] = same_id
+
+
+def sse_message(response):
+    """The JSON-RPC message of a streamable HTTP response (JSON or one SSE event)."""
+    if response.headers.get("content-type", "").startswith("application/json"):
+        return response.json()
+    for line in response.text.splitlines():
+        if line.startswith("data:") and line[5:].strip():
+            return json.loads(line[5:])
+    return {"status": response.status_code, "body": response.json()}
+
+
+async def raw_http(seen):
+    url = SETTINGS["url"]
+    accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    support = {**accept, "Authorization": f"Bearer {SETTINGS['tokens']['support']}"}
+    finance = {**accept, "Authorization": f"Bearer {SETTINGS['tokens']['finance']}"}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+    }
+    async with httpx2.AsyncClient(timeout=30) as http:
+        response = await http.post(url, headers=accept, json=initialize)
+        seen["unauthenticated"] = response.status_code
+        response = await http.post(url, headers=support, json=initialize)
+        session_id = response.headers["mcp-session-id"]
+        in_session = {**support, "Mcp-Session-Id": session_id, "Mcp-Protocol-Version": "2025-11-25"}
+        await http.post(url, headers=in_session, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        hijack = {**finance, "Mcp-Session-Id": session_id, "Mcp-Protocol-Version": "2025-11-25"}
+        response = await http.post(url, headers=hijack, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        seen["hijack"] = sse_message(response)
+        response = await http.post(url, headers=in_session, content=b'{"jsonrpc": "2.0", "id": 3, "method": ')
+        seen["malformed"] = (
+            {"status": response.status_code, "body": response.json()}
+            if response.status_code >= 400
+            else sse_message(response)
+        )
+        response = await http.post(url, headers=in_session, json={"jsonrpc": "2.0", "id": 4, "method": "tools/list"})
+        seen["after_malformed"] = sse_message(response)
+
+
+async def raw_stdio(seen):
+    process = await asyncio.create_subprocess_exec(
+        SETTINGS["command"],
+        env={"PORTCULLIS_MCP_STDIO_STORE": SETTINGS["store"], "PORTCULLIS_MCP_CALLER": "support"},
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+    }
+    lines = [
+        json.dumps(initialize),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        '{"jsonrpc": "2.0", "id": 2, "method": ',
+        json.dumps({"jsonrpc": "2.0", "id": 3, "method": "ping"}),
+    ]
+    process.stdin.write(("\n".join(lines) + "\n").encode())
+    await process.stdin.drain()
+    answers = {}
+    while len(answers) < 3:
+        line = await asyncio.wait_for(process.stdout.readline(), 10)
+        if not line:
+            break
+        message = json.loads(line)
+        answers[json.dumps(message.get("id"))] = message
+    process.stdin.close()
+    await process.wait()
+    seen["malformed"] = answers.get("null") or answers.get("2") or {}
+    seen["after_malformed"] = answers.get("3", {})
+
+
+async def main():
+    seen = {}
+    await common(seen)
+    if TRANSPORT == "http":
+        await raw_http(seen)
+    else:
+        await raw_stdio(seen)
+    print(json.dumps(seen, default=str))
+
+
+asyncio.run(main())

@@ -1,0 +1,289 @@
+//! The server driven by the official MCP Python SDK's client (pinned in
+//! `tests/conformance/requirements.txt`), over streamable HTTP and over stdio: what each
+//! identity sees, a call, a refusal from each gate, the caller's confirmation accepted and
+//! declined, an operator's approval through the store while the client waits, one JSON-RPC id
+//! in two sessions, and malformed JSON-RPC.
+//!
+//! `bash .ci/run` installs the SDK and sets `PORTCULLIS_REFEREE_PYTHON`; without it the test
+//! says so and checks nothing. The stdio server is this test binary, started again by the
+//! Python client with `PORTCULLIS_MCP_STDIO_STORE` set.
+
+#[path = "../../examples/shop/mod.rs"]
+mod shop;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use portcullis::export::Profile;
+use portcullis::prelude::*;
+use portcullis::{ApprovalDecision, Decision, PolicyRequest, Reviewer, record_decision};
+use portcullis_mcp::{BearerTokens, McpServer};
+use portcullis_stores::Store;
+use serde_json::{Value, json};
+
+/// Cancel an order that has not shipped yet.
+#[tool(risk = "medium", roles = ["support"], caller_confirms)]
+fn cancel_order(order_id: u64) -> Result<String, ToolError> {
+    Ok(format!("order {order_id} cancelled"))
+}
+
+/// Addresses in embargoed countries are refused by the shop's policy.
+fn embargo(request: &PolicyRequest<'_>) -> Result<Decision, portcullis::PolicyError> {
+    if request.arguments["address"]["country"] == "KP" {
+        return Ok(Decision::deny(
+            "embargo",
+            "the shop does not deliver to embargoed countries",
+        ));
+    }
+    Ok(Decision::Allow)
+}
+
+fn registry(store: &Store) -> Registry {
+    shop::shop_tools()
+        .tool(CancelOrder)
+        .policy(embargo)
+        .profile(Profile::Mcp)
+        .approvers(["finance"])
+        .approval_store(store.clone())
+        .repeat_store(store.clone())
+        .budget_store(store.clone())
+        .audit(store.clone())
+        .build()
+        .unwrap()
+}
+
+fn support() -> CallContext {
+    CallContext::new("sam").with_roles(["support"])
+}
+
+fn finance() -> CallContext {
+    CallContext::new("fiona").with_roles(["finance", "billing_admin"])
+}
+
+fn server(store: &Store) -> McpServer {
+    McpServer::builder(registry(store))
+        .name("shop")
+        .approval_wait(Duration::from_secs(30))
+        .poll_interval(Duration::from_millis(50))
+        .build()
+        .unwrap()
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    if let Ok(location) = std::env::var("PORTCULLIS_MCP_STDIO_STORE") {
+        let caller = match std::env::var("PORTCULLIS_MCP_CALLER").as_deref() {
+            Ok("finance") => finance(),
+            _ => support(),
+        };
+        runtime.block_on(async {
+            let store = Store::open(&location).await.unwrap();
+            server(&store).serve_stdio(caller).await.unwrap();
+        });
+        return;
+    }
+    let Ok(python) = std::env::var("PORTCULLIS_REFEREE_PYTHON") else {
+        println!(
+            "skipped: PORTCULLIS_REFEREE_PYTHON is not set, so the official MCP client did not \
+             run (`bash .ci/run` installs it and sets it)"
+        );
+        return;
+    };
+    runtime.block_on(async {
+        over_http(&python).await;
+        println!("test official_client::over_http ... ok");
+        over_stdio(&python).await;
+        println!("test official_client::over_stdio ... ok");
+    });
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    path
+}
+
+/// Runs the Python client on `transport` with `settings`, approving the operator's ticket in
+/// `store` while it waits; returns what the client saw.
+async fn drive(python: &str, transport: &str, settings: Value, store: &Store) -> Value {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/official_client.py");
+    let client = tokio::process::Command::new(python)
+        .arg(script)
+        .arg(transport)
+        .arg(settings.to_string())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let (approved, output) = tokio::time::timeout(Duration::from_secs(120), async {
+        tokio::join!(approve_waiting_payout(store), client.wait_with_output())
+    })
+    .await
+    .expect("the client finished in time");
+    let output = output.unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "the client failed: {stdout}");
+    let seen: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|error| panic!("the client printed no report ({error}): {stdout}"));
+    assert!(approved, "no payout waited for an operator");
+    seen
+}
+
+/// Approves, as the operator rita, the first payout that waits in `store`: what the
+/// `portcullis approvals approve` command does.
+async fn approve_waiting_payout(store: &Store) -> bool {
+    use portcullis::ApprovalStore;
+    for _ in 0..1200 {
+        let pending = store.pending().await.unwrap();
+        if let Some(payout) = pending
+            .iter()
+            .find(|ticket| ticket.tool == "schedule_payout")
+        {
+            let rita = Reviewer::new("rita").with_roles(["finance"]);
+            let decision = ApprovalDecision::Approve { reviewer: rita };
+            record_decision(store, &payout.id, decision).await.unwrap();
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+fn code(result: &Value) -> &str {
+    result["text"]["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not a refusal: {result}"))
+}
+
+/// How often `tool` ran, by the audit log: each run is recorded as about to run first (both
+/// tools are audited write-ahead), and a repeat that reads an earlier outcome is not.
+async fn runs(store: &Store, tool: &str) -> usize {
+    let records = store.audit_records(0, None).await.unwrap();
+    records
+        .iter()
+        .filter(|record| record.tool == tool && record.decision == "about_to_run")
+        .count()
+}
+
+/// What every transport must show.
+fn assert_common(seen: &Value) {
+    assert_eq!(seen["initialize"]["server"], "shop");
+    assert_eq!(seen["initialize"]["protocol"], "2025-11-25");
+    assert_eq!(seen["initialize"]["list_changed"], true);
+    assert_eq!(
+        seen["tools_support"],
+        json!(["cancel_order", "search_products", "update_shipping_address"])
+    );
+    assert_eq!(
+        seen["tools_finance"],
+        json!([
+            "refund_payment",
+            "schedule_payout",
+            "search_products",
+            "update_shipping_address"
+        ])
+    );
+    assert_eq!(seen["search"]["is_error"], false, "{}", seen["search"]);
+    assert_eq!(seen["search"]["text"], json!(["10 results for lamp"]));
+    // One refusal per gate, each an isError result with the model message and its code.
+    for (case, expected) in [
+        ("decode", "unknown_argument"),
+        ("validate", "constraint_violation"),
+        ("authorize", "policy_denied"),
+        ("approve", "approval_rejected"),
+        ("budget", "budget_calls_exceeded"),
+    ] {
+        let result = &seen[case];
+        assert_eq!(result["is_error"], true, "{case}: {result}");
+        assert_eq!(code(result), expected, "{case}: {result}");
+    }
+    let declined = seen["approve"]["text"]["message"].as_str().unwrap();
+    assert!(
+        declined.contains("the user declined this call"),
+        "{declined}"
+    );
+    // A tool the caller may not use is, to it, a tool that does not exist.
+    assert_eq!(seen["hidden_tool"]["protocol_error"], -32602);
+    assert_eq!(seen["unknown_tool"]["protocol_error"], -32602);
+    // Confirmed by the user: it ran. Declined: refused, and the user was asked both times.
+    assert_eq!(
+        seen["confirmed"]["is_error"], false,
+        "{}",
+        seen["confirmed"]
+    );
+    assert_eq!(seen["confirmed"]["text"], "order 7 cancelled");
+    assert_eq!(seen["asked"].as_array().unwrap().len(), 2);
+    assert!(seen["asked"][0].as_str().unwrap().contains("cancel_order"));
+    // The operator approved while the client waited: the payout ran, with its arguments.
+    assert_eq!(seen["payout"]["is_error"], false, "{}", seen["payout"]);
+    assert_eq!(seen["payout"]["text"], "payout scheduled for sel_42");
+    // The same JSON-RPC id in two sessions: each call ran, as its own.
+    assert_eq!(seen["same_id"]["a"]["structured"]["order_id"], 1);
+    assert_eq!(seen["same_id"]["b"]["structured"]["order_id"], 2);
+}
+
+async fn over_http(python: &str) {
+    let path = scratch("mcp-http.db");
+    let store = Store::open(path.to_str().unwrap()).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let tokens = BearerTokens::new()
+        .token("support-token", support())
+        .token("finance-token", finance());
+    let serving = server(&store);
+    let served = tokio::spawn(async move { serving.serve_http(listener, tokens).await });
+    let settings = json!({
+        "url": url,
+        "tokens": {"support": "support-token", "finance": "finance-token"},
+    });
+    let seen = drive(python, "http", settings, &store).await;
+    served.abort();
+    assert_common(&seen);
+    assert_eq!(seen["unauthenticated"], 401);
+    // Another caller's credentials on a session's id: refused, the session is not theirs.
+    assert_eq!(
+        seen["hijack"]["error"]["code"], -32600,
+        "{}",
+        seen["hijack"]
+    );
+    // Malformed JSON-RPC: an error, and the session answers the next request.
+    assert_eq!(seen["malformed"]["status"], 400, "{}", seen["malformed"]);
+    assert_eq!(seen["malformed"]["body"]["error"]["code"], -32700);
+    assert!(
+        seen["after_malformed"]["result"]["tools"].is_array(),
+        "{}",
+        seen["after_malformed"]
+    );
+    assert_eq!(runs(&store, "cancel_order").await, 1);
+    assert_eq!(runs(&store, "schedule_payout").await, 1);
+}
+
+async fn over_stdio(python: &str) {
+    let path = scratch("mcp-stdio.db");
+    let location = path.to_str().unwrap().to_owned();
+    let store = Store::open(&location).await.unwrap();
+    let settings = json!({
+        "command": std::env::current_exe().unwrap(),
+        "store": location,
+    });
+    let seen = drive(python, "stdio", settings, &store).await;
+    assert_common(&seen);
+    assert_eq!(
+        seen["malformed"]["error"]["code"], -32700,
+        "{}",
+        seen["malformed"]
+    );
+    assert_eq!(
+        seen["after_malformed"]["result"],
+        json!({}),
+        "{}",
+        seen["after_malformed"]
+    );
+    assert_eq!(runs(&store, "cancel_order").await, 1);
+    assert_eq!(runs(&store, "schedule_payout").await, 1);
+}

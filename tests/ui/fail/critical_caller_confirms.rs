@@ -1,0 +1,9 @@
+use portcullis::prelude::*;
+
+/// Wire money out.
+#[tool(risk = "critical", irreversible = "wires settle at once", caller_confirms)]
+fn wire_money(amount_cents: u64) -> Result<u64, ToolError> {
+    Ok(amount_cents)
+}
+
+fn main() {}
