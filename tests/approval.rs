@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use portcullis::audit::MemoryAuditSink;
 use portcullis::prelude::*;
-use portcullis::{ApprovalDecision, AutoReject, BudgetLimits, Gate, Outcome};
+use portcullis::{ApprovalDecision, AutoReject, BudgetLimits, Gate, Outcome, Reviewer};
 use serde_json::json;
 
 /// Refund part of a payment to one of the caller's customers.
@@ -320,4 +320,96 @@ async fn a_ticket_runs_only_its_own_call() {
     let outcome = registry.resume(&small.id, approve()).await;
     assert_eq!(outcome.output(), Some(&json!("refunded 100 for t_001")));
     assert_eq!(registry.pending_tickets().await.unwrap(), vec![large]);
+}
+
+/// Cancel an order; the person at the client confirms it.
+#[tool(risk = "medium", caller_confirms)]
+fn cancel(order_id: u64) -> Result<String, ToolError> {
+    Ok(format!("cancelled {order_id}"))
+}
+
+#[tokio::test]
+async fn the_caller_confirms_its_own_call_only_where_the_contract_allows() {
+    let registry = Registry::builder()
+        .tool(Cancel)
+        .tool(Refund)
+        .approvers(["finance"])
+        .build()
+        .unwrap();
+    assert!(registry.contract("cancel").unwrap().caller_confirms());
+    let caller = || CallContext::new("cal").with_tenant("t_001");
+    // A low-risk tool that the caller confirms still waits for that confirmation.
+    let outcome = registry
+        .dispatch(
+            &caller(),
+            &ToolCall::new("c1", "cancel", json!({"order_id": 1})),
+        )
+        .await;
+    let ticket = outcome.ticket().expect("the call waits").clone();
+    assert!(ticket.caller_confirms);
+    // Only the caller itself, in its own tenant: not the same name under another tenant, nor
+    // an operator without the approver role.
+    let elsewhere = Reviewer::new("cal").with_tenant("t_002");
+    let refused = registry
+        .resume(
+            &ticket.id,
+            ApprovalDecision::Approve {
+                reviewer: elsewhere,
+            },
+        )
+        .await;
+    assert_eq!(refused.code(), Some(RejectionCode::ReviewerNotAllowed));
+    let stranger = Reviewer::new("oscar");
+    let refused = registry
+        .resume(&ticket.id, ApprovalDecision::Approve { reviewer: stranger })
+        .await;
+    assert_eq!(refused.code(), Some(RejectionCode::ReviewerNotAllowed));
+    let itself = Reviewer::new("cal").with_tenant("t_001");
+    let confirmed = registry
+        .resume(&ticket.id, ApprovalDecision::Approve { reviewer: itself })
+        .await;
+    assert_eq!(confirmed.output(), Some(&json!("cancelled 1")));
+
+    // Where the contract does not allow it, a caller's answer is never an approval.
+    let outcome = registry.dispatch(&billing(), &refund_call(100)).await;
+    let ticket = outcome.ticket().expect("the refund waits").clone();
+    assert!(!ticket.caller_confirms);
+    let itself = Reviewer::new("bo")
+        .with_roles(["finance"])
+        .with_tenant("t_001");
+    let refused = registry
+        .resume(&ticket.id, ApprovalDecision::Approve { reviewer: itself })
+        .await;
+    assert_eq!(refused.code(), Some(RejectionCode::SelfApproval));
+}
+
+#[tokio::test]
+async fn follow_runs_a_recorded_decision_once_and_then_reports_it_left() {
+    use portcullis::{InMemoryApprovalStore, Progress, record_decision};
+    let store = InMemoryApprovalStore::default();
+    let registry = Registry::builder()
+        .tool(Refund)
+        .approval_store(store.clone())
+        .build()
+        .unwrap();
+    let ctx = billing();
+    let outcome = registry.dispatch(&ctx, &refund_call(100)).await;
+    let ticket = outcome.ticket().unwrap().clone();
+    assert_eq!(registry.follow(&ticket.id).await, Ok(Progress::Waiting));
+    let rita = Reviewer::new("rita").with_roles(["billing_admin"]);
+    record_decision(
+        &store,
+        &ticket.id,
+        ApprovalDecision::Approve { reviewer: rita },
+    )
+    .await
+    .unwrap();
+    let Ok(Progress::Ended(ran)) = registry.follow(&ticket.id).await else {
+        panic!("the decision was not carried out");
+    };
+    assert_eq!(ran.output(), Some(&json!("refunded 100 for t_001")));
+    assert_eq!(registry.follow(&ticket.id).await, Ok(Progress::Left));
+    // The same call again reads how it ended; it does not run again.
+    let again = registry.dispatch(&ctx, &refund_call(100)).await;
+    assert_eq!(again, ran);
 }

@@ -190,6 +190,26 @@ pub fn schedule_payout(
     Ok(format!("payout scheduled for {seller_id}"))
 }
 
+/// Cancel an order that has not shipped yet. The person at the client confirms each call
+/// (over MCP, through elicitation); an operator may decide it too.
+#[tool(risk = "medium", roles = ["support"], caller_confirms)]
+pub fn cancel_order(order_id: u64) -> Result<String, ToolError> {
+    Ok(format!("order {order_id} cancelled"))
+}
+
+/// The shop's policy: no deliveries to embargoed countries.
+pub fn embargo(
+    request: &portcullis::PolicyRequest<'_>,
+) -> Result<portcullis::Decision, portcullis::PolicyError> {
+    if request.arguments["address"]["country"] == "KP" {
+        return Ok(portcullis::Decision::deny(
+            "embargo",
+            "the shop does not deliver to embargoed countries",
+        ));
+    }
+    Ok(portcullis::Decision::Allow)
+}
+
 /// Every shop tool in one registry builder, for a test or an example to add settings to.
 pub fn shop_tools() -> portcullis::RegistryBuilder {
     Registry::builder()

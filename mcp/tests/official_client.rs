@@ -16,32 +16,15 @@ use std::time::Duration;
 
 use portcullis::export::Profile;
 use portcullis::prelude::*;
-use portcullis::{ApprovalDecision, Decision, PolicyRequest, Reviewer, record_decision};
+use portcullis::{ApprovalDecision, Reviewer, record_decision};
 use portcullis_mcp::{BearerTokens, McpServer};
 use portcullis_stores::Store;
 use serde_json::{Value, json};
 
-/// Cancel an order that has not shipped yet.
-#[tool(risk = "medium", roles = ["support"], caller_confirms)]
-fn cancel_order(order_id: u64) -> Result<String, ToolError> {
-    Ok(format!("order {order_id} cancelled"))
-}
-
-/// Addresses in embargoed countries are refused by the shop's policy.
-fn embargo(request: &PolicyRequest<'_>) -> Result<Decision, portcullis::PolicyError> {
-    if request.arguments["address"]["country"] == "KP" {
-        return Ok(Decision::deny(
-            "embargo",
-            "the shop does not deliver to embargoed countries",
-        ));
-    }
-    Ok(Decision::Allow)
-}
-
 fn registry(store: &Store) -> Registry {
     shop::shop_tools()
-        .tool(CancelOrder)
-        .policy(embargo)
+        .tool(shop::CancelOrder)
+        .policy(shop::embargo)
         .profile(Profile::Mcp)
         .approvers(["finance"])
         .approval_store(store.clone())
