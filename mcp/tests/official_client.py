@@ -22,6 +22,13 @@ from mcp.shared.exceptions import MCPError
 TRANSPORT = sys.argv[1]
 SETTINGS = json.loads(sys.argv[2])
 ASKED = []
+NOTIFICATIONS = []
+
+
+async def notified(message):
+    method = getattr(message, "method", None)
+    if isinstance(method, str) and method.endswith("list_changed"):
+        NOTIFICATIONS.append(method)
 
 
 def confirmer(action):
@@ -41,7 +48,7 @@ async def session(identity, action=None):
         headers = {"Authorization": f"Bearer {token}"}
         async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
             async with streamable_http_client(SETTINGS["url"], http_client=http) as streams:
-                async with ClientSession(*streams, elicitation_callback=elicitation) as client:
+                async with ClientSession(*streams, elicitation_callback=elicitation, message_handler=notified) as client:
                     yield client, await client.initialize()
     else:
         server = StdioServerParameters(
@@ -52,7 +59,7 @@ async def session(identity, action=None):
             },
         )
         async with stdio_client(server) as streams:
-            async with ClientSession(*streams, elicitation_callback=elicitation) as client:
+            async with ClientSession(*streams, elicitation_callback=elicitation, message_handler=notified) as client:
                 yield client, await client.initialize()
 
 
@@ -81,6 +88,11 @@ async def tool_names(client):
 
 
 ADDRESS = {"street": "1 Main St", "city": "Berlin", "country": "DE"}
+DUPLICATE = (
+    '{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "update_shipping_address",'
+    ' "arguments": {"order_id": 1, "order_id": 2, "address": {"street": "1 Main St", "city": "Berlin",'
+    ' "country": "DE"}}}}'
+)
 PAYOUT = {"seller_id": "sel_42", "amount": {"cents": 5000, "currency": "EUR"}, "timing": {"when": "now"}}
 
 
@@ -113,6 +125,9 @@ async def common(seen):
         # Waits until the test, as the operator, approves it in the store.
         seen["payout"] = await call(client, "schedule_payout", PAYOUT)
         seen["budget"] = await call(client, "schedule_payout", {**PAYOUT, "seller_id": "sel_43"})
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        seen["colours_after"] = tools["paint_sample"].input_schema["properties"]["colour"]["enum"]
+    seen["notifications"] = NOTIFICATIONS
     # Two sessions make the same requests, so their calls carry the same JSON-RPC id.
     same_id = {}
     for name, order in [("a", 1), ("b", 2)]:
@@ -160,6 +175,8 @@ async def raw_http(seen):
         )
         response = await http.post(url, headers=in_session, json={"jsonrpc": "2.0", "id": 4, "method": "tools/list"})
         seen["after_malformed"] = sse_message(response)
+        response = await http.post(url, headers=in_session, content=DUPLICATE.encode())
+        seen["duplicate"] = response.json()
 
 
 async def raw_stdio(seen):
@@ -180,11 +197,12 @@ async def raw_stdio(seen):
         json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
         '{"jsonrpc": "2.0", "id": 2, "method": ',
         json.dumps({"jsonrpc": "2.0", "id": 3, "method": "ping"}),
+        DUPLICATE,
     ]
     process.stdin.write(("\n".join(lines) + "\n").encode())
     await process.stdin.drain()
     answers = {}
-    while len(answers) < 3:
+    while len(answers) < 4:
         line = await asyncio.wait_for(process.stdout.readline(), 10)
         if not line:
             break
@@ -194,6 +212,7 @@ async def raw_stdio(seen):
     await process.wait()
     seen["malformed"] = answers.get("null") or answers.get("2") or {}
     seen["after_malformed"] = answers.get("3", {})
+    seen["duplicate"] = answers.get("5", {})
 
 
 async def main():

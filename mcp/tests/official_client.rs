@@ -12,6 +12,7 @@
 mod shop;
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use portcullis::export::Profile;
@@ -21,9 +22,32 @@ use portcullis_mcp::{BearerTokens, McpServer};
 use portcullis_stores::Store;
 use serde_json::{Value, json};
 
+/// The paint colours on offer now: a dynamic value the test changes while a client is
+/// connected.
+static COLOURS: Mutex<Vec<&str>> = Mutex::new(Vec::new());
+
+fn colours(_ctx: &CallContext) -> Vec<String> {
+    let mut on_offer = vec!["red".to_owned(), "green".to_owned()];
+    on_offer.extend(
+        COLOURS
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|colour| colour.to_string()),
+    );
+    on_offer
+}
+
+/// Order a paint sample.
+#[tool(roles = ["finance"], read_only, idempotent)]
+fn paint_sample(#[one_of(colours)] colour: String) -> Result<String, ToolError> {
+    Ok(format!("a {colour} sample is on its way"))
+}
+
 fn registry(store: &Store) -> Registry {
     shop::shop_tools()
         .tool(shop::CancelOrder)
+        .tool(PaintSample)
         .policy(shop::embargo)
         .profile(Profile::Mcp)
         .approvers(["finance"])
@@ -93,7 +117,13 @@ fn scratch(name: &str) -> PathBuf {
 
 /// Runs the Python client on `transport` with `settings`, approving the operator's ticket in
 /// `store` while it waits; returns what the client saw.
-async fn drive(python: &str, transport: &str, settings: Value, store: &Store) -> Value {
+async fn drive(
+    python: &str,
+    transport: &str,
+    settings: Value,
+    store: &Store,
+    server: Option<&McpServer>,
+) -> Value {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/official_client.py");
     let client = tokio::process::Command::new(python)
         .arg(script)
@@ -104,7 +134,10 @@ async fn drive(python: &str, transport: &str, settings: Value, store: &Store) ->
         .spawn()
         .unwrap();
     let (approved, output) = tokio::time::timeout(Duration::from_secs(120), async {
-        tokio::join!(approve_waiting_payout(store), client.wait_with_output())
+        tokio::join!(
+            approve_waiting_payout(store, server),
+            client.wait_with_output()
+        )
     })
     .await
     .expect("the client finished in time");
@@ -118,8 +151,9 @@ async fn drive(python: &str, transport: &str, settings: Value, store: &Store) ->
 }
 
 /// Approves, as the operator rita, the first payout that waits in `store`: what the
-/// `portcullis approvals approve` command does.
-async fn approve_waiting_payout(store: &Store) -> bool {
+/// `portcullis approvals approve` command does. Before, while the client that asked waits,
+/// offers one more paint colour and tells `server`'s sessions that their tools changed.
+async fn approve_waiting_payout(store: &Store, server: Option<&McpServer>) -> bool {
     use portcullis::ApprovalStore;
     for _ in 0..1200 {
         let pending = store.pending().await.unwrap();
@@ -127,6 +161,15 @@ async fn approve_waiting_payout(store: &Store) -> bool {
             .iter()
             .find(|ticket| ticket.tool == "schedule_payout")
         {
+            if let Some(server) = server {
+                COLOURS.lock().unwrap().push("blue");
+                assert_eq!(
+                    server.tools_changed().await,
+                    1,
+                    "only fiona sees paint_sample"
+                );
+                assert_eq!(server.tools_changed().await, 0, "nothing changed since");
+            }
             let rita = Reviewer::new("rita").with_roles(["finance"]);
             let decision = ApprovalDecision::Approve { reviewer: rita };
             record_decision(store, &payout.id, decision).await.unwrap();
@@ -165,6 +208,7 @@ fn assert_common(seen: &Value) {
     assert_eq!(
         seen["tools_finance"],
         json!([
+            "paint_sample",
             "refund_payment",
             "schedule_payout",
             "search_products",
@@ -219,15 +263,29 @@ async fn over_http(python: &str) {
         .token("support-token", support())
         .token("finance-token", finance());
     let serving = server(&store);
+    let watched = serving.clone();
     let served = tokio::spawn(async move { serving.serve_http(listener, tokens).await });
     let settings = json!({
         "url": url,
         "tokens": {"support": "support-token", "finance": "finance-token"},
     });
-    let seen = drive(python, "http", settings, &store).await;
+    let seen = drive(python, "http", settings, &store, Some(&watched)).await;
     served.abort();
     assert_common(&seen);
     assert_eq!(seen["unauthenticated"], 401);
+    // A dynamic value changed while fiona's session was open: told, and her list shows it.
+    assert_eq!(
+        seen["notifications"],
+        json!(["notifications/tools/list_changed"])
+    );
+    assert_eq!(seen["colours_after"], json!(["red", "green", "blue"]));
+    // A key named twice in the arguments: refused, not read as its last value.
+    assert_eq!(
+        seen["duplicate"]["error"]["code"], -32602,
+        "{}",
+        seen["duplicate"]
+    );
+    assert_eq!(seen["duplicate"]["error"]["data"]["code"], "duplicate_key");
     // Another caller's credentials on a session's id: refused, the session is not theirs.
     assert_eq!(
         seen["hijack"]["error"]["code"], -32600,
@@ -254,7 +312,7 @@ async fn over_stdio(python: &str) {
         "command": std::env::current_exe().unwrap(),
         "store": location,
     });
-    let seen = drive(python, "stdio", settings, &store).await;
+    let seen = drive(python, "stdio", settings, &store, None).await;
     assert_common(&seen);
     assert_eq!(
         seen["malformed"]["error"]["code"], -32700,

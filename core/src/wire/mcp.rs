@@ -12,12 +12,15 @@
 use serde_json::{Value, json};
 
 use super::{Node, WireError, WireErrorKind, model_message, outcome_text, quoted};
+use crate::gate::decode::{StrictJsonError, parse_strictly, pointer};
 use crate::{Outcome, RejectionCode, ToolCall};
 
 /// The JSON-RPC error code for invalid parameters, an unknown tool among them.
 const INVALID_PARAMS: i64 = -32602;
 /// The JSON-RPC error code for a method the server does not have.
 const METHOD_NOT_FOUND: i64 = -32601;
+/// The JSON-RPC error code for text that is not JSON.
+const PARSE_ERROR: i64 = -32700;
 /// The JSON-RPC error code for a request that is not a valid request.
 const INVALID_REQUEST: i64 = -32600;
 
@@ -101,6 +104,47 @@ pub fn parse(request: &Value) -> Result<McpCall, WireError> {
     })
 }
 
+/// How deep a message [`read`] follows: serde_json's own limit.
+const MAX_MESSAGE_DEPTH: usize = 128;
+
+/// Reads the text of a JSON-RPC message as the decode gate reads argument text: a key named
+/// twice in one object, anywhere in the message, is refused (`duplicate_key`, with its
+/// pointer), as are text that is not JSON (`malformed_json`) and nesting beyond 128 levels
+/// (`too_deep`). A server that parses messages into maps (rmcp does, and keeps the last of two
+/// keys) calls it on the raw text first, so that the call it dispatches is the only reading of
+/// the message; answer a refusal with [`reply_error`].
+///
+/// ```
+/// use portcullis_core::wire::mcp;
+///
+/// let text = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call",
+///     "params":{"name":"pay","arguments":{"cents":1,"cents":90000}}}"#;
+/// let error = mcp::read(text).unwrap_err();
+/// assert_eq!(error.code(), "duplicate_key");
+/// assert_eq!(error.pointer(), "/params/arguments/cents");
+/// ```
+pub fn read(text: &str) -> Result<Value, WireError> {
+    match parse_strictly(text, MAX_MESSAGE_DEPTH) {
+        Ok(_) => serde_json::from_str(text)
+            .map_err(|error| WireError::new(WireErrorKind::MalformedJson, "", error.to_string())),
+        Err(StrictJsonError::Malformed(detail)) => Err(WireError::new(
+            WireErrorKind::MalformedJson,
+            "",
+            format!("the message is not JSON: {detail}"),
+        )),
+        Err(StrictJsonError::DuplicateKey { key, path }) => Err(WireError::new(
+            WireErrorKind::DuplicateKey,
+            pointer(&path),
+            format!("the key `{key}` appears more than once in the same object"),
+        )),
+        Err(StrictJsonError::TooDeep { path }) => Err(WireError::new(
+            WireErrorKind::TooDeep,
+            pointer(&path),
+            format!("the message nests deeper than {MAX_MESSAGE_DEPTH} levels"),
+        )),
+    }
+}
+
 /// The JSON-RPC response to a `tools/call` request:
 /// `{"jsonrpc":"2.0","id","result":{"content":[{"type":"text","text"}],"structuredContent"?,"isError"}}`,
 /// the text as [`outcome_text`] renders it.
@@ -154,9 +198,10 @@ pub fn result(outcome: &Outcome) -> Result<Value, Value> {
     Ok(result)
 }
 
-/// The JSON-RPC error response to a request [`parse`] could not read: `-32601` (method not
-/// found) for another method than `tools/call`, `-32602` (invalid params) for a fault in
-/// `params`, `-32600` (invalid request) otherwise. The id is the request's when it has a
+/// The JSON-RPC error response to a request [`parse`] or [`read`] could not read: `-32601`
+/// (method not found) for another method than `tools/call`, `-32700` (parse error) for text
+/// that is not JSON, `-32602` (invalid params) for a fault in `params`, `-32600` (invalid
+/// request) otherwise. The id is the request's when it has a
 /// usable one, else null; `data` holds the error's code and pointer.
 ///
 /// ```
@@ -173,6 +218,8 @@ pub fn result(outcome: &Outcome) -> Result<Value, Value> {
 pub fn reply_error(request: &Value, error: &WireError) -> Value {
     let code = if error.kind() == WireErrorKind::NotAToolCall {
         METHOD_NOT_FOUND
+    } else if error.kind() == WireErrorKind::MalformedJson {
+        PARSE_ERROR
     } else if error.pointer().starts_with("/params") {
         INVALID_PARAMS
     } else {

@@ -64,6 +64,12 @@ pub enum WireErrorKind {
     InvalidValue,
     /// The MCP request asks for another method than `tools/call`.
     NotAToolCall,
+    /// The message is not JSON.
+    MalformedJson,
+    /// A key appears twice in one object of the message.
+    DuplicateKey,
+    /// The message nests deeper than a reader follows.
+    TooDeep,
 }
 
 impl WireErrorKind {
@@ -75,6 +81,9 @@ impl WireErrorKind {
             WireErrorKind::WrongType => "wrong_type",
             WireErrorKind::InvalidValue => "invalid_value",
             WireErrorKind::NotAToolCall => "not_a_tool_call",
+            WireErrorKind::MalformedJson => "malformed_json",
+            WireErrorKind::DuplicateKey => "duplicate_key",
+            WireErrorKind::TooDeep => "too_deep",
         }
     }
 }

@@ -16,7 +16,7 @@ use serde_json::Value;
 pub(crate) use canonical::{
     Canonical, JsonView, View, canonical_of, canonical_text, integer_value,
 };
-pub(crate) use strict_json::longer_than;
+pub(crate) use strict_json::{StrictJsonError, longer_than, parse as parse_strictly};
 
 use crate::call::Arguments;
 use crate::gate::validate::{Finding, SchemaCheck};
@@ -26,7 +26,7 @@ use crate::{Rejection, RejectionCode, ToolContract, Violation};
 
 use deserializer::{DecodeError, NodeDeserializer, Problem};
 pub(crate) use deserializer::{Segment, pointer};
-use strict_json::{Node, StrictJsonError};
+use strict_json::Node;
 
 /// Limits on the raw arguments of one call, applied before anything else is parsed.
 ///
