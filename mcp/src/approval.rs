@@ -25,28 +25,10 @@ pub(crate) const WAITING_MESSAGE: &str = "This call is awaiting a human's approv
      run. To learn its outcome later, call the same tool again with the same arguments: the \
      call runs at most once, and a repeat reports how it ended.";
 
-/// Carries a call waiting under `ticket` as far as it goes while the request is open: the
-/// caller's confirmation when the tool allows it and the client can ask its user, otherwise
-/// an operator's decision until the server's wait ends (the call then still waits).
-pub(crate) async fn decide(
-    shared: &Shared,
-    ctx: &CallContext,
-    call: &ToolCall,
-    ticket: &Ticket,
-    request: &RequestContext<RoleServer>,
-) -> Outcome {
-    if ticket.caller_confirms
-        && let Some(outcome) = confirm(shared, ctx, ticket, request).await
-    {
-        return outcome;
-    }
-    await_decision(shared, ctx, call, Box::new(ticket.clone()), request).await
-}
-
 /// Asks the person at the client to confirm the call; `None` when the client cannot be asked
 /// (it has no form elicitation, or did not answer in time), so that the call waits for an
 /// operator instead.
-async fn confirm(
+pub(crate) async fn confirm(
     shared: &Shared,
     ctx: &CallContext,
     ticket: &Ticket,
@@ -97,7 +79,7 @@ async fn confirm(
 /// Waits for an operator's decision on `ticket` while the request is open, telling a client
 /// that asked for progress that the call still waits. Returns the call's outcome, or the
 /// pending call when the wait ended or the client cancelled its request.
-async fn await_decision(
+pub(crate) async fn await_decision(
     shared: &Shared,
     ctx: &CallContext,
     call: &ToolCall,

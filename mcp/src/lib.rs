@@ -25,6 +25,7 @@ mod message;
 mod server;
 mod session;
 mod stdio;
+mod task;
 
 pub use identity::{Authenticator, BearerTokens};
 pub use server::{McpServer, McpServerBuilder, ServeError};

@@ -7,9 +7,10 @@ use portcullis_core::export::Profile;
 use portcullis_core::wire::mcp;
 use portcullis_core::{Arguments, CallContext, Outcome, ToolCall};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorCode, Implementation,
-    InitializeRequestParams, InitializeResult, ListToolsResult, NumberOrString,
-    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, ToolsCapability,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ErrorCode,
+    ExtensionCapabilities, GetTaskParams, GetTaskResult, Implementation, InitializeRequestParams,
+    InitializeResult, JsonObject, ListToolsResult, NumberOrString, PaginatedRequestParams,
+    ProtocolVersion, ServerCapabilities, ServerConfig, TASKS_EXTENSION_ID, ToolsCapability,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -18,6 +19,7 @@ use serde_json::{Value, json};
 use crate::approval::{self, WAITING_MESSAGE};
 use crate::identity::same_caller;
 use crate::server::{Listener, Shared};
+use crate::task::Tasks;
 
 /// The caller of an HTTP request, as the server's [`Authenticator`](crate::Authenticator)
 /// found it; the HTTP layer puts it in the request's extensions.
@@ -46,6 +48,7 @@ pub(crate) struct Session {
     /// The caller's identity as authenticated, and its context with the session's task id.
     caller: OnceLock<(CallContext, CallContext)>,
     waiting: Mutex<Vec<Waiting>>,
+    tasks: Tasks,
 }
 
 impl Session {
@@ -60,6 +63,7 @@ impl Session {
             origin,
             caller,
             waiting: Mutex::new(Vec::new()),
+            tasks: Tasks::default(),
         }
     }
 
@@ -181,6 +185,10 @@ impl ServerHandler for Session {
         let mut tools = ToolsCapability::default();
         tools.list_changed = Some(true);
         capabilities.tools = Some(tools);
+        capabilities.extensions = Some(ExtensionCapabilities::from([(
+            TASKS_EXTENSION_ID.to_owned(),
+            JsonObject::new(),
+        )]));
         let mut info = ServerConfig::new(capabilities);
         info.server_info = Implementation::new(
             self.shared.name.clone(),
@@ -212,6 +220,34 @@ impl ServerHandler for Session {
         self.negotiate_initialize(&request)
     }
 
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        self.context(&context)?;
+        self.tasks
+            .get(&self.shared, &request.task_id, |outcome| {
+                let result = tool_result(outcome)?;
+                serde_json::to_value(result)
+                    .map_err(|error| ErrorData::internal_error(error.to_string(), None))
+            })
+            .await
+    }
+
+    async fn cancel_task(
+        &self,
+        _request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.context(&context)?;
+        Err(ErrorData::invalid_request(
+            "a call waiting for approval is decided by a reviewer or expires; the client cannot \
+             cancel it",
+            None,
+        ))
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -235,8 +271,20 @@ impl ServerHandler for Session {
         let call = self.call_for(&request, &context.id);
         let registry = &self.shared.registry;
         let mut outcome = registry.dispatch(&ctx, &call).await;
-        if let Outcome::Pending(ticket) = &outcome {
-            outcome = approval::decide(&self.shared, &ctx, &call, ticket, &context).await;
+        if let Outcome::Pending(ticket) = &outcome
+            && ticket.caller_confirms
+            && let Some(confirmed) = approval::confirm(&self.shared, &ctx, ticket, &context).await
+        {
+            outcome = confirmed;
+        }
+        if let Outcome::Pending(ticket) = outcome {
+            if context
+                .client_capabilities()
+                .is_some_and(|capabilities| capabilities.supports_tasks())
+            {
+                return self.tasks.open(&self.shared, &ctx, &call, &ticket);
+            }
+            outcome = approval::await_decision(&self.shared, &ctx, &call, ticket, &context).await;
         }
         self.remember(&call, &outcome);
         tool_result(&outcome).map(CallToolResponse::from)

@@ -179,6 +179,49 @@ async def raw_http(seen):
         seen["duplicate"] = response.json()
 
 
+async def raw_tasks(seen):
+    """A client that declares MCP tasks (the SDK's client does not: raw JSON-RPC here)."""
+    url = SETTINGS["url"]
+    accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+    async def open_session(http, identity):
+        headers = {**accept, "Authorization": f"Bearer {SETTINGS['tokens'][identity]}"}
+        initialize = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+                "clientInfo": {"name": "tasks", "version": "1"},
+            },
+        }
+        response = await http.post(url, headers=headers, json=initialize)
+        headers = {**headers, "Mcp-Session-Id": response.headers["mcp-session-id"], "Mcp-Protocol-Version": "2025-11-25"}
+        await http.post(url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return headers
+
+    async def request(http, headers, id, method, params):
+        message = {"jsonrpc": "2.0", "id": id, "method": method, "params": params}
+        return sse_message(await http.post(url, headers=headers, json=message))
+
+    async with httpx2.AsyncClient(timeout=30) as http:
+        finance = await open_session(http, "finance")
+        created = await request(http, finance, 2, "tools/call", {"name": "schedule_payout", "arguments": {**PAYOUT, "seller_id": "sel_77"}})
+        seen["task_created"] = created
+        task_id = created.get("result", {}).get("taskId")
+        done = {}
+        for attempt in range(300):
+            done = await request(http, finance, 10 + attempt, "tasks/get", {"taskId": task_id})
+            if done.get("result", {}).get("status") != "working":
+                break
+            await asyncio.sleep(0.1)
+        seen["task_done"] = done
+        seen["task_cancel"] = await request(http, finance, 5, "tasks/cancel", {"taskId": task_id})
+        other = await open_session(http, "finance")
+        seen["task_foreign"] = await request(http, other, 2, "tasks/get", {"taskId": task_id})
+
+
 async def raw_stdio(seen):
     process = await asyncio.create_subprocess_exec(
         SETTINGS["command"],
@@ -220,6 +263,7 @@ async def main():
     await common(seen)
     if TRANSPORT == "http":
         await raw_http(seen)
+        await raw_tasks(seen)
     else:
         await raw_stdio(seen)
     print(json.dumps(seen, default=str))

@@ -11,8 +11,9 @@
 #[path = "../../examples/shop/mod.rs"]
 mod shop;
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use portcullis::export::Profile;
@@ -133,35 +134,42 @@ async fn drive(
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let (approved, output) = tokio::time::timeout(Duration::from_secs(120), async {
-        tokio::join!(
-            approve_waiting_payout(store, server),
-            client.wait_with_output()
-        )
-    })
-    .await
-    .expect("the client finished in time");
+    let approved = Arc::new(Mutex::new(HashSet::new()));
+    let approver = tokio::spawn(approve_payouts(
+        store.clone(),
+        server.cloned(),
+        approved.clone(),
+    ));
+    let output = tokio::time::timeout(Duration::from_secs(120), client.wait_with_output())
+        .await
+        .expect("the client finished in time");
+    approver.abort();
     let output = output.unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "the client failed: {stdout}");
-    let seen: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
+    let mut seen: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
         .unwrap_or_else(|error| panic!("the client printed no report ({error}): {stdout}"));
-    assert!(approved, "no payout waited for an operator");
+    seen["approved"] = json!(approved.lock().unwrap().len());
     seen
 }
 
-/// Approves, as the operator rita, the first payout that waits in `store`: what the
-/// `portcullis approvals approve` command does. Before, while the client that asked waits,
-/// offers one more paint colour and tells `server`'s sessions that their tools changed.
-async fn approve_waiting_payout(store: &Store, server: Option<&McpServer>) -> bool {
+/// Approves, as the operator rita, every payout that waits in `store`, as the
+/// `portcullis approvals approve` command does, and keeps their tickets in `approved`. Before the
+/// first, while the client that asked waits, offers one more paint colour and tells `server`'s
+/// sessions that their tools changed.
+async fn approve_payouts(
+    store: Store,
+    server: Option<McpServer>,
+    approved: Arc<Mutex<HashSet<String>>>,
+) {
     use portcullis::ApprovalStore;
-    for _ in 0..1200 {
-        let pending = store.pending().await.unwrap();
-        if let Some(payout) = pending
-            .iter()
-            .find(|ticket| ticket.tool == "schedule_payout")
-        {
-            if let Some(server) = server {
+    loop {
+        for payout in store.pending().await.unwrap() {
+            if payout.tool != "schedule_payout" || approved.lock().unwrap().contains(&payout.id) {
+                continue;
+            }
+            let first = approved.lock().unwrap().is_empty();
+            if let (Some(server), true) = (&server, first) {
                 COLOURS.lock().unwrap().push("blue");
                 assert_eq!(
                     server.tools_changed().await,
@@ -172,12 +180,12 @@ async fn approve_waiting_payout(store: &Store, server: Option<&McpServer>) -> bo
             }
             let rita = Reviewer::new("rita").with_roles(["finance"]);
             let decision = ApprovalDecision::Approve { reviewer: rita };
-            record_decision(store, &payout.id, decision).await.unwrap();
-            return true;
+            if record_decision(&store, &payout.id, decision).await.is_ok() {
+                approved.lock().unwrap().insert(payout.id);
+            }
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    false
 }
 
 fn code(result: &Value) -> &str {
@@ -300,8 +308,34 @@ async fn over_http(python: &str) {
         "{}",
         seen["after_malformed"]
     );
+    // A client that declares MCP tasks gets a task for a call that waits for an operator, and
+    // tasks/get reports the call's result once approved; another session cannot read it.
+    assert_eq!(
+        seen["task_created"]["result"]["resultType"], "task",
+        "{}",
+        seen["task_created"]
+    );
+    assert_eq!(seen["task_created"]["result"]["status"], "working");
+    let done = &seen["task_done"]["result"];
+    assert_eq!(done["status"], "completed", "{}", seen["task_done"]);
+    assert_eq!(
+        done["result"]["content"][0]["text"],
+        "payout scheduled for sel_77"
+    );
+    assert_eq!(done["result"]["isError"], false);
+    assert_eq!(
+        seen["task_foreign"]["error"]["code"], -32602,
+        "{}",
+        seen["task_foreign"]
+    );
+    assert_eq!(
+        seen["task_cancel"]["error"]["code"], -32600,
+        "{}",
+        seen["task_cancel"]
+    );
+    assert_eq!(seen["approved"], 2);
     assert_eq!(runs(&store, "cancel_order").await, 1);
-    assert_eq!(runs(&store, "schedule_payout").await, 1);
+    assert_eq!(runs(&store, "schedule_payout").await, 2);
 }
 
 async fn over_stdio(python: &str) {
@@ -325,6 +359,7 @@ async fn over_stdio(python: &str) {
         "{}",
         seen["after_malformed"]
     );
+    assert_eq!(seen["approved"], 1);
     assert_eq!(runs(&store, "cancel_order").await, 1);
     assert_eq!(runs(&store, "schedule_payout").await, 1);
 }
