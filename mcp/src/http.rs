@@ -8,6 +8,7 @@ use axum::extract::Request;
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use axum::serve::ListenerExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
@@ -48,6 +49,13 @@ impl McpServer {
         authenticator: impl Authenticator,
     ) -> Result<(), ServeError> {
         let _worker = self.spawn_worker();
+        // Answers are small and come in several writes (SSE events); without this, Nagle's
+        // algorithm and delayed acknowledgements hold each one back for tens of milliseconds.
+        let listener = listener.tap_io(|stream| {
+            if let Err(error) = stream.set_nodelay(true) {
+                tracing::warn!(%error, "TCP_NODELAY could not be set");
+            }
+        });
         axum::serve(listener, self.router(authenticator)).await?;
         Ok(())
     }

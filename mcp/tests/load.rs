@@ -85,8 +85,10 @@ fn main() {
 
 /// Serves `router` on a free port of 127.0.0.1; returns its MCP endpoint's address.
 async fn serve(router: axum::Router) -> String {
+    use axum::serve::ListenerExt;
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap().to_string();
+    let listener = listener.tap_io(|stream| stream.set_nodelay(true).unwrap());
     tokio::spawn(async move { axum::serve(listener, router).await });
     address
 }
@@ -113,6 +115,7 @@ async fn load(address: &str, clients: usize, calls: usize) -> f64 {
 /// One client: a keep-alive connection, `initialize`, then `calls` calls, each checked.
 async fn session(address: &str, client: usize, calls: usize) {
     let stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    stream.set_nodelay(true).unwrap();
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .unwrap();
