@@ -143,10 +143,7 @@ fn write_canonical<J: JsonView>(value: &J, out: &mut String) {
         View::Null => out.push_str("null"),
         View::Bool(value) => out.push_str(if value { "true" } else { "false" }),
         View::Number(number) => write_number(number, out),
-        View::String(text) => {
-            // A string's JSON form is unambiguous, and `Value`'s writer cannot fail.
-            out.push_str(&Value::from(text).to_string());
-        }
+        View::String(text) => write_string(text, out),
         View::Array(items) => {
             out.push('[');
             for (index, item) in items.iter().enumerate() {
@@ -166,13 +163,45 @@ fn write_canonical<J: JsonView>(value: &J, out: &mut String) {
                 if index > 0 {
                     out.push(',');
                 }
-                out.push_str(&Value::from(key).to_string());
+                write_string(key, out);
                 out.push(':');
                 write_canonical(item, out);
             }
             out.push('}');
         }
     }
+}
+
+/// `text` as a JSON string, escaped exactly as serde_json escapes it (manifest hashes and call
+/// fingerprints are hashes of this text): `"` and `\\` with a backslash, the five control
+/// characters with short escapes as such, the other controls as `\\u00xx`, everything else
+/// as it is. Unescaped runs are copied whole.
+fn write_string(text: &str, out: &mut String) {
+    out.reserve(text.len() + 2);
+    out.push('"');
+    let mut start = 0;
+    for (index, byte) in text.bytes().enumerate() {
+        let escape = match byte {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            0x00..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&text[start..index]);
+        if escape.is_empty() {
+            let _ = write!(out, "\\u{byte:04x}");
+        } else {
+            out.push_str(escape);
+        }
+        start = index + 1;
+    }
+    out.push_str(&text[start..]);
+    out.push('"');
 }
 
 /// A number by its value: integers (and integral floats, exactly) in decimal, other floats in
@@ -201,6 +230,18 @@ pub(crate) fn integer_value(number: &Number) -> Option<i128> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn strings_are_escaped_as_serde_json_escapes_them() {
+        let mut every: String = (0u8..0x80).map(char::from).collect();
+        every.push_str("é ü 日本 🚀 \u{2028} \u{7f}");
+        for text in [every.as_str(), "", "plain", "\"quoted\"", "a\\b", "\u{0}"] {
+            let mut ours = String::new();
+            write_string(text, &mut ours);
+            assert_eq!(ours, Value::from(text).to_string(), "{text:?}");
+        }
+    }
+
     use super::*;
     use serde_json::json;
 
