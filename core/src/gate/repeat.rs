@@ -10,6 +10,7 @@
 //! approval is claimed too, so resending it returns the same ticket. The same id with other
 //! arguments is refused with `call_id_reused`.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::future::ready;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -104,14 +105,18 @@ pub struct InMemoryRepeatStore {
     capacity: usize,
 }
 
+/// The claims, by key; a key is shared by the map, its claim and the queue of settled calls,
+/// so that settling a call copies no strings.
 #[derive(Default)]
 struct Claims {
-    calls: HashMap<CallKey, Held>,
-    settled: VecDeque<CallKey>,
+    calls: HashMap<Arc<CallKey>, Held>,
+    settled: VecDeque<Arc<CallKey>>,
 }
 
-/// A claim: the call's fingerprint, where it stands, and when it was claimed.
+/// A claim: its key, the call's fingerprint, where it stands, and when it was claimed.
 struct Held {
+    /// The claim's key, as the map holds it: the queue of settled calls shares it.
+    key: Arc<CallKey>,
     fingerprint: String,
     state: ClaimState,
     claimed_ms: u64,
@@ -146,21 +151,26 @@ impl RepeatStore for InMemoryRepeatStore {
         lease_start_ms: u64,
     ) -> BoxFuture<'a, Claim> {
         let mut claims = self.lock();
-        let claim = match claims.calls.get(key) {
-            Some(held) => existing_claim(
-                &held.fingerprint,
-                fingerprint,
-                held.state.clone(),
-                held.claimed_ms,
-                lease_start_ms,
-            ),
-            None => {
-                let held = Held {
+        // A new call is the common case: its key is hashed once, to claim it.
+        let shared = Arc::new(key.clone());
+        let claim = match claims.calls.entry(Arc::clone(&shared)) {
+            Entry::Occupied(held) => {
+                let held = held.get();
+                existing_claim(
+                    &held.fingerprint,
+                    fingerprint,
+                    held.state.clone(),
+                    held.claimed_ms,
+                    lease_start_ms,
+                )
+            }
+            Entry::Vacant(vacant) => {
+                vacant.insert(Held {
+                    key: shared,
                     fingerprint: fingerprint.to_owned(),
                     state: ClaimState::Running,
                     claimed_ms: now_ms(),
-                };
-                claims.calls.insert(key.clone(), held);
+                });
                 Claim::New
             }
         };
@@ -176,7 +186,7 @@ impl RepeatStore for InMemoryRepeatStore {
         {
             held.state = state;
             if settles {
-                settled.push_back(key.clone());
+                settled.push_back(Arc::clone(&held.key));
             }
         }
         while settled.len() > self.capacity {
