@@ -34,20 +34,15 @@ pub(crate) enum Origin {
     Requests,
 }
 
-/// A call that was still waiting for approval when its request answered: a later call of the
-/// same tool with the same arguments, in this session, resumes it instead of asking again.
-struct Waiting {
-    call: ToolCall,
-    arguments: Value,
-}
-
 /// The state of one session; rmcp makes one per MCP session.
 pub(crate) struct Session {
     shared: Arc<Shared>,
     origin: Origin,
     /// The caller's identity as authenticated, and its context with the session's task id.
     caller: OnceLock<(CallContext, CallContext)>,
-    waiting: Mutex<Vec<Waiting>>,
+    /// The calls still waiting for approval when their request answered: a later call of the
+    /// same tool with the same arguments, in this session, resumes one instead of asking again.
+    waiting: Mutex<Vec<ToolCall>>,
     tasks: Tasks,
 }
 
@@ -101,13 +96,14 @@ impl Session {
     /// (unique within the session's task), or, for the same tool and arguments as a call still
     /// waiting for approval, that call again.
     fn call_for(&self, request: &CallToolRequestParams, id: &NumberOrString) -> ToolCall {
-        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        let arguments =
+            Arguments::Json(Value::Object(request.arguments.clone().unwrap_or_default()));
         let waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(earlier) = waiting
             .iter()
-            .find(|earlier| earlier.call.name == request.name && earlier.arguments == arguments)
+            .find(|earlier| earlier.name == request.name && earlier.arguments == arguments)
         {
-            return earlier.call.clone();
+            return earlier.clone();
         }
         let id = match id {
             NumberOrString::Number(number) => number.to_string(),
@@ -116,29 +112,19 @@ impl Session {
         ToolCall::new(id, request.name.to_string(), arguments)
     }
 
-    /// Remembers a call still waiting when its request answers, and forgets one that ended.
+    /// Remembers a call still waiting when its request answers, and forgets one that ended;
+    /// a retryable refusal (a store out of reach) ends nothing.
     fn remember(&self, call: &ToolCall, outcome: &Outcome) {
-        let Arguments::Json(arguments) = &call.arguments else {
-            return;
-        };
-        let waits = match outcome {
-            Outcome::Pending(_) => true,
-            Outcome::Rejected(rejection) => rejection.retryable(),
-            _ => false,
-        };
         let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
-        let known = waiting
-            .iter()
-            .position(|earlier| earlier.call.id == call.id);
-        match (known, waits) {
-            (None, true) if matches!(outcome, Outcome::Pending(_)) => waiting.push(Waiting {
-                call: call.clone(),
-                arguments: arguments.clone(),
-            }),
-            (Some(index), false) => {
+        let known = waiting.iter().position(|earlier| earlier.id == call.id);
+        match (outcome, known) {
+            (Outcome::Pending(_), None) => waiting.push(call.clone()),
+            (Outcome::Pending(_), Some(_)) => {}
+            (Outcome::Rejected(refusal), _) if refusal.retryable() => {}
+            (_, Some(index)) => {
                 waiting.swap_remove(index);
             }
-            _ => {}
+            (_, None) => {}
         }
     }
 }

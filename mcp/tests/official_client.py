@@ -40,14 +40,14 @@ def confirmer(action):
 
 
 @contextlib.asynccontextmanager
-async def session(identity, action=None):
+async def session(identity, action=None, url=None):
     """An initialized session as `identity` ("support" or "finance")."""
     elicitation = confirmer(action) if action else None
     if TRANSPORT == "http":
         token = SETTINGS["tokens"][identity]
         headers = {"Authorization": f"Bearer {token}"}
         async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
-            async with streamable_http_client(SETTINGS["url"], http_client=http) as streams:
+            async with streamable_http_client(url or SETTINGS["url"], http_client=http) as streams:
                 async with ClientSession(*streams, elicitation_callback=elicitation, message_handler=notified) as client:
                     yield client, await client.initialize()
     else:
@@ -222,6 +222,15 @@ async def raw_tasks(seen):
         seen["task_foreign"] = await request(http, other, 2, "tasks/get", {"taskId": task_id})
 
 
+async def resumed(seen):
+    """The wait ends before the operator decides; the same call again learns the outcome."""
+    late = {**PAYOUT, "seller_id": "sel_late"}
+    async with session("finance", url=SETTINGS["impatient_url"]) as (client, _):
+        seen["late_first"] = await call(client, "schedule_payout", late)
+        await asyncio.sleep(2.5)
+        seen["late_again"] = await call(client, "schedule_payout", late)
+
+
 async def raw_stdio(seen):
     process = await asyncio.create_subprocess_exec(
         SETTINGS["command"],
@@ -264,6 +273,7 @@ async def main():
     if TRANSPORT == "http":
         await raw_http(seen)
         await raw_tasks(seen)
+        await resumed(seen)
     else:
         await raw_stdio(seen)
     print(json.dumps(seen, default=str))

@@ -69,9 +69,14 @@ fn finance() -> CallContext {
 }
 
 fn server(store: &Store) -> McpServer {
+    server_waiting(store, Duration::from_secs(30))
+}
+
+/// A server whose requests wait at most `wait` for an operator.
+fn server_waiting(store: &Store, wait: Duration) -> McpServer {
     McpServer::builder(registry(store))
         .name("shop")
-        .approval_wait(Duration::from_secs(30))
+        .approval_wait(wait)
         .poll_interval(Duration::from_millis(50))
         .build()
         .unwrap()
@@ -168,6 +173,11 @@ async fn approve_payouts(
             if payout.tool != "schedule_payout" || approved.lock().unwrap().contains(&payout.id) {
                 continue;
             }
+            // The operator takes a while with this one, longer than the impatient server waits.
+            let late = payout.arguments["seller_id"] == "sel_late";
+            if late && now_ms() < payout.created_ms + 1_500 {
+                continue;
+            }
             let first = approved.lock().unwrap().is_empty();
             if let (Some(server), true) = (&server, first) {
                 COLOURS.lock().unwrap().push("blue");
@@ -186,6 +196,11 @@ async fn approve_payouts(
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+fn now_ms() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.unwrap().as_millis() as u64
 }
 
 fn code(result: &Value) -> &str {
@@ -273,12 +288,20 @@ async fn over_http(python: &str) {
     let serving = server(&store);
     let watched = serving.clone();
     let served = tokio::spawn(async move { serving.serve_http(listener, tokens).await });
+    // The same shop, but a request waits only 300 ms for an operator.
+    let impatient = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let impatient_url = format!("http://{}/mcp", impatient.local_addr().unwrap());
+    let serving = server_waiting(&store, Duration::from_millis(300));
+    let tokens = BearerTokens::new().token("finance-token", finance());
+    let impatient = tokio::spawn(async move { serving.serve_http(impatient, tokens).await });
     let settings = json!({
         "url": url,
+        "impatient_url": impatient_url,
         "tokens": {"support": "support-token", "finance": "finance-token"},
     });
     let seen = drive(python, "http", settings, &store, Some(&watched)).await;
     served.abort();
+    impatient.abort();
     assert_common(&seen);
     assert_eq!(seen["unauthenticated"], 401);
     // A dynamic value changed while fiona's session was open: told, and her list shows it.
@@ -333,9 +356,26 @@ async fn over_http(python: &str) {
         "{}",
         seen["task_cancel"]
     );
-    assert_eq!(seen["approved"], 2);
+    // The wait ended before the operator decided: the result names the ticket; the same call
+    // again, once approved, reports the payout's outcome, and the payout ran once.
+    let waited = &seen["late_first"];
+    assert_eq!(waited["is_error"], true, "{waited}");
+    assert_eq!(waited["text"]["status"], "awaiting_approval");
+    assert!(
+        waited["text"]["ticket"]
+            .as_str()
+            .unwrap()
+            .starts_with("ticket_")
+    );
+    assert_eq!(
+        seen["late_again"]["is_error"], false,
+        "{}",
+        seen["late_again"]
+    );
+    assert_eq!(seen["late_again"]["text"], "payout scheduled for sel_late");
+    assert_eq!(seen["approved"], 3);
     assert_eq!(runs(&store, "cancel_order").await, 1);
-    assert_eq!(runs(&store, "schedule_payout").await, 2);
+    assert_eq!(runs(&store, "schedule_payout").await, 3);
 }
 
 async fn over_stdio(python: &str) {
