@@ -149,6 +149,20 @@ impl CallContext {
         self.edit(|inner| inner.task_id = task_id.into())
     }
 
+    /// Gives the context a task id of its own, as [`new`](Self::new) does: for a context cloned
+    /// from a template (a caller's identity) that starts a task, such as an MCP session.
+    ///
+    /// ```
+    /// use portcullis_core::CallContext;
+    ///
+    /// let identity = CallContext::new("sam");
+    /// let session = identity.clone().with_fresh_task_id();
+    /// assert_ne!(session.task_id(), identity.task_id());
+    /// ```
+    pub fn with_fresh_task_id(self) -> Self {
+        self.with_task_id(fresh_id("task"))
+    }
+
     /// Sets the trace id that ties the call to the caller's logs.
     pub fn with_trace_id(self, trace_id: impl Into<String>) -> Self {
         self.edit(|inner| inner.trace_id = trace_id.into())

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use portcullis_core::export::Profile;
-use portcullis_core::wire::mcp;
+use portcullis_core::wire::{self, mcp};
 use portcullis_core::{Arguments, CallContext, Outcome, ToolCall};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ErrorCode,
@@ -50,7 +50,7 @@ impl Session {
     pub(crate) fn new(shared: Arc<Shared>, origin: Origin, fixed: Option<CallContext>) -> Self {
         let caller = OnceLock::new();
         if let Some(identity) = fixed {
-            let session = identity.clone().with_task_id(session_task_id());
+            let session = identity.clone().with_fresh_task_id();
             let _ = caller.set((identity, session));
         }
         Session {
@@ -76,7 +76,7 @@ impl Session {
                     ErrorData::invalid_request("the request is not authenticated", None)
                 })?;
             let (owner, _) = self.caller.get_or_init(|| {
-                let session = identity.clone().with_task_id(session_task_id());
+                let session = identity.clone().with_fresh_task_id();
                 (identity.clone(), session)
             });
             if !same_caller(owner, &identity) {
@@ -129,25 +129,12 @@ impl Session {
     }
 }
 
-/// A fresh task id for a session: `mcp_` and 128 random bits, so that JSON-RPC ids, which
-/// each client numbers from 1, never name another session's call.
-fn session_task_id() -> String {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).expect("the operating system's random source is available");
-    let hex: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
-    format!("mcp_{hex}")
-}
-
 /// The MCP result of `outcome`; a call still waiting tells the model how to learn its outcome.
 fn tool_result(outcome: &Outcome) -> Result<CallToolResult, ErrorData> {
     let value = match outcome {
         Outcome::Pending(ticket) => {
-            let waiting = json!({
-                "status": "awaiting_approval",
-                "ticket": ticket.id,
-                "expires_ms": ticket.expires_ms,
-                "message": WAITING_MESSAGE,
-            });
+            let mut waiting = wire::pending_result(ticket);
+            waiting["message"] = json!(WAITING_MESSAGE);
             json!({"content": [{"type": "text", "text": waiting.to_string()}], "isError": true})
         }
         _ => match mcp::result(outcome) {
