@@ -24,6 +24,7 @@
 
 mod sinks;
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -107,15 +108,38 @@ pub struct AuditRecord {
 
 impl AuditRecord {
     /// The SHA-256 of the record's fields, its place in the chain left out: computed before
-    /// the record is ordered, so that no writer waits for it.
+    /// the record is ordered, so that no writer waits for it. A record not yet placed (the
+    /// writer's case) is hashed as it is, without a copy.
     fn digest(&self) -> String {
-        let mut unplaced = self.clone();
-        unplaced.sequence = 0;
-        unplaced.previous_hash = String::new();
-        unplaced.hash = String::new();
-        let bytes =
-            serde_json::to_vec(&unplaced).expect("a record of strings and JSON values serializes");
-        sha256_hex(&bytes)
+        let placed = self.sequence != 0 || !self.previous_hash.is_empty() || !self.hash.is_empty();
+        let unplaced = if placed {
+            Cow::Owned(AuditRecord {
+                sequence: 0,
+                previous_hash: String::new(),
+                hash: String::new(),
+                ..self.clone()
+            })
+        } else {
+            Cow::Borrowed(self)
+        };
+        let mut hashing = Hashing(Sha256::new());
+        serde_json::to_writer(&mut hashing, &*unplaced)
+            .expect("a record of strings and JSON values serializes");
+        hex(&hashing.0.finalize())
+    }
+}
+
+/// Bytes written into a SHA-256, so that what is hashed is never held as a whole.
+struct Hashing(Sha256);
+
+impl std::io::Write for Hashing {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

@@ -13,6 +13,7 @@
 
 use std::fmt;
 use std::future::ready;
+use std::ops::Range;
 
 use serde_json::Value;
 
@@ -268,14 +269,20 @@ impl ReadOnlyRequests {
         let english = sentence
             .words
             .iter()
-            .take_while(|(start, _)| *start < at)
-            .any(|(_, word)| {
-                let word = word.replace('’', "'");
-                word.ends_with("n't")
+            .take_while(|word| word.start < at)
+            .any(|word| {
+                // The typographic apostrophe reads as the plain one ("don’t").
+                let plain = || {
+                    sentence
+                        .word(word)
+                        .chars()
+                        .map(|c| if c == '’' { '\'' } else { c })
+                };
+                plain().rev().take(3).eq("t'n".chars())
                     || self
                         .negations
                         .iter()
-                        .any(|negation| negation.is_ascii() && word == *negation)
+                        .any(|negation| negation.is_ascii() && plain().eq(negation.chars()))
             });
         english
             || self
@@ -289,11 +296,15 @@ impl ReadOnlyRequests {
 /// its sentence (a comma does not stop it: "never, ever drop one").
 struct Sentence {
     text: String,
-    /// The words (letters, digits and apostrophes) with their byte offsets.
-    words: Vec<(usize, String)>,
+    /// The words (letters, digits and apostrophes), as byte ranges of `text`.
+    words: Vec<Range<usize>>,
 }
 
 impl Sentence {
+    fn word(&self, range: &Range<usize>) -> &str {
+        &self.text[range.clone()]
+    }
+
     /// Whether `word` (or phrase) occurs somewhere that `fits` (given its byte offset).
     /// English words match whole words and their inflections; Chinese words match anywhere.
     ///
@@ -311,7 +322,8 @@ impl Sentence {
         }
         let mut phrase = word.split_whitespace();
         let first = phrase.next().unwrap_or_default();
-        self.words.iter().enumerate().any(|(index, (at, token))| {
+        self.words.iter().enumerate().any(|(index, range)| {
+            let token = self.word(range);
             (if inflected {
                 inflects(token, first)
             } else {
@@ -319,8 +331,8 @@ impl Sentence {
             }) && phrase.clone().enumerate().all(|(offset, part)| {
                 self.words
                     .get(index + 1 + offset)
-                    .is_some_and(|(_, token)| token == part)
-            }) && fits(*at)
+                    .is_some_and(|token| self.word(token) == part)
+            }) && fits(range.start)
         })
     }
 }
@@ -337,7 +349,7 @@ fn sentences(request: &str) -> Vec<Sentence> {
                 match (is_word(c), start) {
                     (true, None) => start = Some(index),
                     (false, Some(from)) => {
-                        words.push((from, text[from..index].to_owned()));
+                        words.push(from..index);
                         start = None;
                     }
                     _ => {}
