@@ -8,7 +8,7 @@
 //! * (c) `serde_json::from_str` into a `Value`, then the exported schema checked by the
 //!   `jsonschema` crate (the validator is built once, outside the loop).
 //!
-//! The tool is `delete_record`, defined below with the arguments of the reference tool
+//! The tool is `delete_record`, defined in `workload` with the arguments of the reference tool
 //! `delete_database_record` and a scalar output, so that (b) measures the gates rather than the
 //! serialization of an output. (b2) is the reference tool itself, whose output is an object;
 //! it shows what serializing such an output adds. Dispatch borrows the `ToolCall`, built once,
@@ -36,32 +36,22 @@
 //!
 //! Run with `cargo bench --bench dispatch`.
 
-// `transfer_funds` in the shared tools takes ten arguments on purpose (one per tool argument).
-#[allow(clippy::too_many_arguments)]
-#[path = "../tests/common/mod.rs"]
-mod common;
+mod workload;
 
-use std::future::Future;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
-use std::pin::pin;
-use std::task::{Context, Poll, Waker};
 use std::time::{Duration, SystemTime};
 
-use common::{Environment, TABLE_NAME};
 use criterion::{BatchSize, Criterion};
-use portcullis::audit::{AuditRecord, AuditSink, Checkpoint, Unchained};
 use portcullis::prelude::*;
-use portcullis::{
-    BoxFuture, BudgetLimits, CircuitBreaker, Decision, PolicyError, PolicyRequest, RateLimit,
-    ReadOnlyRequests,
-};
 use serde_json::Value;
 use validator::Validate;
+use workload::{
+    ARGUMENTS, DeleteRecordArgs, GUARDED_TOOL, TOOL, common, guarded_caller, guarded_registry,
+    poll_to_end,
+};
 
-const TOOL: &str = "delete_record";
 const REFERENCE_TOOL: &str = "delete_database_record";
-const ARGUMENTS: &str = r#"{"table_name":"user_records","record_id":4242,"environment":"staging","confirm_force":true,"admin_note":"duplicate created by a retried import"}"#;
 const GROUP: &str = "dispatch";
 const FLOOR: &str = "a_serde_validator";
 const DISPATCH: &str = "b_registry_dispatch";
@@ -70,61 +60,6 @@ const SCHEMA: &str = "c_jsonschema";
 const PIPELINE: &str = "d_whole_pipeline";
 const MANY_VALUES: &str = "e_one_of_61000_against_1000";
 const MANY_VALUES_PARSE: &str = "e0_parse_61000";
-const GUARDED_TOOL: &str = "delete_guarded";
-
-/// Delete one record from a database table (the reference tool's arguments, a scalar output).
-#[tool(
-    risk = "high",
-    role = "admin",
-    irreversible = "a benchmark deletes nothing"
-)]
-fn delete_record(
-    #[validate(length(min = 3, max = 50), regex(path = *TABLE_NAME))] table_name: String,
-    #[validate(range(min = 1))] record_id: u64,
-    environment: Environment,
-    #[serde(default)] confirm_force: bool,
-    #[validate(length(max = 200))]
-    #[sensitive]
-    admin_note: Option<String>,
-) -> Result<u64, ToolError> {
-    let _ = (table_name, environment, confirm_force, admin_note);
-    Ok(record_id)
-}
-
-/// User 1 of the `users` table is never deleted.
-async fn protect_user_one(
-    _ctx: &CallContext,
-    args: &DeleteGuardedArgs,
-) -> Result<Decision, PolicyError> {
-    Ok(if args.table_name == "users" && args.record_id == 1 {
-        Decision::deny("super_admin_protected", "user 1 is never deleted")
-    } else {
-        Decision::Allow
-    })
-}
-
-/// Delete one record from a database table, with every gate configured.
-#[tool(
-    risk = "high",
-    role = "admin",
-    environments = ["staging", "production"],
-    policy = protect_user_one,
-    cost = 2,
-    max_calls_per_task = 1_000_000_000,
-    irreversible = "a benchmark deletes nothing"
-)]
-fn delete_guarded(
-    #[validate(length(min = 3, max = 50), regex(path = *TABLE_NAME))] table_name: String,
-    #[validate(range(min = 1))] record_id: u64,
-    #[environment] environment: Environment,
-    #[serde(default)] confirm_force: bool,
-    #[validate(length(max = 200))]
-    #[sensitive]
-    admin_note: Option<String>,
-) -> Result<u64, ToolError> {
-    let _ = (table_name, environment, confirm_force, admin_note);
-    Ok(record_id)
-}
 
 fn many_products(_: &CallContext) -> Vec<String> {
     (0..1000).map(|n| format!("p-{n}")).collect()
@@ -134,68 +69,6 @@ fn many_products(_: &CallContext) -> Vec<String> {
 #[tool]
 fn order_products(#[one_of(many_products)] products: Vec<String>) -> Result<usize, ToolError> {
     Ok(products.len())
-}
-
-/// Keeps only the latest record: the chain and its hashes are computed for every call, and
-/// the benchmark's memory stays flat.
-#[derive(Default)]
-struct LatestRecord(std::sync::Mutex<Option<AuditRecord>>);
-
-impl AuditSink for LatestRecord {
-    fn append(&self, entry: Unchained) -> BoxFuture<'_, std::io::Result<()>> {
-        let mut latest = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let head = latest
-            .as_ref()
-            .map_or_else(Checkpoint::genesis, Checkpoint::after);
-        *latest = Some(entry.chain_after(&head));
-        Box::pin(std::future::ready(Ok(())))
-    }
-}
-
-/// The registry of (d): every gate has something to check.
-fn guarded_registry() -> Registry {
-    let huge = Some(u64::MAX);
-    Registry::builder()
-        .tool(DeleteGuarded)
-        .policy(|request: &PolicyRequest<'_>| {
-            Ok(if request.arguments["record_id"].as_u64() == Some(0) {
-                Decision::deny("no_record_zero", "record 0 does not exist")
-            } else {
-                Decision::Allow
-            })
-        })
-        .intent_check(ReadOnlyRequests::default())
-        .budget(BudgetLimits {
-            max_calls_per_task: huge,
-            max_cost_per_task: huge,
-            stalled_loop_after: None,
-            rate_limit: Some(RateLimit {
-                calls: u32::MAX,
-                per: Duration::from_secs(1),
-            }),
-            circuit_breaker: Some(CircuitBreaker {
-                failures: 5,
-                cool_down: Duration::from_secs(30),
-            }),
-        })
-        .audit(LatestRecord::default())
-        .build()
-        .expect("the guarded tool forms a registry")
-}
-
-/// Polls `future` to completion with a no-op waker; for futures that finish without waiting
-/// on anything (the dispatch of a sync tool finishes on the first poll).
-fn poll_to_end<F: Future>(future: F) -> F::Output {
-    let mut future = pin!(future);
-    let mut cx = Context::from_waker(Waker::noop());
-    loop {
-        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
-            return output;
-        }
-    }
 }
 
 /// The mean point estimate, in nanoseconds, of a benchmark that ran since `since`.
@@ -218,7 +91,7 @@ fn mean_ns(output: &Path, function: &str, since: SystemTime) -> Option<f64> {
 fn main() {
     // As a model's calls come: each with an id of its own, remembered by the repeat gate.
     let registry = Registry::builder()
-        .tool(DeleteRecord)
+        .tool(workload::DeleteRecord)
         .tool(common::DeleteDatabaseRecord)
         .build()
         .expect("the benchmark tools form a registry");
@@ -249,9 +122,7 @@ fn main() {
         assert!(outcome.is_completed(), "dispatch completes: {outcome:?}");
     }
     let guarded = guarded_registry();
-    let guarded_ctx = common::admin()
-        .with_environment("staging")
-        .with_request("Delete record 4242 of user_records, it is a duplicate.");
+    let guarded_ctx = guarded_caller();
     let outcome = poll_to_end(guarded.dispatch(
         &guarded_ctx,
         &ToolCall::new("call-0", GUARDED_TOOL, ARGUMENTS),

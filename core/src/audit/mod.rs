@@ -26,6 +26,7 @@ mod sinks;
 
 use std::borrow::Cow;
 use std::fmt;
+use std::io::Write as _;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -179,17 +180,32 @@ impl fmt::Debug for AuditKey {
     }
 }
 
-/// The link of a record at `sequence` after `previous_hash`, whose fields have `digest`.
+/// The link of a record at `sequence` after `previous_hash`, whose fields have `digest`: the
+/// MAC (or hash) of `{sequence}\n{previous_hash}\n{digest}`, fed in parts.
 fn link(key: Option<&AuditKey>, sequence: u64, previous_hash: &str, digest: &str) -> String {
-    let message = format!("{sequence}\n{previous_hash}\n{digest}");
+    let mut number = [0u8; 20];
+    let mut written = &mut number[..];
+    write!(written, "{sequence}").expect("a u64 has at most 20 digits");
+    let number_len = 20 - written.len();
+    let parts = [
+        &number[..number_len],
+        b"\n",
+        previous_hash.as_bytes(),
+        b"\n",
+        digest.as_bytes(),
+    ];
     match key {
         Some(AuditKey(key)) => {
             let mut mac =
                 Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes a key of any length");
-            mac.update(message.as_bytes());
+            parts.iter().for_each(|part| mac.update(part));
             hex(&mac.finalize().into_bytes())
         }
-        None => sha256_hex(message.as_bytes()),
+        None => {
+            let mut hash = Sha256::new();
+            parts.iter().for_each(|part| hash.update(part));
+            hex(&hash.finalize())
+        }
     }
 }
 
@@ -635,6 +651,22 @@ pub(crate) mod tests {
             .build()
             .unwrap()
             .block_on(future)
+    }
+
+    #[test]
+    fn a_link_covers_the_sequence_the_previous_hash_and_the_digest_as_one_text() {
+        let message = "18446744073709551615\nprevious\ndigest";
+        assert_eq!(
+            link(None, u64::MAX, "previous", "digest"),
+            sha256_hex(message.as_bytes())
+        );
+        let key = AuditKey::new([7u8; 32].to_vec()).unwrap();
+        let mut mac = Hmac::<Sha256>::new_from_slice(&[7u8; 32]).unwrap();
+        mac.update(b"0\nprevious\ndigest");
+        assert_eq!(
+            link(Some(&key), 0, "previous", "digest"),
+            hex(&mac.finalize().into_bytes())
+        );
     }
 
     fn key() -> AuditKey {

@@ -4,6 +4,8 @@
 //! the segment `*` stands for every element of an array or every value of a map:
 //! `/admin_note`, `/card/number`, `/cards/*/number`.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use super::ToolContract;
@@ -23,7 +25,7 @@ impl ToolContract {
         self.sensitive.iter().any(|pointer| {
             segments(pointer).zip(path).all(|(wanted, at)| match at {
                 _ if wanted == ANY => true,
-                Segment::Key(key) => wanted == *key,
+                Segment::Key(key) => wanted == **key,
                 Segment::Index(index) => wanted == index.to_string(),
             })
         })
@@ -32,7 +34,7 @@ impl ToolContract {
     /// Replaces every sensitive value in `arguments` with [`REDACTED`].
     pub(crate) fn redact(&self, arguments: &mut Value) {
         for pointer in &self.sensitive {
-            let segments: Vec<String> = segments(pointer).collect();
+            let segments: Vec<Cow<'_, str>> = segments(pointer).collect();
             redact_at(arguments, &segments);
         }
     }
@@ -47,15 +49,18 @@ pub(crate) fn pointer_of(name: String) -> String {
     }
 }
 
-/// The unescaped segments of a pointer.
-fn segments(pointer: &str) -> impl Iterator<Item = String> + '_ {
-    pointer
-        .split('/')
-        .skip(1)
-        .map(|segment| segment.replace("~1", "/").replace("~0", "~"))
+/// The unescaped segments of a pointer; only a segment with an escape is copied.
+fn segments(pointer: &str) -> impl Iterator<Item = Cow<'_, str>> + '_ {
+    pointer.split('/').skip(1).map(|segment| {
+        if segment.contains('~') {
+            Cow::Owned(segment.replace("~1", "/").replace("~0", "~"))
+        } else {
+            Cow::Borrowed(segment)
+        }
+    })
 }
 
-fn redact_at(value: &mut Value, segments: &[String]) {
+fn redact_at(value: &mut Value, segments: &[Cow<'_, str>]) {
     let Some((first, rest)) = segments.split_first() else {
         *value = Value::String(REDACTED.to_owned());
         return;
@@ -67,7 +72,7 @@ fn redact_at(value: &mut Value, segments: &[String]) {
                 .for_each(|member| redact_at(member, rest));
         }
         Value::Object(members) => {
-            if let Some(member) = members.get_mut(first) {
+            if let Some(member) = members.get_mut(first.as_ref()) {
                 redact_at(member, rest);
             }
         }

@@ -133,7 +133,8 @@ impl<'n> JsonView for Node<'n> {
 /// every number written by its value, so that two values JSON Schema calls equal have the same
 /// text, and two it calls different do not. Costs one pass and one string.
 pub(crate) fn canonical_text<J: JsonView>(value: &J) -> String {
-    let mut out = String::new();
+    // Room for the arguments of a typical call, so that writing them grows the string once.
+    let mut out = String::with_capacity(256);
     write_canonical(value, &mut out);
     out
 }
