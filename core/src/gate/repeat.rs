@@ -13,8 +13,8 @@
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::future::ready;
-use std::hash::{BuildHasherDefault, Hash, Hasher};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -100,11 +100,20 @@ pub trait RepeatStore: Send + Sync + 'static {
 }
 
 /// A [`RepeatStore`] in memory, for one process. It keeps every open claim and the outcomes
-/// of the latest `capacity` decided calls; older outcomes are forgotten, oldest first.
+/// of at least the latest `capacity` decided calls; older outcomes are forgotten, oldest first.
+///
+/// A store of [`InMemoryRepeatStore::SPLIT_FROM`] calls or more is split into
+/// [`InMemoryRepeatStore::PARTS`] parts, each with a lock of its own, so that threads claiming
+/// different calls do not wait on each other. A call's part is chosen by a hash keyed at
+/// random when the store is made, so no caller can steer calls into one part; each part keeps
+/// twice its share of `capacity`, so that the chance of a call's outcome being forgotten before
+/// `capacity` later calls were decided is below 10⁻¹⁰ (a Chernoff bound; smaller the larger the
+/// store).
 #[derive(Clone)]
 pub struct InMemoryRepeatStore {
-    state: Arc<Mutex<Claims>>,
-    capacity: usize,
+    parts: Arc<[Mutex<Claims>]>,
+    spread: RandomState,
+    capacity_per_part: usize,
 }
 
 /// The claims, by the digest of their key, and the digests of the settled calls, oldest first.
@@ -176,16 +185,34 @@ impl Hasher for FirstBytes {
 }
 
 impl InMemoryRepeatStore {
-    /// A store that keeps the outcomes of the latest `capacity` decided calls.
+    /// The smallest capacity at which the store is split into parts.
+    pub const SPLIT_FROM: usize = 1024;
+    /// The number of parts of a split store.
+    pub const PARTS: usize = 16;
+
+    /// A store that keeps the outcomes of at least the latest `capacity` decided calls.
     pub fn with_capacity(capacity: usize) -> Self {
+        let (parts, capacity_per_part) = if capacity < Self::SPLIT_FROM {
+            (1, capacity)
+        } else {
+            (Self::PARTS, 2 * capacity.div_ceil(Self::PARTS))
+        };
         InMemoryRepeatStore {
-            state: Arc::new(Mutex::new(Claims::default())),
-            capacity,
+            parts: (0..parts).map(|_| Mutex::default()).collect(),
+            spread: RandomState::new(),
+            capacity_per_part,
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Claims> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    /// The part that holds the claim of `digest`, locked.
+    fn lock(&self, digest: &KeyDigest) -> MutexGuard<'_, Claims> {
+        let part = match self.parts.len() {
+            1 => 0,
+            parts => (self.spread.hash_one(digest.0) % parts as u64) as usize,
+        };
+        self.parts[part]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -204,7 +231,7 @@ impl RepeatStore for InMemoryRepeatStore {
         lease_start_ms: u64,
     ) -> BoxFuture<'a, Claim> {
         let digest = KeyDigest::of(key);
-        let mut claims = self.lock();
+        let mut claims = self.lock(&digest);
         let claim = match claims.calls.entry(digest) {
             Entry::Occupied(held) => {
                 let held = held.get();
@@ -230,7 +257,7 @@ impl RepeatStore for InMemoryRepeatStore {
 
     fn update<'a>(&'a self, key: &'a CallKey, state: ClaimState) -> BoxFuture<'a, ()> {
         let digest = KeyDigest::of(key);
-        let mut guard = self.lock();
+        let mut guard = self.lock(&digest);
         let Claims { calls, settled } = &mut *guard;
         let settles = matches!(state, ClaimState::Settled(_));
         if let Some(held) = calls.get_mut(&digest)
@@ -241,7 +268,7 @@ impl RepeatStore for InMemoryRepeatStore {
                 settled.push_back(digest);
             }
         }
-        while settled.len() > self.capacity {
+        while settled.len() > self.capacity_per_part {
             let Some(oldest) = settled.pop_front() else {
                 break;
             };
@@ -252,7 +279,7 @@ impl RepeatStore for InMemoryRepeatStore {
 
     fn release<'a>(&'a self, key: &'a CallKey) -> BoxFuture<'a, ()> {
         let digest = KeyDigest::of(key);
-        let mut claims = self.lock();
+        let mut claims = self.lock(&digest);
         if !claims
             .calls
             .get(&digest)
@@ -399,5 +426,52 @@ mod tests {
             Claim::New,
             "the oldest is forgotten"
         );
+    }
+
+    #[test]
+    fn a_split_store_keeps_at_least_the_latest_outcomes_and_forgets_the_old_ones() {
+        let capacity = InMemoryRepeatStore::SPLIT_FROM;
+        let store = InMemoryRepeatStore::with_capacity(capacity);
+        assert_eq!(store.parts.len(), InMemoryRepeatStore::PARTS);
+        let calls = 4 * capacity;
+        for id in 0..calls {
+            let call = key("alice", &id.to_string());
+            assert_eq!(claim(&store, &call, "a"), Claim::New);
+            let done = ClaimState::Settled(Outcome::Completed(json!(id)));
+            futures_executor(store.update(&call, done));
+        }
+        for id in calls - capacity..calls {
+            assert_eq!(
+                claim(&store, &key("alice", &id.to_string()), "a"),
+                Claim::Existing(ClaimState::Settled(Outcome::Completed(json!(id)))),
+                "call {id} is among the latest {capacity}"
+            );
+        }
+        let kept: usize = store
+            .parts
+            .iter()
+            .map(|part| part.lock().unwrap().calls.len())
+            .sum();
+        assert!(kept <= 2 * capacity, "{kept} outcomes kept");
+        assert_eq!(claim(&store, &key("alice", "0"), "a"), Claim::New);
+    }
+
+    #[test]
+    fn of_concurrent_claims_of_one_call_one_is_new() {
+        let store = InMemoryRepeatStore::default();
+        for id in 0..200 {
+            let call = key("alice", &id.to_string());
+            let new: usize = std::thread::scope(|scope| {
+                let claims: Vec<_> = (0..4)
+                    .map(|_| scope.spawn(|| claim(&store, &call, "a")))
+                    .collect();
+                claims
+                    .into_iter()
+                    .map(|claim| claim.join().unwrap())
+                    .filter(|claim| *claim == Claim::New)
+                    .count()
+            });
+            assert_eq!(new, 1, "call {id}");
+        }
     }
 }
