@@ -23,6 +23,7 @@
 //! [`ToolContract::audit_required`]: crate::ToolContract::audit_required
 
 mod sinks;
+mod sync;
 
 use std::borrow::Cow;
 use std::fmt;

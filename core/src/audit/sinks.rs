@@ -4,9 +4,9 @@ use std::fs::{File, OpenOptions};
 use std::future::ready;
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use super::sync::Batcher;
 use super::{AuditRecord, AuditSink, Checkpoint, Unchained};
 use crate::tool::BoxFuture;
 
@@ -44,34 +44,33 @@ impl AuditSink for MemoryAuditSink {
 /// when it opens, and appends under an exclusive file lock, reading the last record again
 /// whenever another writer (another sink on the same file, in this process or another)
 /// appended since. A file that ends in half a record, or that became shorter than the sink
-/// left it, is refused rather than forked. With `sync`,
-/// concurrent appends share one `fsync` (group commit): each returns once its own record is
-/// on the disk, and none waits for the disk while holding the order of the log.
+/// left it, is refused rather than forked.
+///
+/// With `sync`, a thread of the sink's own writes the records: those appended while it writes
+/// and syncs one round go together in the next, in one write and one `fsync` (group commit),
+/// and each append's future completes once its own record is on the disk. No executor thread
+/// waits for the disk. Without `sync`, each append writes its record on the calling thread.
 #[derive(Debug)]
 pub struct JsonLinesAuditSink {
     path: PathBuf,
-    writer: Mutex<Writer>,
-    sync: Option<Syncer>,
+    writing: Writing,
 }
 
 #[derive(Debug)]
-struct Writer {
+enum Writing {
+    /// Each append writes its record.
+    Immediate(Mutex<Writer>),
+    /// A thread writes and syncs the records in rounds.
+    Synced(Batcher),
+}
+
+/// The file, and the head of the chain it holds.
+#[derive(Debug)]
+pub(super) struct Writer {
     file: File,
     head: Checkpoint,
     /// The file's length after this sink's last write or read of the head.
     length: u64,
-}
-
-#[derive(Debug)]
-struct Syncer {
-    file: File,
-    /// How far the file was written by this sink.
-    written: AtomicU64,
-    /// How far it is known to be on the disk.
-    synced: Mutex<u64>,
-    /// An `fsync` failed: the kernel may have dropped written pages and report it only once,
-    /// so no later record can be known to be on the disk.
-    failed: AtomicBool,
 }
 
 impl JsonLinesAuditSink {
@@ -85,15 +84,6 @@ impl JsonLinesAuditSink {
             .read(true)
             .append(true)
             .open(&path)?;
-        let sync = match sync {
-            true => Some(Syncer {
-                file: file.try_clone()?,
-                written: AtomicU64::new(0),
-                synced: Mutex::new(0),
-                failed: AtomicBool::new(false),
-            }),
-            false => None,
-        };
         let mut writer = Writer {
             file,
             head: Checkpoint::genesis(),
@@ -103,11 +93,11 @@ impl JsonLinesAuditSink {
         let read = writer.catch_up();
         writer.file.unlock()?;
         read?;
-        Ok(JsonLinesAuditSink {
-            path,
-            writer: Mutex::new(writer),
-            sync,
-        })
+        let writing = match sync {
+            true => Writing::Synced(Batcher::start(writer)?),
+            false => Writing::Immediate(Mutex::new(writer)),
+        };
+        Ok(JsonLinesAuditSink { path, writing })
     }
 
     /// Reads back every record of the file, for [`verify`](super::verify).
@@ -189,63 +179,48 @@ pub fn read_json_lines(path: &Path) -> io::Result<Vec<AuditRecord>> {
 
 impl AuditSink for JsonLinesAuditSink {
     fn append(&self, entry: Unchained) -> BoxFuture<'_, io::Result<()>> {
-        Box::pin(ready(self.append_now(entry)))
-    }
-}
-
-impl JsonLinesAuditSink {
-    /// Appends `entry` on the calling thread: the file's lock, its write and the shared
-    /// `fsync` are short, blocking steps.
-    fn append_now(&self, entry: Unchained) -> io::Result<()> {
-        if self
-            .sync
-            .as_ref()
-            .is_some_and(|syncer| syncer.failed.load(Ordering::SeqCst))
-        {
-            return Err(io::Error::other(
-                "an earlier fsync of the audit file failed: reopen the log once the disk is sound",
-            ));
+        match &self.writing {
+            Writing::Immediate(writer) => Box::pin(ready(
+                writer
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .append_all(vec![entry]),
+            )),
+            Writing::Synced(batcher) => Box::pin(batcher.append(entry)),
         }
-        let written = {
-            let mut writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
-            writer.file.lock()?;
-            let appended = writer.append(entry);
-            writer.file.unlock()?;
-            appended?
-        };
-        let Some(syncer) = &self.sync else {
-            return Ok(());
-        };
-        syncer.written.fetch_max(written, Ordering::SeqCst);
-        let mut synced = syncer.synced.lock().unwrap_or_else(PoisonError::into_inner);
-        if *synced < written {
-            // One fsync covers every line written before it: the appends that waited here
-            // meanwhile find their line already synced.
-            let reached = syncer.written.load(Ordering::SeqCst);
-            if let Err(error) = syncer.file.sync_data() {
-                syncer.failed.store(true, Ordering::SeqCst);
-                return Err(error);
-            }
-            *synced = reached;
-        }
-        Ok(())
     }
 }
 
 impl Writer {
-    /// Chains `entry` after the file's last record and writes it; returns the file's length
-    /// after the write.
-    fn append(&mut self, entry: Unchained) -> io::Result<u64> {
+    /// Chains `entries`, in order, after the file's last record, and writes them in one write
+    /// under the file's exclusive lock, so that no other writer interleaves and no reader sees
+    /// half a record. Nothing is chained on from a failed write.
+    pub(super) fn append_all(&mut self, entries: Vec<Unchained>) -> io::Result<()> {
+        self.file.lock()?;
+        let appended = self.append_locked(entries);
+        self.file.unlock()?;
+        appended
+    }
+
+    fn append_locked(&mut self, entries: Vec<Unchained>) -> io::Result<()> {
         self.catch_up()?;
-        let record = entry.chain_after(&self.head);
-        let mut line = serde_json::to_vec(&record).map_err(io::Error::other)?;
-        line.push(b'\n');
-        // One write of the whole line, so that a reader never sees half a record.
-        self.file.write_all(&line)?;
-        self.file.flush()?;
-        self.length += line.len() as u64;
-        self.head = Checkpoint::after(&record);
-        Ok(self.length)
+        let mut head = self.head.clone();
+        let mut lines = Vec::new();
+        for entry in entries {
+            let record = entry.chain_after(&head);
+            serde_json::to_writer(&mut lines, &record).map_err(io::Error::other)?;
+            lines.push(b'\n');
+            head = Checkpoint::after(&record);
+        }
+        self.file.write_all(&lines)?;
+        self.length += lines.len() as u64;
+        self.head = head;
+        Ok(())
+    }
+
+    /// Puts what was written on the disk.
+    pub(super) fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()
     }
 }
 
@@ -342,6 +317,47 @@ mod tests {
         let record = record_of(&Decided::plain(&ctx, &call, None, &outcome));
         let error = block_on(log.store(record)).unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn appends_go_to_the_disk_in_their_order_and_each_completes_once_it_is_there() {
+        let dir = std::env::temp_dir().join(format!("portcullis-group-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("audit.jsonl");
+        let sink = JsonLinesAuditSink::open(&path, true).unwrap();
+        let ctx = CallContext::new("alice");
+        let mut waits: Vec<_> = (0..64)
+            .map(|index| {
+                let call = ToolCall::new(format!("c{index}"), "list", "{}");
+                let outcome = Outcome::Completed(json!(index));
+                let record = record_of(&Decided::plain(&ctx, &call, None, &outcome));
+                let digest = record.digest();
+                sink.append(Unchained {
+                    record,
+                    digest,
+                    key: None,
+                })
+            })
+            .collect();
+        block_on(waits.pop().unwrap()).unwrap();
+        // The round that stored the last record stored every record before it.
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        for (index, mut wait) in waits.into_iter().enumerate() {
+            assert!(
+                matches!(wait.as_mut().poll(&mut cx), std::task::Poll::Ready(Ok(()))),
+                "append {index} is not known to be on the disk"
+            );
+        }
+        let records = read_json_lines(&path).unwrap();
+        let calls: Vec<String> = records
+            .iter()
+            .map(|record| record.call_id.clone())
+            .collect();
+        let appended: Vec<String> = (0..64).map(|index| format!("c{index}")).collect();
+        assert_eq!(calls, appended);
+        assert_eq!(verify(&records, None), Ok(Checkpoint::after(&records[63])));
+        drop(sink);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
