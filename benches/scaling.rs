@@ -117,23 +117,6 @@ fn calls_per_second<F: FnMut(usize) + Send>(
     })
 }
 
-/// The whole pipeline for one thread of round `round`: its own task, its own calls.
-fn pipeline_calls<'r>(
-    registry: &'r Registry,
-    round: usize,
-) -> impl Fn(usize) -> Box<dyn FnMut(usize) + Send + 'r> + Sync {
-    move |thread| {
-        let ctx = guarded_caller().with_task_id(format!("round-{round}-thread-{thread}"));
-        let calls: Vec<ToolCall> = (0..CALLS_PER_THREAD)
-            .map(|index| ToolCall::new(format!("call-{index}"), GUARDED_TOOL, ARGUMENTS))
-            .collect();
-        Box::new(move |index| {
-            let outcome = poll_to_end(registry.dispatch(&ctx, &calls[index]));
-            assert!(outcome.is_completed(), "{outcome:?}");
-        })
-    }
-}
-
 /// The floor for one thread: the arguments parsed and validated.
 fn floor_calls(_: usize) -> impl FnMut(usize) + Send {
     |_| {
@@ -179,10 +162,24 @@ fn main() {
     let export_10k = best_per_unit(3, 10_000, || export(&large));
 
     let guarded = guarded_registry();
+    // The whole pipeline for each thread of round `round`: its own task, its own calls.
+    let pipeline = |round: usize| {
+        let guarded = &guarded;
+        move |thread: usize| {
+            let ctx = guarded_caller().with_task_id(format!("round-{round}-thread-{thread}"));
+            let calls: Vec<ToolCall> = (0..CALLS_PER_THREAD)
+                .map(|index| ToolCall::new(format!("call-{index}"), GUARDED_TOOL, ARGUMENTS))
+                .collect();
+            move |index: usize| {
+                let outcome = poll_to_end(guarded.dispatch(&ctx, &calls[index]));
+                assert!(outcome.is_completed(), "{outcome:?}");
+            }
+        }
+    };
     let (mut one, mut two, mut floor_one, mut floor_two) = (0f64, 0f64, 0f64, 0f64);
     for round in 0..ROUNDS {
-        one = one.max(calls_per_second(1, pipeline_calls(&guarded, 2 * round)));
-        two = two.max(calls_per_second(2, pipeline_calls(&guarded, 2 * round + 1)));
+        one = one.max(calls_per_second(1, pipeline(2 * round)));
+        two = two.max(calls_per_second(2, pipeline(2 * round + 1)));
         floor_one = floor_one.max(calls_per_second(1, floor_calls));
         floor_two = floor_two.max(calls_per_second(2, floor_calls));
     }

@@ -2,7 +2,7 @@
 //! them and nothing configured, the same with every gate configured, and its registry.
 
 // `transfer_funds` in the shared tools takes ten arguments on purpose (one per tool argument).
-#[allow(clippy::too_many_arguments, dead_code)]
+#[allow(clippy::too_many_arguments)]
 #[path = "../../tests/common/mod.rs"]
 pub mod common;
 

@@ -22,8 +22,8 @@
 //!
 //! [`ToolContract::audit_required`]: crate::ToolContract::audit_required
 
+mod round_writer;
 mod sinks;
-mod sync;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -42,6 +42,7 @@ use crate::rejection::shorten;
 use crate::tool::BoxFuture;
 use crate::{Arguments, CallContext, Outcome, ToolCall, ToolContract};
 
+pub use round_writer::RoundWriter;
 pub use sinks::{JsonLinesAuditSink, MemoryAuditSink, TracingAuditSink, read_json_lines};
 
 pub use crate::contract::REDACTED;

@@ -6,7 +6,7 @@ use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::sync::Batcher;
+use super::round_writer::RoundWriter;
 use super::{AuditRecord, AuditSink, Checkpoint, Unchained};
 use crate::tool::BoxFuture;
 
@@ -61,12 +61,12 @@ enum Writing {
     /// Each append writes its record.
     Immediate(Mutex<Writer>),
     /// A thread writes and syncs the records in rounds.
-    Synced(Batcher),
+    Synced(RoundWriter),
 }
 
 /// The file, and the head of the chain it holds.
 #[derive(Debug)]
-pub(super) struct Writer {
+struct Writer {
     file: File,
     head: Checkpoint,
     /// The file's length after this sink's last write or read of the head.
@@ -94,7 +94,7 @@ impl JsonLinesAuditSink {
         writer.file.unlock()?;
         read?;
         let writing = match sync {
-            true => Writing::Synced(Batcher::start(writer)?),
+            true => Writing::Synced(synced_rounds(writer)?),
             false => Writing::Immediate(Mutex::new(writer)),
         };
         Ok(JsonLinesAuditSink { path, writing })
@@ -186,16 +186,35 @@ impl AuditSink for JsonLinesAuditSink {
                     .unwrap_or_else(PoisonError::into_inner)
                     .append_all(vec![entry]),
             )),
-            Writing::Synced(batcher) => Box::pin(batcher.append(entry)),
+            Writing::Synced(rounds) => Box::pin(rounds.append(entry)),
         }
     }
+}
+
+/// The rounds of a sink with `sync`: each written, then synced. Once an `fsync` failed, the
+/// kernel may have dropped written pages and report it only once, so no later record can be
+/// known to be on the disk: every later round is refused.
+fn synced_rounds(mut writer: Writer) -> io::Result<RoundWriter> {
+    let mut broken = false;
+    RoundWriter::start("portcullis-audit-json-lines", move |entries| {
+        if broken {
+            return Err(io::Error::other(
+                "an earlier fsync of the audit file failed: reopen the log once the disk is sound",
+            ));
+        }
+        writer.append_all(entries)?;
+        writer.file.sync_data().inspect_err(|error| {
+            tracing::error!(%error, "the audit file could not be synced to the disk");
+            broken = true;
+        })
+    })
 }
 
 impl Writer {
     /// Chains `entries`, in order, after the file's last record, and writes them in one write
     /// under the file's exclusive lock, so that no other writer interleaves and no reader sees
     /// half a record. Nothing is chained on from a failed write.
-    pub(super) fn append_all(&mut self, entries: Vec<Unchained>) -> io::Result<()> {
+    fn append_all(&mut self, entries: Vec<Unchained>) -> io::Result<()> {
         self.file.lock()?;
         let appended = self.append_locked(entries);
         self.file.unlock()?;
@@ -216,11 +235,6 @@ impl Writer {
         self.length += lines.len() as u64;
         self.head = head;
         Ok(())
-    }
-
-    /// Puts what was written on the disk.
-    pub(super) fn sync(&self) -> io::Result<()> {
-        self.file.sync_data()
     }
 }
 

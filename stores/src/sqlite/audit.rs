@@ -1,13 +1,15 @@
 //! The audit log in SQLite: each record is chained after the log's last in the transaction
 //! that stores it, so records appended by several processes form one chain, and a record is
-//! on the disk before `append` returns (the write-ahead rule holds). The records of
-//! concurrent calls share a transaction ([`GroupCommit`](crate::group_commit::GroupCommit)).
+//! on the disk before `append` returns (the write-ahead rule holds). A thread of the store's
+//! own stores the records in rounds ([`RoundWriter`]): the records of concurrent calls share a
+//! transaction, and no executor thread waits for its commit.
 
 use std::future::ready;
 use std::io;
+use std::sync::{Arc, PoisonError};
 
 use portcullis_core::BoxFuture;
-use portcullis_core::audit::{AuditRecord, AuditSink, Checkpoint, Unchained};
+use portcullis_core::audit::{AuditRecord, AuditSink, Checkpoint, RoundWriter, Unchained};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::{SqliteStore, as_sql};
@@ -46,9 +48,20 @@ fn append(connection: &mut Connection, entries: Vec<Unchained>) -> Result<(), ru
 
 impl AuditSink for SqliteStore {
     fn append(&self, entry: Unchained) -> BoxFuture<'_, io::Result<()>> {
-        Box::pin(self.audit.append(entry, |entries| {
-            ready(append(&mut self.lock(), entries).map_err(io::Error::other))
-        }))
+        let rounds = self.audit.get_or_init(|| {
+            let connection = Arc::clone(&self.connection);
+            RoundWriter::start("portcullis-audit-sqlite", move |entries| {
+                let mut connection = connection.lock().unwrap_or_else(PoisonError::into_inner);
+                append(&mut connection, entries).map_err(io::Error::other)
+            })
+            .map_err(|error| error.to_string())
+        });
+        match rounds {
+            Ok(rounds) => Box::pin(rounds.append(entry)),
+            Err(error) => Box::pin(ready(Err(io::Error::other(format!(
+                "the audit's writer thread could not start: {error}"
+            ))))),
+        }
     }
 }
 

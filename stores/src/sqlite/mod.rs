@@ -8,13 +8,13 @@ mod transactions;
 
 use std::fmt;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
+use portcullis_core::audit::RoundWriter;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use crate::OpenError;
-use crate::group_commit::GroupCommit;
 pub(crate) use crate::values::{as_sql, from_sql, now_ms};
 
 /// The schema, one migration per version, applied in order when a store opens. Never edit a
@@ -96,11 +96,13 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// [`TransactionStore`](portcullis_core::TransactionStore) and an
 /// [`AuditSink`](portcullis_core::audit::AuditSink). Clones share the connection.
 ///
-/// The store's methods run their (short) SQLite transactions on the calling thread.
+/// The store's methods run their (short) SQLite transactions on the calling thread; audit records
+/// go to a thread of the store's own, which stores them in rounds of one transaction each.
 #[derive(Clone)]
 pub struct SqliteStore {
     connection: Arc<Mutex<Connection>>,
-    audit: Arc<GroupCommit>,
+    /// The thread that stores audit records, started by the first.
+    audit: Arc<OnceLock<Result<RoundWriter, String>>>,
 }
 
 impl SqliteStore {

@@ -292,7 +292,7 @@ impl InMemoryBudgetStore {
             actors,
             circuits,
         } = &mut *state;
-        let window = actors.entry(charge.actor.to_owned()).or_default();
+        let window = entry_for(actors, charge.actor);
         if let Some(rate) = limits.rate_limit {
             while window
                 .front()
@@ -301,7 +301,7 @@ impl InMemoryBudgetStore {
                 window.pop_front();
             }
         }
-        let task = tasks.entry(charge.task.to_owned()).or_default();
+        let task = entry_for(tasks, charge.task);
         let usage = Usage {
             circuit_open: circuits
                 .get(charge.tool)
@@ -318,7 +318,7 @@ impl InMemoryBudgetStore {
         let admitted = judge_charge(&charge, limits, &usage)?;
         task.calls += 1;
         task.cost = admitted.task_cost;
-        *task.per_tool.entry(charge.tool.to_owned()).or_insert(0) += 1;
+        *entry_for(&mut task.per_tool, charge.tool) += 1;
         task.last = charge.canonical_arguments.map(|canonical| {
             (
                 charge.tool.to_owned(),
@@ -338,7 +338,7 @@ impl InMemoryBudgetStore {
         };
         let now = (self.clock)();
         let mut state = self.lock();
-        let circuit = state.circuits.entry(tool.to_owned()).or_default();
+        let circuit = entry_for(&mut state.circuits, tool);
         if failed {
             circuit.failures_in_a_row = circuit.failures_in_a_row.saturating_add(1);
             if circuit.failures_in_a_row >= breaker.failures {
@@ -348,6 +348,15 @@ impl InMemoryBudgetStore {
             *circuit = Circuit::default();
         }
     }
+}
+
+/// The value under `key`, created empty on its first use: only then is the key copied, so that
+/// counting a call under a known task, actor or tool allocates nothing.
+fn entry_for<'m, V: Default>(map: &'m mut HashMap<String, V>, key: &str) -> &'m mut V {
+    if !map.contains_key(key) {
+        map.insert(key.to_owned(), V::default());
+    }
+    map.get_mut(key).expect("the key was inserted above")
 }
 
 fn calls_exceeded(message: &str) -> Rejection {
@@ -386,7 +395,7 @@ impl BudgetStore for InMemoryBudgetStore {
 
     fn count_refusal<'a>(&'a self, task: &'a str) -> BoxFuture<'a, u64> {
         let mut state = self.lock();
-        let usage = state.tasks.entry(task.to_owned()).or_default();
+        let usage = entry_for(&mut state.tasks, task);
         usage.refusals = usage.refusals.saturating_add(1);
         Box::pin(ready(usage.refusals))
     }
