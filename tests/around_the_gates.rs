@@ -896,7 +896,14 @@ async fn sixty_four_tasks_with_repeats_and_approvals() {
     for decision in decisions {
         match decision.await.unwrap() {
             Outcome::Completed(_) => ran += 1,
-            other => assert_eq!(other.code(), Some(RejectionCode::TicketNotPending)),
+            // The other reviewer came second: while the first decision's call runs, or after.
+            other => assert!(
+                matches!(
+                    other.code(),
+                    Some(RejectionCode::TicketDecided | RejectionCode::TicketNotPending)
+                ),
+                "{other:?}"
+            ),
         }
     }
     assert_eq!(ran, 64);

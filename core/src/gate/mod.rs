@@ -13,6 +13,7 @@ pub(crate) mod authorize;
 pub(crate) mod budget;
 pub(crate) mod decode;
 pub(crate) mod execute;
+pub(crate) mod parts;
 pub(crate) mod repeat;
 pub(crate) mod resolve;
 pub(crate) mod validate;

@@ -13,13 +13,14 @@
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::future::ready;
-use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::sync::{Arc, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::gate::approve::now_ms;
+use crate::gate::parts::LockedParts;
 use crate::tool::BoxFuture;
 use crate::{CallContext, Outcome, Rejection, RejectionCode, Ticket};
 
@@ -111,8 +112,7 @@ pub trait RepeatStore: Send + Sync + 'static {
 /// store).
 #[derive(Clone)]
 pub struct InMemoryRepeatStore {
-    parts: Arc<[Mutex<Claims>]>,
-    spread: RandomState,
+    parts: Arc<LockedParts<Claims>>,
     capacity_per_part: usize,
 }
 
@@ -198,21 +198,14 @@ impl InMemoryRepeatStore {
             (Self::PARTS, 2 * capacity.div_ceil(Self::PARTS))
         };
         InMemoryRepeatStore {
-            parts: (0..parts).map(|_| Mutex::default()).collect(),
-            spread: RandomState::new(),
+            parts: Arc::new(LockedParts::new(parts)),
             capacity_per_part,
         }
     }
 
     /// The part that holds the claim of `digest`, locked.
     fn lock(&self, digest: &KeyDigest) -> MutexGuard<'_, Claims> {
-        let part = match self.parts.len() {
-            1 => 0,
-            parts => (self.spread.hash_one(digest.0) % parts as u64) as usize,
-        };
-        self.parts[part]
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.parts.lock(&digest.0)
     }
 }
 
@@ -432,7 +425,7 @@ mod tests {
     fn a_split_store_keeps_at_least_the_latest_outcomes_and_forgets_the_old_ones() {
         let capacity = InMemoryRepeatStore::SPLIT_FROM;
         let store = InMemoryRepeatStore::with_capacity(capacity);
-        assert_eq!(store.parts.len(), InMemoryRepeatStore::PARTS);
+        assert_eq!(store.parts.count(), InMemoryRepeatStore::PARTS);
         let calls = 4 * capacity;
         for id in 0..calls {
             let call = key("alice", &id.to_string());
@@ -447,11 +440,8 @@ mod tests {
                 "call {id} is among the latest {capacity}"
             );
         }
-        let kept: usize = store
-            .parts
-            .iter()
-            .map(|part| part.lock().unwrap().calls.len())
-            .sum();
+        let mut kept = 0;
+        store.parts.each(|part| kept += part.calls.len());
         assert!(kept <= 2 * capacity, "{kept} outcomes kept");
         assert_eq!(claim(&store, &key("alice", "0"), "a"), Claim::New);
     }

@@ -8,9 +8,10 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::future::ready;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::gate::parts::LockedParts;
 use crate::tool::BoxFuture;
 use crate::{Rejection, RejectionCode};
 
@@ -229,18 +230,27 @@ pub fn judge_charge(
 
 /// A [`BudgetStore`] in memory, for one process. Tasks are counted until
 /// [`InMemoryBudgetStore::forget_task`] is called for them.
+///
+/// Tools' circuits, callers' rate windows and tasks' usage are kept in 16 parts each, every
+/// part with a lock of its own, so that calls of different tools, callers and tasks do not wait
+/// on each other: no lock is global. A call reads its tool's circuit, then takes its caller's
+/// part and its task's, in that order, and checks and counts against both as one step.
 #[derive(Clone)]
 pub struct InMemoryBudgetStore {
-    state: Arc<Mutex<State>>,
+    state: Arc<State>,
     clock: Arc<dyn Fn() -> Instant + Send + Sync>,
 }
 
-#[derive(Default)]
+/// The parts a call locks, in the order it locks them: its tool's circuit (and lets it go
+/// again), its caller's rate window, its task's usage.
 struct State {
-    tasks: HashMap<String, TaskUsage>,
-    actors: HashMap<String, VecDeque<Instant>>,
-    circuits: HashMap<String, Circuit>,
+    circuits: LockedParts<HashMap<String, Circuit>>,
+    actors: LockedParts<HashMap<String, VecDeque<Instant>>>,
+    tasks: LockedParts<HashMap<String, TaskUsage>>,
 }
+
+/// The parts of each map.
+const PARTS: usize = 16;
 
 #[derive(Default)]
 struct TaskUsage {
@@ -268,31 +278,31 @@ impl InMemoryBudgetStore {
     /// A store that reads the time from `clock` (tests use a clock they move by hand).
     pub fn with_clock(clock: impl Fn() -> Instant + Send + Sync + 'static) -> Self {
         InMemoryBudgetStore {
-            state: Arc::new(Mutex::new(State::default())),
+            state: Arc::new(State {
+                circuits: LockedParts::new(PARTS),
+                actors: LockedParts::new(PARTS),
+                tasks: LockedParts::new(PARTS),
+            }),
             clock: Arc::new(clock),
         }
     }
 
     /// Drops what was counted for `task`, once it has ended.
     pub fn forget_task(&self, task: &str) {
-        self.lock().tasks.remove(task);
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        // The state stays consistent between statements, so a panic elsewhere while the lock
-        // was held leaves nothing half-written.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.tasks.lock(task).remove(task);
     }
 
     fn check_and_record(&self, charge: Charge<'_>, limits: &BudgetLimits) -> Result<(), Rejection> {
         let now = (self.clock)();
-        let mut state = self.lock();
-        let State {
-            tasks,
-            actors,
-            circuits,
-        } = &mut *state;
-        let window = entry_for(actors, charge.actor);
+        // Read, and let go: a circuit that opens right after counts from the next call.
+        let circuit_open = self
+            .state
+            .circuits
+            .lock(charge.tool)
+            .get(charge.tool)
+            .is_some_and(|circuit| circuit.open_until.is_some_and(|until| now < until));
+        let mut actors = self.state.actors.lock(charge.actor);
+        let window = entry_for(&mut actors, charge.actor);
         if let Some(rate) = limits.rate_limit {
             while window
                 .front()
@@ -301,11 +311,10 @@ impl InMemoryBudgetStore {
                 window.pop_front();
             }
         }
-        let task = entry_for(tasks, charge.task);
+        let mut tasks = self.state.tasks.lock(charge.task);
+        let task = entry_for(&mut tasks, charge.task);
         let usage = Usage {
-            circuit_open: circuits
-                .get(charge.tool)
-                .is_some_and(|circuit| circuit.open_until.is_some_and(|until| now < until)),
+            circuit_open,
             calls_in_window: window.len() as u64,
             task_calls: task.calls,
             task_cost: task.cost,
@@ -337,8 +346,8 @@ impl InMemoryBudgetStore {
             return;
         };
         let now = (self.clock)();
-        let mut state = self.lock();
-        let circuit = entry_for(&mut state.circuits, tool);
+        let mut circuits = self.state.circuits.lock(tool);
+        let circuit = entry_for(&mut circuits, tool);
         if failed {
             circuit.failures_in_a_row = circuit.failures_in_a_row.saturating_add(1);
             if circuit.failures_in_a_row >= breaker.failures {
@@ -383,7 +392,7 @@ impl BudgetStore for InMemoryBudgetStore {
     }
 
     fn release<'a>(&'a self, charge: Charge<'a>) -> BoxFuture<'a, ()> {
-        if let Some(task) = self.lock().tasks.get_mut(charge.task) {
+        if let Some(task) = self.state.tasks.lock(charge.task).get_mut(charge.task) {
             task.calls = task.calls.saturating_sub(1);
             task.cost = task.cost.saturating_sub(charge.cost);
             if let Some(calls) = task.per_tool.get_mut(charge.tool) {
@@ -394,16 +403,17 @@ impl BudgetStore for InMemoryBudgetStore {
     }
 
     fn count_refusal<'a>(&'a self, task: &'a str) -> BoxFuture<'a, u64> {
-        let mut state = self.lock();
-        let usage = entry_for(&mut state.tasks, task);
+        let mut tasks = self.state.tasks.lock(task);
+        let usage = entry_for(&mut tasks, task);
         usage.refusals = usage.refusals.saturating_add(1);
         Box::pin(ready(usage.refusals))
     }
 
     fn refusals<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Option<u64>> {
         let refusals = self
-            .lock()
+            .state
             .tasks
+            .lock(task)
             .get(task)
             .map_or(0, |usage| usage.refusals);
         Box::pin(ready(Some(refusals)))
@@ -439,6 +449,80 @@ mod tests {
 
     fn code(result: Result<(), Rejection>) -> Option<RejectionCode> {
         result.err().map(|rejection| rejection.code())
+    }
+
+    #[test]
+    fn threads_charging_one_caller_across_tasks_and_tools_keep_its_rate_limit_exactly() {
+        let store = InMemoryBudgetStore::default();
+        let limits = BudgetLimits {
+            max_calls_per_task: Some(500),
+            rate_limit: Some(RateLimit {
+                calls: 300,
+                per: Duration::from_secs(3600),
+            }),
+            ..BudgetLimits::default()
+        };
+        let admitted: usize = std::thread::scope(|scope| {
+            let threads: Vec<_> = (0..8)
+                .map(|thread| {
+                    let (store, limits) = (&store, &limits);
+                    scope.spawn(move || {
+                        (0..100)
+                            .filter(|index| {
+                                let task = if index % 2 == 0 { "t1" } else { "t2" };
+                                let tool = if thread % 2 == 0 { "a" } else { "b" };
+                                store
+                                    .check_and_record(charge(task, tool, None), limits)
+                                    .is_ok()
+                            })
+                            .count()
+                    })
+                })
+                .collect();
+            threads
+                .into_iter()
+                .map(|thread| thread.join().unwrap())
+                .sum()
+        });
+        assert_eq!(admitted, 300, "the caller's rate limit, across both tasks");
+        let mut counted = 0;
+        store.state.tasks.each(|part| {
+            counted += part.values().map(|usage| usage.calls).sum::<u64>();
+        });
+        assert_eq!(counted, 300);
+    }
+
+    #[test]
+    fn threads_charging_one_task_take_exactly_its_calls() {
+        let store = InMemoryBudgetStore::default();
+        let limits = BudgetLimits {
+            max_calls_per_task: Some(100),
+            ..BudgetLimits::default()
+        };
+        let admitted: usize = std::thread::scope(|scope| {
+            let threads: Vec<_> = (0..8)
+                .map(|thread| {
+                    let (store, limits) = (&store, &limits);
+                    scope.spawn(move || {
+                        let actor = format!("agent-{thread}");
+                        (0..100)
+                            .filter(|_| {
+                                let charge = Charge {
+                                    actor: &actor,
+                                    ..charge("t", "a", None)
+                                };
+                                store.check_and_record(charge, limits).is_ok()
+                            })
+                            .count()
+                    })
+                })
+                .collect();
+            threads
+                .into_iter()
+                .map(|thread| thread.join().unwrap())
+                .sum()
+        });
+        assert_eq!(admitted, 100);
     }
 
     #[test]
