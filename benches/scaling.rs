@@ -151,15 +151,15 @@ fn main() {
         dispatch_large = dispatch_large.min(dispatch_each(&large));
     }
 
-    let build_1k = best_per_unit(3, 1_000, || drop(black_box(registry_of(1_000))));
-    let build_10k = best_per_unit(3, 10_000, || drop(black_box(registry_of(10_000))));
+    let build_1k = best_per_unit(ROUNDS, 1_000, || drop(black_box(registry_of(1_000))));
+    let build_10k = best_per_unit(ROUNDS, 10_000, || drop(black_box(registry_of(10_000))));
     let thousand = registry_of(1_000);
     let export = |registry: &Registry| {
         let list = registry.export(&ctx, PROFILE).expect("the tools export");
         black_box(list);
     };
-    let export_1k = best_per_unit(3, 1_000, || export(&thousand));
-    let export_10k = best_per_unit(3, 10_000, || export(&large));
+    let export_1k = best_per_unit(ROUNDS, 1_000, || export(&thousand));
+    let export_10k = best_per_unit(ROUNDS, 10_000, || export(&large));
 
     let guarded = guarded_registry();
     // The whole pipeline for each thread of round `round`: its own task, its own calls.
