@@ -30,22 +30,27 @@ pub enum Environment {
     Production,
 }'
 
-portcullis_crate() {
-    local name=$1 tools=$2 dir="$root/$1"
-    mkdir -p "$dir/src"
-    cat >"$dir/Cargo.toml" <<EOF
+# The manifest of crate $1, whose framework is the dependency line $2.
+manifest() {
+    cat >"$root/$1/Cargo.toml" <<EOF
 [package]
-name = "$name"
+name = "$1"
 version = "0.0.0"
 edition = "2024"
 publish = false
 
 [dependencies]
-portcullis = { path = "$repo" }
+$2
 serde = { version = "1", features = ["derive"] }
 schemars = "1"
 validator = { version = "0.21", features = ["derive"] }
 EOF
+}
+
+portcullis_crate() {
+    local name=$1 tools=$2 dir="$root/$1"
+    mkdir -p "$dir/src"
+    manifest "$name" "portcullis = { path = \"$repo\" }"
     {
         echo "use portcullis::prelude::*;"
         echo
@@ -73,19 +78,7 @@ EOF
 rmcp_crate() {
     local name=$1 tools=$2 dir="$root/$1"
     mkdir -p "$dir/src"
-    cat >"$dir/Cargo.toml" <<EOF
-[package]
-name = "$name"
-version = "0.0.0"
-edition = "2024"
-publish = false
-
-[dependencies]
-rmcp = { version = "3.11", default-features = false, features = ["server", "macros"] }
-serde = { version = "1", features = ["derive"] }
-schemars = "1"
-validator = { version = "0.21", features = ["derive"] }
-EOF
+    manifest "$name" 'rmcp = { version = "3.11", default-features = false, features = ["server", "macros"] }'
     {
         echo "use rmcp::handler::server::{router::tool::ToolRouter, wrapper::Parameters};"
         echo "use rmcp::{tool, tool_router};"

@@ -451,6 +451,38 @@ mod tests {
         result.err().map(|rejection| rejection.code())
     }
 
+    /// How many of 8 threads' 100 charges each `store` admits; `charge_of` gives a thread's
+    /// charges their task, caller and tool from the thread's number and the charge's.
+    fn admitted_by_threads(
+        store: &InMemoryBudgetStore,
+        limits: &BudgetLimits,
+        charge_of: impl Fn(usize, usize) -> (String, String, String) + Sync,
+    ) -> usize {
+        std::thread::scope(|scope| {
+            let threads: Vec<_> = (0..8)
+                .map(|thread| {
+                    let charge_of = &charge_of;
+                    scope.spawn(move || {
+                        (0..100)
+                            .filter(|&index| {
+                                let (task, actor, tool) = charge_of(thread, index);
+                                let charge = Charge {
+                                    actor: &actor,
+                                    ..charge(&task, &tool, None)
+                                };
+                                store.check_and_record(charge, limits).is_ok()
+                            })
+                            .count()
+                    })
+                })
+                .collect();
+            threads
+                .into_iter()
+                .map(|thread| thread.join().unwrap())
+                .sum()
+        })
+    }
+
     #[test]
     fn threads_charging_one_caller_across_tasks_and_tools_keep_its_rate_limit_exactly() {
         let store = InMemoryBudgetStore::default();
@@ -462,27 +494,10 @@ mod tests {
             }),
             ..BudgetLimits::default()
         };
-        let admitted: usize = std::thread::scope(|scope| {
-            let threads: Vec<_> = (0..8)
-                .map(|thread| {
-                    let (store, limits) = (&store, &limits);
-                    scope.spawn(move || {
-                        (0..100)
-                            .filter(|index| {
-                                let task = if index % 2 == 0 { "t1" } else { "t2" };
-                                let tool = if thread % 2 == 0 { "a" } else { "b" };
-                                store
-                                    .check_and_record(charge(task, tool, None), limits)
-                                    .is_ok()
-                            })
-                            .count()
-                    })
-                })
-                .collect();
-            threads
-                .into_iter()
-                .map(|thread| thread.join().unwrap())
-                .sum()
+        let admitted = admitted_by_threads(&store, &limits, |thread, index| {
+            let task = if index % 2 == 0 { "t1" } else { "t2" };
+            let tool = if thread % 2 == 0 { "a" } else { "b" };
+            (task.to_owned(), "alice".to_owned(), tool.to_owned())
         });
         assert_eq!(admitted, 300, "the caller's rate limit, across both tasks");
         let mut counted = 0;
@@ -499,28 +514,8 @@ mod tests {
             max_calls_per_task: Some(100),
             ..BudgetLimits::default()
         };
-        let admitted: usize = std::thread::scope(|scope| {
-            let threads: Vec<_> = (0..8)
-                .map(|thread| {
-                    let (store, limits) = (&store, &limits);
-                    scope.spawn(move || {
-                        let actor = format!("agent-{thread}");
-                        (0..100)
-                            .filter(|_| {
-                                let charge = Charge {
-                                    actor: &actor,
-                                    ..charge("t", "a", None)
-                                };
-                                store.check_and_record(charge, limits).is_ok()
-                            })
-                            .count()
-                    })
-                })
-                .collect();
-            threads
-                .into_iter()
-                .map(|thread| thread.join().unwrap())
-                .sum()
+        let admitted = admitted_by_threads(&store, &limits, |thread, _| {
+            ("t".to_owned(), format!("agent-{thread}"), "a".to_owned())
         });
         assert_eq!(admitted, 100);
     }
