@@ -195,3 +195,75 @@ impl Future for Stored {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::tests::block_on;
+    use crate::audit::{Decided, record_of};
+    use crate::{CallContext, Outcome, ToolCall};
+
+    fn entry(id: &str) -> Unchained {
+        let ctx = CallContext::new("alice");
+        let call = ToolCall::new(id, "list", "{}");
+        let outcome = Outcome::Completed(serde_json::Value::Null);
+        let record = record_of(&Decided::plain(&ctx, &call, None, &outcome));
+        let digest = record.digest();
+        Unchained {
+            record,
+            digest,
+            key: None,
+        }
+    }
+
+    /// A writer whose rounds answer as `answer` says for the round's first call id, and which
+    /// keeps the call ids of the rounds it stored.
+    fn scripted(
+        answer: impl Fn(&str) -> io::Result<()> + Send + 'static,
+    ) -> (RoundWriter, Arc<Mutex<Vec<String>>>) {
+        let stored = Arc::new(Mutex::new(Vec::new()));
+        let kept = Arc::clone(&stored);
+        let writer = RoundWriter::start("test-audit", move |entries: Vec<Unchained>| {
+            let first = entries[0].record.call_id.clone();
+            answer(&first)?;
+            let ids = entries.into_iter().map(|entry| entry.record.call_id);
+            lock(&kept).extend(ids);
+            Ok(())
+        })
+        .unwrap();
+        (writer, stored)
+    }
+
+    #[test]
+    fn a_failed_round_refuses_its_appends_with_its_error_and_the_next_round_goes_on() {
+        let (writer, stored) = scripted(|id| match id {
+            "refused" => Err(io::Error::new(
+                io::ErrorKind::StorageFull,
+                "the disk is full",
+            )),
+            "panics" => panic!("a store that panics"),
+            _ => Ok(()),
+        });
+        let error = block_on(writer.append(entry("refused"))).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::StorageFull);
+        assert_eq!(error.to_string(), "the disk is full");
+        let error = block_on(writer.append(entry("panics"))).unwrap_err();
+        assert_eq!(error.to_string(), "storing the audit records panicked");
+        block_on(writer.append(entry("stored"))).unwrap();
+        assert_eq!(*lock(&stored), ["stored"]);
+    }
+
+    #[test]
+    fn closing_stores_what_was_queued_first() {
+        let (writer, stored) = scripted(|_| Ok(()));
+        let waits: Vec<_> = (0..10)
+            .map(|index| writer.append(entry(&format!("c{index}"))))
+            .collect();
+        drop(writer);
+        let ids: Vec<String> = (0..10).map(|index| format!("c{index}")).collect();
+        assert_eq!(*lock(&stored), ids, "every queued entry, in order");
+        for wait in waits {
+            block_on(wait).unwrap();
+        }
+    }
+}

@@ -106,10 +106,10 @@ pub trait RepeatStore: Send + Sync + 'static {
 /// A store of [`InMemoryRepeatStore::SPLIT_FROM`] calls or more is split into
 /// [`InMemoryRepeatStore::PARTS`] parts, each with a lock of its own, so that threads claiming
 /// different calls do not wait on each other. A call's part is chosen by a hash keyed at
-/// random when the store is made, so no caller can steer calls into one part; each part keeps
-/// twice its share of `capacity`, so that the chance of a call's outcome being forgotten before
-/// `capacity` later calls were decided is below 10⁻¹⁰ (a Chernoff bound; smaller the larger the
-/// store).
+/// random when the store is made, so no caller can steer calls into one part. Each part keeps
+/// twice its share of `capacity` (so the store holds up to twice `capacity` outcomes), and the
+/// chance of a call's outcome being forgotten before `capacity` later calls were decided is
+/// below 10⁻¹⁰ (a Chernoff bound; smaller the larger the store).
 #[derive(Clone)]
 pub struct InMemoryRepeatStore {
     parts: Arc<LockedParts<Claims>>,
@@ -210,7 +210,7 @@ impl InMemoryRepeatStore {
 }
 
 impl Default for InMemoryRepeatStore {
-    /// Keeps the outcomes of the latest 10,000 decided calls.
+    /// Keeps the outcomes of at least the latest 10,000 decided calls.
     fn default() -> Self {
         InMemoryRepeatStore::with_capacity(10_000)
     }
