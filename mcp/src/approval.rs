@@ -11,7 +11,7 @@
 use std::time::Instant;
 
 use portcullis_core::{
-    ApprovalDecision, CallContext, Outcome, Progress, Reviewer, Ticket, ToolCall,
+    ApprovalDecision, CallContext, Outcome, Progress, RejectionCode, Reviewer, Ticket, ToolCall,
 };
 use rmcp::RoleServer;
 use rmcp::model::{ElicitRequestParams, ElicitationAction, ProgressNotificationParam};
@@ -27,7 +27,8 @@ pub(crate) const WAITING_MESSAGE: &str = "This call is awaiting a human's approv
 
 /// Asks the person at the client to confirm the call; `None` when the client cannot be asked
 /// (it has no form elicitation, or did not answer in time), so that the call waits for an
-/// operator instead.
+/// operator instead, or when another decision was taken first, so that the call waits for its
+/// outcome.
 pub(crate) async fn confirm(
     shared: &Shared,
     ctx: &CallContext,
@@ -73,7 +74,11 @@ pub(crate) async fn confirm(
             message: "the user dismissed the confirmation without approving this call".to_owned(),
         },
     };
-    Some(shared.registry.resume(&ticket.id, decision).await)
+    let outcome = shared.registry.resume(&ticket.id, decision).await;
+    // Another decision came first, or the server's worker took this one to run between its
+    // recording and its run: the call's outcome is that run's, which the caller then waits for
+    // as for any pending call's.
+    (outcome.code() != Some(RejectionCode::TicketDecided)).then_some(outcome)
 }
 
 /// Waits for an operator's decision on `ticket` while the request is open, telling a client
