@@ -75,10 +75,14 @@ pub(crate) async fn confirm(
         },
     };
     let outcome = shared.registry.resume(&ticket.id, decision).await;
-    // Another decision came first, or the server's worker took this one to run between its
-    // recording and its run: the call's outcome is that run's, which the caller then waits for
-    // as for any pending call's.
-    (outcome.code() != Some(RejectionCode::TicketDecided)).then_some(outcome)
+    // Another decision came first (its call runs, or ran), or the server's worker took this one
+    // to run between its recording and its run: the call's outcome is that run's, which the
+    // caller then waits for as for any pending call's.
+    let decided_elsewhere = matches!(
+        outcome.code(),
+        Some(RejectionCode::TicketDecided | RejectionCode::TicketNotPending)
+    );
+    (!decided_elsewhere).then_some(outcome)
 }
 
 /// Waits for an operator's decision on `ticket` while the request is open, telling a client

@@ -31,18 +31,20 @@ async def notified(message):
         NOTIFICATIONS.append(method)
 
 
-def confirmer(action):
+def confirmer(action, delay=0):
     async def answer(context, params):
         ASKED.append(params.message)
+        await asyncio.sleep(delay)
         return types.ElicitResult(action=action)
 
     return answer
 
 
 @contextlib.asynccontextmanager
-async def session(identity, action=None, url=None):
-    """An initialized session as `identity` ("support" or "finance")."""
-    elicitation = confirmer(action) if action else None
+async def session(identity, action=None, url=None, delay=0):
+    """An initialized session as `identity` ("support" or "finance"), whose user answers a
+    confirmation with `action` after `delay` seconds."""
+    elicitation = confirmer(action, delay) if action else None
     if TRANSPORT == "http":
         token = SETTINGS["tokens"][identity]
         headers = {"Authorization": f"Bearer {token}"}
@@ -119,7 +121,11 @@ async def common(seen):
         seen["confirmed"] = await call(client, "cancel_order", {"order_id": 7})
     async with session("support", "decline") as (client, _):
         seen["approve"] = await call(client, "cancel_order", {"order_id": 8})
-    seen["asked"] = ASKED
+    seen["asked"] = list(ASKED)
+    # Decided in the store (as from the command line) while the user is still being asked: the
+    # user's later yes finds the call decided, and the answer is that decision's run.
+    async with session("support", "accept", delay=2.0) as (client, _):
+        seen["decided_first"] = await call(client, "cancel_order", {"order_id": 9})
     async with session("finance") as (client, _):
         seen["tools_finance"] = await tool_names(client)
         # Waits until the test, as the operator, approves it in the store.

@@ -168,9 +168,23 @@ async fn approve_payouts(
     approved: Arc<Mutex<HashSet<String>>>,
 ) {
     use portcullis::ApprovalStore;
+    let mut offered = false;
     loop {
         for payout in store.pending().await.unwrap() {
-            if payout.tool != "schedule_payout" || approved.lock().unwrap().contains(&payout.id) {
+            if approved.lock().unwrap().contains(&payout.id) {
+                continue;
+            }
+            // sam decides his own cancellation from elsewhere while his client still asks him.
+            if payout.tool == "cancel_order" && payout.arguments["order_id"] == 9 {
+                let decision = ApprovalDecision::Approve {
+                    reviewer: Reviewer::new("sam"),
+                };
+                if record_decision(&store, &payout.id, decision).await.is_ok() {
+                    approved.lock().unwrap().insert(payout.id);
+                }
+                continue;
+            }
+            if payout.tool != "schedule_payout" {
                 continue;
             }
             // The operator takes a while with this one, longer than the impatient server waits.
@@ -178,8 +192,8 @@ async fn approve_payouts(
             if late && now_ms() < payout.created_ms + 1_500 {
                 continue;
             }
-            let first = approved.lock().unwrap().is_empty();
-            if let (Some(server), true) = (&server, first) {
+            if let (Some(server), false) = (&server, offered) {
+                offered = true;
                 COLOURS.lock().unwrap().push("blue");
                 assert_eq!(
                     server.tools_changed().await,
@@ -268,6 +282,14 @@ fn assert_common(seen: &Value) {
     );
     assert_eq!(seen["confirmed"]["text"], "order 7 cancelled");
     assert_eq!(seen["asked"].as_array().unwrap().len(), 2);
+    // Decided elsewhere while the user was asked: the user's yes came second, and the call's
+    // answer is the run of the first decision.
+    assert_eq!(
+        seen["decided_first"]["is_error"], false,
+        "{}",
+        seen["decided_first"]
+    );
+    assert_eq!(seen["decided_first"]["text"], "order 9 cancelled");
     assert!(seen["asked"][0].as_str().unwrap().contains("cancel_order"));
     // The operator approved while the client waited: the payout ran, with its arguments.
     assert_eq!(seen["payout"]["is_error"], false, "{}", seen["payout"]);
@@ -373,8 +395,8 @@ async fn over_http(python: &str) {
         seen["late_again"]
     );
     assert_eq!(seen["late_again"]["text"], "payout scheduled for sel_late");
-    assert_eq!(seen["approved"], 3);
-    assert_eq!(runs(&store, "cancel_order").await, 1);
+    assert_eq!(seen["approved"], 4, "three payouts and order 9");
+    assert_eq!(runs(&store, "cancel_order").await, 2);
     assert_eq!(runs(&store, "schedule_payout").await, 3);
 }
 
@@ -399,7 +421,7 @@ async fn over_stdio(python: &str) {
         "{}",
         seen["after_malformed"]
     );
-    assert_eq!(seen["approved"], 1);
-    assert_eq!(runs(&store, "cancel_order").await, 1);
+    assert_eq!(seen["approved"], 2, "one payout and order 9");
+    assert_eq!(runs(&store, "cancel_order").await, 2);
     assert_eq!(runs(&store, "schedule_payout").await, 1);
 }
