@@ -11,7 +11,8 @@
 use std::time::Instant;
 
 use portcullis_core::{
-    ApprovalDecision, CallContext, Outcome, Progress, RejectionCode, Reviewer, Ticket, ToolCall,
+    ApprovalDecision, CallContext, Outcome, Progress, Rejection, RejectionCode, Reviewer, Ticket,
+    ToolCall,
 };
 use rmcp::RoleServer;
 use rmcp::model::{ElicitRequestParams, ElicitationAction, ProgressNotificationParam};
@@ -85,6 +86,23 @@ pub(crate) async fn confirm(
     (!decided_elsewhere).then_some(outcome)
 }
 
+/// One look at `call`, waiting under `ticket_id`: its outcome once its decision was carried
+/// out (here, or by another worker), or, once its ticket left the store, the call dispatched
+/// again (the repeat gate answers for a call that ran; one that still needs a human waits
+/// under a new ticket, as `Outcome::Pending`); `None` while it waits (`Progress::Waiting`).
+pub(crate) async fn look(
+    shared: &Shared,
+    ctx: &CallContext,
+    call: &ToolCall,
+    ticket_id: &str,
+) -> Result<Option<Outcome>, Rejection> {
+    Ok(match shared.registry.follow(ticket_id).await? {
+        Progress::Ended(outcome) => Some(outcome),
+        Progress::Left => Some(shared.registry.dispatch(ctx, call).await),
+        _ => None,
+    })
+}
+
 /// Waits for an operator's decision on `ticket` while the request is open, telling a client
 /// that asked for progress that the call still waits. Returns the call's outcome, or the
 /// pending call when the wait ended or the client cancelled its request.
@@ -103,13 +121,10 @@ pub(crate) async fn await_decision(
             () = request.ct.cancelled() => return Outcome::Pending(ticket),
             () = tokio::time::sleep(shared.poll_interval) => {}
         }
-        match shared.registry.follow(&ticket.id).await {
-            Ok(Progress::Ended(outcome)) => return outcome,
-            Ok(Progress::Left) => match shared.registry.dispatch(ctx, call).await {
-                Outcome::Pending(still) => ticket = still,
-                outcome => return outcome,
-            },
-            Ok(_) => {}
+        match look(shared, ctx, call, &ticket.id).await {
+            Ok(Some(Outcome::Pending(still))) => ticket = still,
+            Ok(Some(outcome)) => return outcome,
+            Ok(None) => {}
             Err(refusal) => return Outcome::Rejected(refusal),
         }
         if Instant::now() >= deadline {

@@ -6,11 +6,12 @@ use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use portcullis_core::{CallContext, Outcome, Progress, Ticket, ToolCall};
+use portcullis_core::{CallContext, Outcome, Ticket, ToolCall};
 use rmcp::ErrorData;
 use rmcp::model::{CallToolResponse, GetTaskResult};
 use serde_json::{Value, json};
 
+use crate::approval;
 use crate::server::Shared;
 
 /// A session's tasks: calls that wait for an operator, by task id.
@@ -80,11 +81,11 @@ impl Tasks {
             )
         };
         if !done {
-            let outcome = match shared.registry.follow(&ticket).await {
-                Ok(Progress::Ended(outcome)) => Some(outcome),
-                Ok(Progress::Left) => Some(shared.registry.dispatch(&ctx, &call).await),
-                _ => None,
-            };
+            // A store out of reach leaves the task working, for the client to ask again.
+            let outcome = approval::look(shared, &ctx, &call, &ticket)
+                .await
+                .ok()
+                .flatten();
             let mut tasks = self.lock();
             if let Some(waiting) = tasks.get_mut(task_id) {
                 match outcome {

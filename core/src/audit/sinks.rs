@@ -37,8 +37,8 @@ impl AuditSink for MemoryAuditSink {
     }
 }
 
-/// Appends one JSON object per line to a file, flushed after every record and, if asked,
-/// synced to the disk (`fsync`) too.
+/// Appends one JSON object per line to a file, written unbuffered and, if asked, synced to the
+/// disk (`fsync`) too.
 ///
 /// The chain continues across restarts and writers: the sink reads the file's last record
 /// when it opens, and appends under an exclusive file lock, reading the last record again

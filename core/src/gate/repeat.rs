@@ -114,6 +114,8 @@ pub trait RepeatStore: Send + Sync + 'static {
 pub struct InMemoryRepeatStore {
     parts: Arc<LockedParts<Claims>>,
     capacity_per_part: usize,
+    /// Random bytes of this store's own, hashed before every key: see [`KeyDigest`].
+    salt: [u8; 16],
 }
 
 /// The claims, by the digest of their key, and the digests of the settled calls, oldest first.
@@ -130,15 +132,17 @@ struct Held {
     claimed_ms: u64,
 }
 
-/// The SHA-256 of a [`CallKey`], its fields each preceded by its length: what the in-memory
-/// store keys its claims by, so that claiming a call copies none of the key's strings and
-/// hashes 32 bytes instead of five strings.
+/// The SHA-256 of the store's salt and a [`CallKey`], its fields each preceded by its length:
+/// what the in-memory store keys its claims by, so that claiming a call copies none of the
+/// key's strings and hashes 32 bytes instead of five strings. The salt keeps the digests out of
+/// a caller's reach, so that no caller can choose call ids whose digests crowd one bucket.
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct KeyDigest([u8; 32]);
 
 impl KeyDigest {
-    fn of(key: &CallKey) -> Self {
+    fn of(salt: &[u8; 16], key: &CallKey) -> Self {
         let mut digest = Sha256::new();
+        digest.update(salt);
         // No tenant is set apart from every tenant, whose length is below `u64::MAX`.
         let mut field = |text: Option<&str>| match text {
             Some(text) => {
@@ -163,7 +167,7 @@ impl Hash for KeyDigest {
     }
 }
 
-/// A hasher for [`KeyDigest`]s, which are uniform already, and which a caller cannot choose:
+/// A hasher for [`KeyDigest`]s, which are uniform already, and which a caller cannot predict:
 /// their first eight bytes are the hash.
 #[derive(Default)]
 struct FirstBytes(u64);
@@ -197,15 +201,19 @@ impl InMemoryRepeatStore {
         } else {
             (Self::PARTS, 2 * capacity.div_ceil(Self::PARTS))
         };
+        let mut salt = [0u8; 16];
+        getrandom::fill(&mut salt).expect("the operating system's random source is available");
         InMemoryRepeatStore {
             parts: Arc::new(LockedParts::new(parts)),
             capacity_per_part,
+            salt,
         }
     }
 
-    /// The part that holds the claim of `digest`, locked.
-    fn lock(&self, digest: &KeyDigest) -> MutexGuard<'_, Claims> {
-        self.parts.lock(&digest.0)
+    /// The digest of `key` in this store, and the part that holds its claim, locked.
+    fn lock(&self, key: &CallKey) -> (KeyDigest, MutexGuard<'_, Claims>) {
+        let digest = KeyDigest::of(&self.salt, key);
+        (digest, self.parts.lock(&digest.0))
     }
 }
 
@@ -223,8 +231,7 @@ impl RepeatStore for InMemoryRepeatStore {
         fingerprint: &'a str,
         lease_start_ms: u64,
     ) -> BoxFuture<'a, Claim> {
-        let digest = KeyDigest::of(key);
-        let mut claims = self.lock(&digest);
+        let (digest, mut claims) = self.lock(key);
         let claim = match claims.calls.entry(digest) {
             Entry::Occupied(held) => {
                 let held = held.get();
@@ -249,8 +256,7 @@ impl RepeatStore for InMemoryRepeatStore {
     }
 
     fn update<'a>(&'a self, key: &'a CallKey, state: ClaimState) -> BoxFuture<'a, ()> {
-        let digest = KeyDigest::of(key);
-        let mut guard = self.lock(&digest);
+        let (digest, mut guard) = self.lock(key);
         let Claims { calls, settled } = &mut *guard;
         let settles = matches!(state, ClaimState::Settled(_));
         if let Some(held) = calls.get_mut(&digest)
@@ -271,8 +277,7 @@ impl RepeatStore for InMemoryRepeatStore {
     }
 
     fn release<'a>(&'a self, key: &'a CallKey) -> BoxFuture<'a, ()> {
-        let digest = KeyDigest::of(key);
-        let mut claims = self.lock(&digest);
+        let (digest, mut claims) = self.lock(key);
         if !claims
             .calls
             .get(&digest)
@@ -419,6 +424,18 @@ mod tests {
             Claim::New,
             "the oldest is forgotten"
         );
+    }
+
+    #[test]
+    fn digests_of_one_key_differ_between_stores() {
+        let call = key("alice", "1");
+        let (one, two) = (
+            InMemoryRepeatStore::default(),
+            InMemoryRepeatStore::default(),
+        );
+        assert!(KeyDigest::of(&one.salt, &call) != KeyDigest::of(&two.salt, &call));
+        assert!(KeyDigest::of(&one.salt, &call) == KeyDigest::of(&one.salt, &call));
+        assert!(KeyDigest::of(&one.salt, &call) != KeyDigest::of(&one.salt, &key("alice", "2")));
     }
 
     #[test]

@@ -125,8 +125,7 @@ const MAX_MESSAGE_DEPTH: usize = 128;
 /// ```
 pub fn read(text: &str) -> Result<Value, WireError> {
     match parse_strictly(text, MAX_MESSAGE_DEPTH) {
-        Ok(_) => serde_json::from_str(text)
-            .map_err(|error| WireError::new(WireErrorKind::MalformedJson, "", error.to_string())),
+        Ok(message) => Ok(message.into_value()),
         Err(StrictJsonError::Malformed(detail)) => Err(WireError::new(
             WireErrorKind::MalformedJson,
             "",

@@ -231,6 +231,8 @@ pub(crate) fn integer_value(number: &Number) -> Option<i128> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use serde_json::json;
 
     #[test]
     fn strings_are_escaped_as_serde_json_escapes_them() {
@@ -242,9 +244,6 @@ mod tests {
             assert_eq!(ours, Value::from(text).to_string(), "{text:?}");
         }
     }
-
-    use super::*;
-    use serde_json::json;
 
     #[test]
     fn equal_values_have_one_text() {

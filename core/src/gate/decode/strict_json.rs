@@ -46,6 +46,23 @@ impl<'a> Node<'a> {
         }
     }
 
+    /// The value the node was parsed as, for a reader that goes on with a `serde_json::Value`.
+    pub(crate) fn into_value(self) -> Value {
+        match self {
+            Node::Null => Value::Null,
+            Node::Bool(value) => Value::Bool(value),
+            Node::Number(number) => Value::Number(number),
+            Node::String(text) => Value::String(text.into_owned()),
+            Node::Array(items) => Value::Array(items.into_iter().map(Node::into_value).collect()),
+            Node::Object(entries) => Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(key, item)| (key.into_owned(), item.into_value()))
+                    .collect(),
+            ),
+        }
+    }
+
     /// A node that borrows the strings of an already parsed value.
     pub(crate) fn borrowed(value: &'a Value) -> Node<'a> {
         match value {
@@ -359,6 +376,17 @@ mod tests {
 
     fn key(name: &str) -> Segment {
         Segment::Key(name.into())
+    }
+
+    #[test]
+    fn a_node_becomes_the_value_serde_json_reads() {
+        let text = r#"{"b": [1, -2, 3.5, 1e3, 18446744073709551615, null, true],
+            "a\u00e9": {"x": "line\nbreak", "y": {}}, "c": []}"#;
+        let node = parse(text, 8).unwrap();
+        assert_eq!(
+            node.into_value(),
+            serde_json::from_str::<Value>(text).unwrap()
+        );
     }
 
     #[test]
