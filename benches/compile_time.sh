@@ -5,10 +5,14 @@
 #   portcullis_50   50 `#[tool]` functions: the reference delete tool's five arguments (a
 #                   table name of 3 to 50 characters, a record id of at least 1, an
 #                   environment enum, a defaulted flag, an optional note of at most 200
-#                   characters), a risk, a role and a reason it cannot be undone;
+#                   characters), a risk, a role and a reason it cannot be undone; and a
+#                   function that registers all of them in a `Registry`;
 #   rmcp_50         50 rmcp `#[tool]` methods in one `#[tool_router]` impl, each taking
 #                   `Parameters` of an arguments struct with the same fields and the same
 #                   constraints (serde, schemars and validator derives), checked in the body;
+#                   the router registers them all.
+# Both crates register their tools, because that is where the dispatching code of each tool
+# is compiled: a crate of tools that nothing registers leaves that work to the next crate.
 #   portcullis_200  200 tools as in portcullis_50, for the cost per tool of a larger crate.
 # Builds every dependency once and each crate once more, uncounted, then rebuilds each crate
 # alone, non-incrementally (`touch src/lib.rs`, `CARGO_INCREMENTAL=0 cargo build -p CRATE`),
@@ -72,6 +76,15 @@ pub fn delete_record_$n(
 }
 EOF
         done
+        echo
+        echo "/// Every tool of this crate, registered."
+        echo "pub fn registry() -> Result<Registry, portcullis::BuildError> {"
+        echo "    Registry::builder()"
+        for n in $(seq "$tools"); do
+            echo "        .tool(DeleteRecord$n)"
+        done
+        echo "        .build()"
+        echo "}"
     } >"$dir/src/lib.rs"
 }
 

@@ -35,8 +35,9 @@ use crate::audit::{Decided, Snapshots, sha256_hex};
 use crate::gate::approve::decision::{already_decided, expired, not_pending, record_decision};
 use crate::gate::approve::now_ms;
 use crate::gate::authorize::{authorize, authorize_caller};
-use crate::gate::decode::{self, Canonical, canonical_of, canonical_text};
-use crate::gate::execute::{Contained, Execution, contained, execute, panicked};
+use crate::gate::bound::{Bound, BoundCall};
+use crate::gate::decode::{self, Canonical, DecodeLimits, Decoded, canonical_text};
+use crate::gate::execute::{Contained, Execution, contained, panicked};
 use crate::gate::repeat::{self, CallKey, Claim, ClaimState};
 use crate::gate::resolve::{check_choice, resolve};
 use crate::gate::validate::{SchemaCheck, validate};
@@ -49,19 +50,22 @@ use crate::{
 };
 
 /// A tool with its types erased, so that tools of different argument types live in one map.
+/// What is generic in a tool is its arguments' decoding; the gates then read them through
+/// [`BoundCall`], so that they are compiled once, not once per tool.
 pub(crate) trait ErasedTool: Send + Sync {
     fn contract(&self) -> &ToolContract;
 
-    /// Gates 2 to 9, which read the arguments, then the tool's body.
-    fn run<'a>(&'a self, call: Passage<'a>) -> BoxFuture<'a, Outcome>;
-
-    /// The compensation of a completed call, from its canonical arguments and its output.
-    fn compensation<'a>(
+    /// 2. decode: the arguments as sent into the typed arguments, bound to the tool.
+    fn decode<'a>(
         &'a self,
-        ctx: &'a CallContext,
-        canonical: &Value,
-        output: Value,
-    ) -> Option<BoxFuture<'a, Result<(), ToolError>>>;
+        check: &SchemaCheck,
+        arguments: &Arguments,
+        limits: &DecodeLimits,
+    ) -> Result<Decoded<'a, Box<dyn BoundCall<'a> + 'a>>, Rejection>;
+
+    /// The canonical arguments of a call, which passed decode once, bound to the tool again:
+    /// they decode into the value the tool received.
+    fn bind<'a>(&'a self, canonical: &Value) -> Result<Box<dyn BoundCall<'a> + 'a>, Rejection>;
 }
 
 /// How a call came to the gates.
@@ -105,29 +109,31 @@ impl<T: Tool> ErasedTool for T {
         Tool::contract(self)
     }
 
-    fn run<'a>(&'a self, passage: Passage<'a>) -> BoxFuture<'a, Outcome> {
-        Box::pin(async move { gates(self, passage).await.unwrap_or_else(Outcome::Rejected) })
+    fn decode<'a>(
+        &'a self,
+        check: &SchemaCheck,
+        arguments: &Arguments,
+        limits: &DecodeLimits,
+    ) -> Result<Decoded<'a, Box<dyn BoundCall<'a> + 'a>>, Rejection> {
+        let decoded = decode::decode::<T::Args>(Tool::contract(self), check, arguments, limits)?;
+        Ok(Decoded {
+            args: Box::new(Bound {
+                tool: self,
+                args: decoded.args,
+            }),
+            violations: decoded.violations,
+            left_out: decoded.left_out,
+        })
     }
 
-    fn compensation<'a>(
-        &'a self,
-        ctx: &'a CallContext,
-        canonical: &Value,
-        output: Value,
-    ) -> Option<BoxFuture<'a, Result<(), ToolError>>> {
-        // The canonical arguments are what the tool received; they decode into the same value.
-        match decode::typed::<T::Args>(canonical) {
-            Ok(args) => self.compensate_call(ctx, args, output),
-            Err(rejection) => Some(Box::pin(std::future::ready(Err(ToolError::new(
-                "compensation_arguments_unreadable",
-                rejection.message().to_owned(),
-            ))))),
-        }
+    fn bind<'a>(&'a self, canonical: &Value) -> Result<Box<dyn BoundCall<'a> + 'a>, Rejection> {
+        let args = decode::typed::<T::Args>(canonical)?;
+        Ok(Box::new(Bound { tool: self, args }))
     }
 }
 
-/// Gates 2 to 9 for a tool whose arguments are `T::Args`.
-async fn gates<T: Tool>(tool: &T, passage: Passage<'_>) -> Result<Outcome, Rejection> {
+/// Gates 2 to 9, which read the arguments, then the tool's body.
+async fn gates<'a>(tool: &'a dyn ErasedTool, passage: Passage<'a>) -> Result<Outcome, Rejection> {
     let Passage {
         ctx,
         call,
@@ -137,18 +143,17 @@ async fn gates<T: Tool>(tool: &T, passage: Passage<'_>) -> Result<Outcome, Rejec
         ..
     } = passage;
     let settings = registry.settings();
-    let contract = Tool::contract(tool);
+    let contract = tool.contract();
 
     // 2. decode: the typed arguments, once; the canonical arguments from them, when read.
-    let decoded =
-        decode::decode::<T::Args>(contract, passage.check, &call.arguments, &settings.limits)?;
-    let args = decoded.args;
-    let write = || canonical_of(&args);
+    let decoded = tool.decode(passage.check, &call.arguments, &settings.limits)?;
+    let bound = decoded.args;
+    let write = || bound.canonical();
     let canonical = Canonical::new(&write, &facts.canonical);
 
     // 3. validate
     validate(
-        tool.validate_args(&args),
+        bound.validate(),
         decoded.violations,
         contract,
         ctx,
@@ -157,13 +162,13 @@ async fn gates<T: Tool>(tool: &T, passage: Passage<'_>) -> Result<Outcome, Rejec
     )?;
 
     // 4. authorize: what the arguments name, then the policies and intent checks.
-    authorize(tool, ctx, &args, &canonical, &settings.rules).await?;
+    authorize(contract, &*bound, ctx, &canonical, &settings.rules).await?;
 
     // 5. repeat: a call that may not run twice, or that may wait for a human, is claimed.
     let needs_approval = road == Road::Fresh
         && settings
             .approvals
-            .required(contract, tool.approval_required(ctx, &args));
+            .required(contract, bound.approval_required(ctx));
     let key = (road == Road::Fresh && (needs_approval || !contract.idempotent()))
         .then(|| CallKey::new(ctx, contract.name(), &call.id));
     if let Some(key) = &key {
@@ -194,7 +199,7 @@ async fn gates<T: Tool>(tool: &T, passage: Passage<'_>) -> Result<Outcome, Rejec
     // hook, a store) is contained here, so that the claim is still settled: the call may have
     // run, and must not run again.
     let admitted = Contained {
-        future: Box::pin(admit(tool, passage, args, key.as_ref(), needs_approval)),
+        future: Box::pin(admit(tool, bound, passage, key.as_ref(), needs_approval)),
     };
     let outcome = admitted.await.unwrap_or_else(|()| Ok(panicked()));
     if let Some(key) = &key {
@@ -220,10 +225,10 @@ fn ran(outcome: &Outcome) -> bool {
 }
 
 /// Gates 6 to 9 for a call that passed the others.
-async fn admit<T: Tool>(
-    tool: &T,
-    passage: Passage<'_>,
-    args: T::Args,
+async fn admit<'a>(
+    tool: &'a dyn ErasedTool,
+    bound: Box<dyn BoundCall<'a> + 'a>,
+    passage: Passage<'a>,
     claimed: Option<&CallKey>,
     needs_approval: bool,
 ) -> Result<Outcome, Rejection> {
@@ -236,9 +241,9 @@ async fn admit<T: Tool>(
         ..
     } = passage;
     let settings = registry.settings();
-    let contract = Tool::contract(tool);
+    let contract = tool.contract();
     // The same canonical arguments as the earlier gates', written once in `facts`.
-    let write = || canonical_of(&args);
+    let write = || bound.canonical();
     let canonical = &Canonical::new(&write, &facts.canonical);
 
     // 6. budget: an approved call was counted when it began to wait.
@@ -312,19 +317,19 @@ async fn admit<T: Tool>(
     }
 
     // 9. execute, with the state it changes seen before and after.
-    if let Some(snapshot) = tool.snapshot(ctx, &args) {
+    if let Some(snapshot) = bound.snapshot(ctx) {
         Snapshots::keep(&facts.snapshots.before, snapshot.await);
     }
     // Contained here, not only around the whole call, so that a panic still counts as a
     // failure for the circuit breaker and the state after it is still seen.
-    let outcome = finish(contained(|| execute(tool, ctx, args))).await;
+    let outcome = finish(contained(|| bound.execute(ctx))).await;
     if counted {
         settings.budget.settle(contract, &outcome).await;
     }
     // The tool took the arguments; the canonical ones, kept above, decode into the same value.
-    let kept = facts.canonical.get().filter(|_| observed);
-    if let Some(Ok(args)) = kept.map(decode::typed::<T::Args>)
-        && let Some(snapshot) = tool.snapshot(ctx, &args)
+    if let Some(canonical) = facts.canonical.get().filter(|_| observed)
+        && let Ok(again) = tool.bind(canonical)
+        && let Some(snapshot) = again.snapshot(ctx)
     {
         Snapshots::keep(&facts.snapshots.after, snapshot.await);
     }
@@ -859,7 +864,13 @@ impl Registry {
             road,
             facts,
         };
-        let outcome = match contained(|| Execution::Running(tool.run(passage))) {
+        let outcome = match contained(|| {
+            Execution::Running(Box::pin(async move {
+                gates(&**tool, passage)
+                    .await
+                    .unwrap_or_else(Outcome::Rejected)
+            }))
+        }) {
             Execution::Finished(outcome) => outcome,
             Execution::Running(running) => running.await,
         };
@@ -882,7 +893,14 @@ impl Registry {
         let Some(tool) = self.tool(&call.name) else {
             return CompensationResult::NothingToUndo;
         };
-        let Some(compensation) = tool.compensation(ctx, canonical, output) else {
+        let compensation = match tool.bind(canonical) {
+            Ok(bound) => bound.compensate(ctx, output),
+            Err(rejection) => Some(Box::pin(std::future::ready(Err(ToolError::new(
+                "compensation_arguments_unreadable",
+                rejection.message().to_owned(),
+            )))) as BoxFuture<'_, _>),
+        };
+        let Some(compensation) = compensation else {
             return CompensationResult::NothingToUndo;
         };
         let facts = Facts::default();

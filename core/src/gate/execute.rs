@@ -11,7 +11,7 @@ use futures_timer::Delay;
 use serde::Serialize;
 
 use crate::tool::{BoxFuture, Invocation};
-use crate::{CallContext, Outcome, Rejection, RejectionCode, Tool, ToolError};
+use crate::{CallContext, Outcome, Rejection, RejectionCode, Tool, ToolContract, ToolError};
 
 /// A tool run that either finished while it was started (a sync tool, or a refusal) or is
 /// still running (an async tool).
@@ -28,27 +28,33 @@ pub(crate) fn execute<'a, T: Tool>(
 ) -> Execution<'a> {
     match tool.call(ctx, args) {
         Invocation::Ready(result) => Execution::Finished(completed(result)),
-        Invocation::Pending(future) => {
-            let contract = tool.contract();
-            let (timeout, idempotent) = (contract.timeout(), contract.idempotent());
-            Execution::Running(Box::pin(async move {
-                match with_deadline(future, timeout).await {
-                    Finish::Done(result) => completed(result),
-                    Finish::TimedOut(limit) => Outcome::Rejected(
-                        Rejection::new(
-                            RejectionCode::ToolTimeout,
-                            format!("the tool did not finish within {} ms", limit.as_millis()),
-                        )
-                        .with_hint(
-                            "the call may still have taken effect; check before repeating it",
-                        )
-                        // Repeating a call whose effect is unknown is safe only if it is idempotent.
-                        .with_retryable(idempotent),
-                    ),
-                }
-            }))
-        }
+        Invocation::Pending(future) => Execution::Running(within_timeout(
+            Box::pin(async move { completed(future.await) }),
+            tool.contract(),
+        )),
     }
+}
+
+/// An async tool's run, refused with `tool_timeout` once it outlasts the contract's timeout.
+fn within_timeout<'a>(
+    running: BoxFuture<'a, Outcome>,
+    contract: &ToolContract,
+) -> BoxFuture<'a, Outcome> {
+    let (timeout, idempotent) = (contract.timeout(), contract.idempotent());
+    Box::pin(async move {
+        match with_deadline(running, timeout).await {
+            Finish::Done(outcome) => outcome,
+            Finish::TimedOut(limit) => Outcome::Rejected(
+                Rejection::new(
+                    RejectionCode::ToolTimeout,
+                    format!("the tool did not finish within {} ms", limit.as_millis()),
+                )
+                .with_hint("the call may still have taken effect; check before repeating it")
+                // Repeating a call whose effect is unknown is safe only if it is idempotent.
+                .with_retryable(idempotent),
+            ),
+        }
+    })
 }
 
 /// Runs `start` (a call's decode, validate and execute, where the tool author's code runs: the

@@ -10,6 +10,7 @@ use crate::RejectionCode;
 
 pub(crate) mod approve;
 pub(crate) mod authorize;
+pub(crate) mod bound;
 pub(crate) mod budget;
 pub(crate) mod decode;
 pub(crate) mod execute;

@@ -12,11 +12,12 @@ pub(crate) mod policy;
 
 use serde_json::Value;
 
+use super::bound::BoundCall;
 use super::decode::Canonical;
 use super::execute::Contained;
 use crate::tool::BoxFuture;
 use crate::{
-    CallContext, Decision, Policy, PolicyError, PolicyRequest, Rejection, RejectionCode, Tool,
+    CallContext, Decision, Policy, PolicyError, PolicyRequest, Rejection, RejectionCode,
     ToolContract,
 };
 
@@ -29,18 +30,17 @@ pub(crate) struct Rules {
 /// The authorize gate, once the arguments are valid: the `#[tenant]` and `#[environment]`
 /// arguments, then the tool's own policy, the registry's policies and its intent checks; the
 /// first refusal stands. Everything after the typed policy judges the canonical arguments.
-pub(crate) async fn authorize<T: Tool>(
-    tool: &T,
+pub(crate) async fn authorize(
+    contract: &ToolContract,
+    bound: &dyn BoundCall<'_>,
     ctx: &CallContext,
-    args: &T::Args,
     canonical: &Canonical<'_>,
     rules: &Rules,
 ) -> Result<(), Rejection> {
-    let contract = tool.contract();
     if contract.tenant_argument().is_some() || contract.environment_argument().is_some() {
         authorize_arguments(contract, ctx, canonical.get()?)?;
     }
-    if let Some(decision) = tool.policy(ctx, args) {
+    if let Some(decision) = bound.policy(ctx) {
         verdict(decision, RejectionCode::PolicyDenied).await?;
     }
     if rules.policies.is_empty() && rules.intent_checks.is_empty() {

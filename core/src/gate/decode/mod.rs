@@ -92,7 +92,17 @@ pub(crate) fn decode<'c, A: DeserializeOwned>(
     let node = read(arguments, limits)?;
     let left_out = left_out(&node, contract);
     let findings = check.check(&node);
-    let args = decode_node(node, |path| contract.is_sensitive(path))?;
+    let args = decode_node(node, &|path| contract.is_sensitive(path))?;
+    Ok(Decoded {
+        args,
+        violations: violations(findings)?,
+        left_out,
+    })
+}
+
+/// The constraint violations among `findings`, or the refusal of the first that is about the
+/// arguments' shape.
+fn violations(findings: Vec<Finding>) -> Result<Vec<Violation>, Rejection> {
     let mut violations = Vec::new();
     for finding in findings {
         match finding {
@@ -104,16 +114,12 @@ pub(crate) fn decode<'c, A: DeserializeOwned>(
             } => return Err(Rejection::new(code, message).with_path(path)),
         }
     }
-    Ok(Decoded {
-        args,
-        violations,
-        left_out,
-    })
+    Ok(violations)
 }
 
 /// Decodes canonical arguments (which passed the gate once) into the typed arguments again.
 pub(crate) fn typed<A: DeserializeOwned>(canonical: &Value) -> Result<A, Rejection> {
-    decode_node(Node::borrowed(canonical), |_| true)
+    decode_node(Node::borrowed(canonical), &|_| true)
 }
 
 /// The dynamic arguments the model left out, where the arguments hold no member the schema
@@ -161,22 +167,23 @@ fn read<'a>(arguments: &'a Arguments, limits: &DecodeLimits) -> Result<Node<'a>,
 
 fn decode_node<T: DeserializeOwned>(
     node: Node<'_>,
-    sensitive: impl Fn(&[Segment]) -> bool,
+    sensitive: &dyn Fn(&[Segment]) -> bool,
 ) -> Result<T, Rejection> {
     if !matches!(node, Node::Object(_)) {
-        return Err(Rejection::new(
-            RejectionCode::NotAnObject,
-            format!(
-                "the arguments must be a JSON object, not {}",
-                json_kind(&node)
-            ),
-        )
-        .with_hint("send the arguments as an object of named values, e.g. {\"name\": value}"));
+        return Err(not_an_object(&node));
     }
-    T::deserialize(NodeDeserializer::new(node)).map_err(|error| {
-        let path: Vec<Segment> = error.path().cloned().collect();
-        refusal(error, sensitive(&path))
-    })
+    T::deserialize(NodeDeserializer::new(node)).map_err(|error| refusal(error, sensitive))
+}
+
+fn not_an_object(node: &Node<'_>) -> Rejection {
+    Rejection::new(
+        RejectionCode::NotAnObject,
+        format!(
+            "the arguments must be a JSON object, not {}",
+            json_kind(node)
+        ),
+    )
+    .with_hint("send the arguments as an object of named values, e.g. {\"name\": value}")
 }
 
 fn too_large(limits: &DecodeLimits) -> Rejection {
@@ -250,9 +257,10 @@ fn backticked(names: &[&str]) -> String {
     quoted.join(", ")
 }
 
-/// Turns a typed decoding error into the refusal the model sees. About a `sensitive` value it
-/// says what was expected and nothing of what was found.
-fn refusal(error: DecodeError, sensitive: bool) -> Rejection {
+/// Turns a typed decoding error into the refusal the model sees. About a value at a path
+/// `sensitive` holds for, it says what was expected and nothing of what was found.
+fn refusal(error: DecodeError, sensitive: &dyn Fn(&[Segment]) -> bool) -> Rejection {
+    let sensitive = sensitive(&error.path().cloned().collect::<Vec<_>>());
     let path = pointer(error.path());
     let found = |found: &str| {
         if sensitive {
