@@ -10,14 +10,15 @@
 #   rmcp_50         50 rmcp `#[tool]` methods in one `#[tool_router]` impl, each taking
 #                   `Parameters` of an arguments struct with the same fields and the same
 #                   constraints (serde, schemars and validator derives), checked in the body;
-#                   the router registers them all.
-# Both crates register their tools, because that is where the dispatching code of each tool
-# is compiled: a crate of tools that nothing registers leaves that work to the next crate.
+#                   and a function that returns the router registering them all;
 #   portcullis_200  200 tools as in portcullis_50, for the cost per tool of a larger crate.
+# Each crate registers its tools in a public function, because that is where the code that
+# dispatches to each tool is compiled: a crate whose tools nothing registers (rmcp's
+# `tool_router()` alone is private, and code nothing uses is not compiled) leaves that work
+# to the crate that does.
 # Builds every dependency once and each crate once more, uncounted, then rebuilds each crate
 # alone, non-incrementally (`touch src/lib.rs`, `CARGO_INCREMENTAL=0 cargo build -p CRATE`),
-# ROUNDS times in turn,
-# and prints the median of each and the ratios. Needs crates.io the first time (rmcp's
+# ROUNDS times in turn, and prints the median of each and the ratios. Needs crates.io the first time (rmcp's
 # macros). Run from the repository: `bash benches/compile_time.sh`.
 set -euo pipefail
 
@@ -139,6 +140,13 @@ EOF
 EOF
         done
         echo "}"
+        cat <<EOF
+
+/// Every tool of this crate, registered.
+pub fn router() -> ToolRouter<Records> {
+    Records::tool_router()
+}
+EOF
     } >"$dir/src/lib.rs"
 }
 

@@ -8,16 +8,38 @@ pub use validator;
 pub use std::boxed::Box;
 pub use std::option::Option::{self, None, Some};
 pub use std::string::String;
-pub use std::sync::OnceLock;
 pub use std::time::Duration;
 pub use std::vec::Vec;
 
 use std::future::Future;
 use std::marker::PhantomData;
+use std::sync::OnceLock;
 
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+
+/// Where a generated tool keeps its contract, built the first time it is read. It takes a
+/// function, not a closure, so that one copy of the lazy initialization serves every tool.
+pub struct ContractCell(OnceLock<ToolContract>);
+
+impl ContractCell {
+    /// An empty cell, for a `static`.
+    pub const fn new() -> Self {
+        ContractCell(OnceLock::new())
+    }
+
+    /// The contract, built by `build` on the first read.
+    pub fn get(&'static self, build: fn() -> ToolContract) -> &'static ToolContract {
+        self.0.get_or_init(build)
+    }
+}
+
+impl Default for ContractCell {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 /// The bound every tool parameter must meet, with the error message a user sees when it does not.
 #[diagnostic::on_unimplemented(
@@ -31,6 +53,20 @@ impl<T: DeserializeOwned + serde::Serialize + JsonSchema> ToolParameter for T {}
 
 /// Compile-time check that `T` may be a tool parameter.
 pub const fn assert_tool_parameter<T: ToolParameter>() {}
+
+/// What a parameter type named like a standard one (`String`, a primitive, an `Option` of one)
+/// must be: that standard type, which the generated code reads without probing its traits.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is named like the standard `{S}`, but is another type",
+    label = "this type shadows the standard one",
+    note = "#[tool] reads a parameter named `String`, `Option` or like a primitive as the standard type; rename your type, or write its path (`crate::module::String`)"
+)]
+pub trait StandardType<S> {}
+
+impl<T> StandardType<T> for T {}
+
+/// Compile-time check that `T`, named like the standard type `S`, is `S`.
+pub const fn assert_standard_type<T: StandardType<S>, S>() {}
 
 /// The functions `rollback = path` may name: `async fn(&CallContext, &Args, &Output) ->
 /// Result<(), ToolError>`.

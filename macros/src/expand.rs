@@ -154,8 +154,8 @@ pub(crate) fn expand(options: ToolOptions, mut function: ItemFn) -> syn::Result<
             #output_item
 
             fn contract(&self) -> &#private::ToolContract {
-                static CONTRACT: #private::OnceLock<#private::ToolContract> = #private::OnceLock::new();
-                CONTRACT.get_or_init(|| #contract)
+                static CONTRACT: #private::ContractCell = #private::ContractCell::new();
+                CONTRACT.get(|| #contract)
             }
 
             #[allow(unused_variables)]
@@ -220,12 +220,19 @@ fn arguments(
     });
     let assertions = arguments.iter().map(|argument| {
         let ty = &argument.ty;
-        quote_spanned! {ty.span()=> #private::assert_tool_parameter::<#ty>(); }
+        match standard_type(ty, private) {
+            Some(standard) => quote_spanned! {ty.span()=>
+                #private::assert_standard_type::<#ty, #standard>();
+            },
+            None => quote_spanned! {ty.span()=> #private::assert_tool_parameter::<#ty>(); },
+        }
     });
     let debug_fields = arguments.iter().map(|argument| {
         let (field, wire_name) = (&argument.field, &argument.wire_name);
         if argument.sensitive {
             quote!(.field(#wire_name, &#private::REDACTED))
+        } else if standard_type(&argument.ty, private).is_some() {
+            quote!(.field(#wire_name, &self.#field))
         } else {
             quote!(.field(#wire_name, {
                 use #private::{DebugFallback as _, DebugWith as _};
@@ -278,7 +285,7 @@ fn argument_validation(params: &[Param], private: &TokenStream) -> TokenStream {
     let arguments: Vec<&Argument> = arguments_of(params).collect();
     let checks = arguments
         .iter()
-        .filter(|argument| !argument.nested)
+        .filter(|argument| !argument.nested && standard_type(&argument.ty, private).is_none())
         .map(|argument| {
             let field = &argument.field;
             let key = field_key(field);
@@ -380,6 +387,24 @@ fn option_inner(ty: &Type) -> Option<&Type> {
         }
         _ => None,
     }
+}
+
+/// The standard type a plain `ty` names (see [`plain_type`]). Such a type has no constraints
+/// of its own, no sensitive fields and a `Debug`, so the generated code reads it as it is
+/// rather than probing its traits, which is much of what a tool costs to compile. A type of
+/// the user's that bears such a name is a compile error (`assert_standard_type`), not an
+/// argument whose constraints or sensitive fields go unseen.
+fn standard_type(ty: &Type, private: &TokenStream) -> Option<TokenStream> {
+    let ident = plain_type(ty)?;
+    let standard = if ident == "String" {
+        quote!(#private::String)
+    } else {
+        quote!(::core::primitive::#ident)
+    };
+    Some(match option_inner(ty) {
+        Some(_) => quote!(#private::Option<#standard>),
+        None => standard,
+    })
 }
 
 /// The expression that builds the tool's `ToolContract`.
