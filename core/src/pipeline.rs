@@ -115,15 +115,17 @@ impl<T: Tool> ErasedTool for T {
         arguments: &Arguments,
         limits: &DecodeLimits,
     ) -> Result<Decoded<'a, Box<dyn BoundCall<'a> + 'a>>, Rejection> {
-        let decoded = decode::decode::<T::Args>(Tool::contract(self), check, arguments, limits)?;
-        Ok(Decoded {
-            args: Box::new(Bound {
-                tool: self,
-                args: decoded.args,
-            }),
-            violations: decoded.violations,
-            left_out: decoded.left_out,
-        })
+        let contract = Tool::contract(self);
+        decode::decode(
+            contract,
+            check,
+            arguments,
+            limits,
+            &mut |node, sensitive| {
+                let args = decode::typed_node::<T::Args>(node, sensitive)?;
+                Ok(Box::new(Bound { tool: self, args }))
+            },
+        )
     }
 
     fn bind<'a>(&'a self, canonical: &Value) -> Result<Box<dyn BoundCall<'a> + 'a>, Rejection> {

@@ -77,22 +77,31 @@ pub(crate) struct Decoded<'c, A> {
     pub(crate) left_out: Vec<&'c str>,
 }
 
+/// Decodes parsed arguments into the typed arguments a caller keeps, told which paths hold
+/// sensitive values.
+pub(crate) type TypedDecoder<'t, A> =
+    dyn FnMut(Node<'_>, &dyn Fn(&[Segment]) -> bool) -> Result<A, Rejection> + 't;
+
 /// The decode gate: `arguments` into the typed arguments of a tool with `contract`, refusing
 /// with the gate's codes. A refusal about a `#[sensitive]` argument does not repeat its value.
 ///
 /// The arguments as sent are held to `check`, the compiled schema, before they are consumed:
 /// what breaks the schema's shape where the typed decoding did not see it is refused here too,
 /// with the same codes; what breaks its constraints goes on to the validate gate.
-pub(crate) fn decode<'c, A: DeserializeOwned>(
+///
+/// `typed` decodes the parsed arguments ([`typed_node`]) into what the caller keeps of them:
+/// through it, the gate is compiled once for every tool that keeps them alike.
+pub(crate) fn decode<'c, A>(
     contract: &'c ToolContract,
     check: &SchemaCheck,
     arguments: &Arguments,
     limits: &DecodeLimits,
+    typed: &mut TypedDecoder<'_, A>,
 ) -> Result<Decoded<'c, A>, Rejection> {
     let node = read(arguments, limits)?;
     let left_out = left_out(&node, contract);
     let findings = check.check(&node);
-    let args = decode_node(node, &|path| contract.is_sensitive(path))?;
+    let args = typed(node, &|path| contract.is_sensitive(path))?;
     Ok(Decoded {
         args,
         violations: violations(findings)?,
@@ -119,7 +128,7 @@ fn violations(findings: Vec<Finding>) -> Result<Vec<Violation>, Rejection> {
 
 /// Decodes canonical arguments (which passed the gate once) into the typed arguments again.
 pub(crate) fn typed<A: DeserializeOwned>(canonical: &Value) -> Result<A, Rejection> {
-    decode_node(Node::borrowed(canonical), &|_| true)
+    typed_node(Node::borrowed(canonical), &|_| true)
 }
 
 /// The dynamic arguments the model left out, where the arguments hold no member the schema
@@ -165,7 +174,9 @@ fn read<'a>(arguments: &'a Arguments, limits: &DecodeLimits) -> Result<Node<'a>,
     Ok(node)
 }
 
-fn decode_node<T: DeserializeOwned>(
+/// Parsed arguments into the typed arguments `T`; a refusal about a value at a path
+/// `sensitive` holds for does not repeat it.
+pub(crate) fn typed_node<T: DeserializeOwned>(
     node: Node<'_>,
     sensitive: &dyn Fn(&[Segment]) -> bool,
 ) -> Result<T, Rejection> {
@@ -374,7 +385,8 @@ mod tests {
         .sensitive(["memo"])
         .build();
         let check = SchemaCheck::compile(&json!(true), &[]).unwrap();
-        decode::<T>(&contract, &check, arguments, limits).map(|decoded| decoded.args)
+        decode(&contract, &check, arguments, limits, &mut typed_node::<T>)
+            .map(|decoded| decoded.args)
     }
 
     fn refused(arguments: impl Into<Arguments>) -> Rejection {
