@@ -622,3 +622,58 @@ fn an_untagged_union_that_would_let_a_bound_through_is_refused_at_build() {
     };
     assert!(error.reason.contains("tag the enum"), "{error}");
 }
+
+/// Types of the user's that bear standard names: `#[tool]` reads a bare `String`, primitive
+/// or `Option` as the standard type (a shadowing type is a compile error:
+/// `tests/ui/fail/shadowed_standard_type.rs`); written by their path, they are the user's
+/// own, their constraints checked and their sensitive fields redacted as any other type's.
+mod shadowing {
+    use super::*;
+
+    /// A name, named like the standard `String`.
+    #[derive(Debug, Deserialize, Serialize, JsonSchema, Validate, Sensitive)]
+    #[serde(deny_unknown_fields)]
+    pub struct String {
+        #[validate(length(min = 2))]
+        pub text: std::string::String,
+        #[sensitive]
+        pub passphrase: std::string::String,
+    }
+
+    /// A value that may be withheld, named like the standard `Option`.
+    #[derive(Debug, Deserialize, Serialize, JsonSchema, Validate)]
+    #[serde(deny_unknown_fields)]
+    pub struct Option<T> {
+        pub value: T,
+    }
+}
+
+/// Greet someone by name.
+#[tool]
+fn greet_by_name(
+    name: shadowing::String,
+    visits: shadowing::Option<u32>,
+) -> Result<std::string::String, ToolError> {
+    Ok(format!("hello {} ({} visits)", name.text, visits.value))
+}
+
+#[tokio::test]
+async fn types_named_like_standard_ones_are_checked_as_the_users_own() {
+    let registry = Registry::builder().tool(GreetByName).build().unwrap();
+    let contract = registry.contract("greet_by_name").unwrap();
+    assert_eq!(contract.sensitive(), ["/name/passphrase"]);
+    let arguments = |text: &str| {
+        json!({"name": {"text": text, "passphrase": "open sesame"}, "visits": {"value": 3}})
+            .to_string()
+    };
+    let outcome = registry
+        .dispatch(&admin(), &call("greet_by_name", arguments("a")))
+        .await;
+    let rejection = outcome.rejection().expect("a one-letter name is refused");
+    assert_eq!(rejection.code(), RejectionCode::ConstraintViolation);
+    assert_eq!(rejection.path(), Some("/name/text"));
+    let outcome = registry
+        .dispatch(&admin(), &call("greet_by_name", arguments("ada")))
+        .await;
+    assert_eq!(outcome.output(), Some(&json!("hello ada (3 visits)")));
+}

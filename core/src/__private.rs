@@ -56,14 +56,22 @@ pub const fn assert_tool_parameter<T: ToolParameter>() {}
 
 /// What a parameter type named like a standard one (`String`, a primitive, an `Option` of one)
 /// must be: that standard type, which the generated code reads without probing its traits.
+/// Sealed: only a type that is `S` is a `StandardType<S>`.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is named like the standard `{S}`, but is another type",
     label = "this type shadows the standard one",
     note = "#[tool] reads a parameter named `String`, `Option` or like a primitive as the standard type; rename your type, or write its path (`crate::module::String`)"
 )]
-pub trait StandardType<S> {}
+pub trait StandardType<S>: sealed::Same<S> {}
 
 impl<T> StandardType<T> for T {}
+
+mod sealed {
+    /// `Self` is `S`. Out of the users' reach, so that no other type can claim to be `S`.
+    pub trait Same<S> {}
+
+    impl<T> Same<T> for T {}
+}
 
 /// Compile-time check that `T`, named like the standard type `S`, is `S`.
 pub const fn assert_standard_type<T: StandardType<S>, S>() {}

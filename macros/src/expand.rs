@@ -369,15 +369,27 @@ fn custom_deserializer(argument: &Argument) -> bool {
     })
 }
 
-/// The `T` of an `Option<T>` parameter type.
+/// The `T` of a parameter type written as the standard `Option<T>`: `Option`, or its path in
+/// `std` or `core`. An `Option` of the user's, by its own path, is a type like any other.
 fn option_inner(ty: &Type) -> Option<&Type> {
     let Type::Path(path) = ty else {
         return None;
     };
-    let last = path.path.segments.last()?;
-    if last.ident != "Option" {
+    let names: Vec<String> = path
+        .path
+        .segments
+        .iter()
+        .map(|s| s.ident.to_string())
+        .collect();
+    let standard = match names.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["Option"] => path.path.leading_colon.is_none(),
+        ["std" | "core", "option", "Option"] => true,
+        _ => false,
+    };
+    if !standard || path.qself.is_some() {
         return None;
     }
+    let last = path.path.segments.last()?;
     match &last.arguments {
         syn::PathArguments::AngleBracketed(arguments) if arguments.args.len() == 1 => {
             match arguments.args.first()? {

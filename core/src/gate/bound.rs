@@ -2,8 +2,9 @@
 //! typed arguments, behind one object-safe trait.
 //!
 //! The gates are written once for every tool; were they generic over the tool, each tool a
-//! program registers would compile its own copy of the whole pipeline. Only [`Bound`], a few
-//! calls into the tool's own methods, is compiled per tool.
+//! program registers would compile its own copy of the whole pipeline. What is compiled per
+//! tool is the decoding of its arguments and [`Bound`], a few calls into the tool's own
+//! methods.
 
 use serde_json::Value;
 use validator::ValidationErrors;
