@@ -284,3 +284,75 @@ async fn a_repeated_call_id_in_a_task_runs_once_outside_transactions_too() {
     forgetful.dispatch(&ctx, &charge).await;
     assert_eq!(journal.entries(), ["charge 70", "charge 70", "charge 70"]);
 }
+
+/// A seat code whose `Serialize` does not mirror its `Deserialize`, against the `Tool`
+/// contract: it writes `"poison"`, and reading `"poison"` panics. The call runs; decoding its
+/// canonical arguments again for the compensation panics.
+#[derive(Debug, schemars::JsonSchema)]
+pub struct Seat(String);
+
+impl Serialize for Seat {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str("poison")
+    }
+}
+
+impl<'de> Deserialize<'de> for Seat {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let code = String::deserialize(deserializer)?;
+        assert_ne!(code, "poison", "a seat code that cannot be read");
+        Ok(Seat(code))
+    }
+}
+
+/// Book a seat.
+#[tool(risk = "medium", rollback = free_seat)]
+fn book_seat(ctx: &CallContext, seat: Seat) -> Result<bool, ToolError> {
+    Journal::write(ctx, format!("book {}", seat.0));
+    Ok(true)
+}
+
+async fn free_seat(ctx: &CallContext, args: &BookSeatArgs, _: &bool) -> Result<(), ToolError> {
+    Journal::write(ctx, format!("free {}", args.seat.0));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_compensation_that_panics_while_its_arguments_are_read_fails_alone() {
+    let journal = Journal::default();
+    let sink = MemoryAuditSink::default();
+    let registry = Registry::builder()
+        .tool(BookSeat)
+        .tool(ReserveStock)
+        .audit(sink.clone())
+        .build()
+        .unwrap();
+    let ctx = CallContext::new("ann").with_extension(journal.clone());
+    let mut transaction = registry.transaction(&ctx);
+    for step in [
+        call("1", "reserve_stock", json!({"sku": "lamp"})),
+        call("2", "book_seat", json!({"seat": "12A"})),
+    ] {
+        assert!(transaction.dispatch(&step).await.is_completed());
+    }
+    let report = transaction.abort().await;
+    assert!(
+        matches!(&report[0].result, CompensationResult::Failed(error) if error.code() == "compensation_panicked"),
+        "{:?}",
+        report[0]
+    );
+    assert_eq!(report[1].result, CompensationResult::Compensated);
+    assert_eq!(
+        journal.entries(),
+        ["reserve lamp", "book 12A", "release lamp (r-lamp)"]
+    );
+    let failed: Vec<String> = sink
+        .records()
+        .into_iter()
+        .filter(|record| {
+            record.call_id == "2" && record.resolution.as_deref() == Some("compensation")
+        })
+        .map(|record| record.decision)
+        .collect();
+    assert_eq!(failed, ["about_to_run", "rejected"]);
+}

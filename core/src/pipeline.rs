@@ -25,6 +25,7 @@
 //! to wait), an edited one is counted again for its new arguments. Every gate after decode
 //! reads the typed arguments or the canonical arguments, never the model's text again.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -895,13 +896,17 @@ impl Registry {
         let Some(tool) = self.tool(&call.name) else {
             return CompensationResult::NothingToUndo;
         };
-        let compensation = match tool.bind(canonical) {
+        let failed = |error| -> BoxFuture<'_, _> { Box::pin(std::future::ready(Err(error))) };
+        // The tool's own code decodes the canonical arguments again and reads the output back:
+        // a panic there fails this compensation, not the transaction that asked for it.
+        let prepared = catch_unwind(AssertUnwindSafe(|| match tool.bind(canonical) {
             Ok(bound) => bound.compensate(ctx, output),
-            Err(rejection) => Some(Box::pin(std::future::ready(Err(ToolError::new(
+            Err(rejection) => Some(failed(ToolError::new(
                 "compensation_arguments_unreadable",
                 rejection.message().to_owned(),
-            )))) as BoxFuture<'_, _>),
-        };
+            ))),
+        }));
+        let compensation = prepared.unwrap_or_else(|_| Some(failed(compensation_panicked())));
         let Some(compensation) = compensation else {
             return CompensationResult::NothingToUndo;
         };
@@ -930,10 +935,7 @@ impl Registry {
         {
             Ok(Ok(())) => CompensationResult::Compensated,
             Ok(Err(error)) => CompensationResult::Failed(error),
-            Err(()) => CompensationResult::Failed(ToolError::new(
-                "compensation_panicked",
-                "the compensation failed unexpectedly",
-            )),
+            Err(()) => CompensationResult::Failed(compensation_panicked()),
         };
         let outcome = match &result {
             CompensationResult::Failed(error) => Outcome::Rejected(
@@ -956,6 +958,14 @@ impl Registry {
             .await;
         result
     }
+}
+
+/// The failure of a compensation that panicked.
+fn compensation_panicked() -> ToolError {
+    ToolError::new(
+        "compensation_panicked",
+        "the compensation failed unexpectedly",
+    )
 }
 
 /// Whether a refusal counts toward the task's refusal limit: a refusal of what the model sent
