@@ -379,11 +379,13 @@ fn option_inner(ty: &Type) -> Option<&Type> {
         .path
         .segments
         .iter()
-        .map(|s| s.ident.to_string())
+        .map(|segment| segment.ident.to_string())
         .collect();
-    let standard = match names.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-        ["Option"] => path.path.leading_colon.is_none(),
-        ["std" | "core", "option", "Option"] => true,
+    let standard = match &names[..] {
+        [name] => name == "Option" && path.path.leading_colon.is_none(),
+        [root, module, name] => {
+            (root == "std" || root == "core") && module == "option" && name == "Option"
+        }
         _ => false,
     };
     if !standard || path.qself.is_some() {
