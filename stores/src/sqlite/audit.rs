@@ -48,16 +48,20 @@ fn append(connection: &mut Connection, entries: Vec<Unchained>) -> Result<(), ru
 
 impl AuditSink for SqliteStore {
     fn append(&self, entry: Unchained) -> BoxFuture<'_, io::Result<()>> {
-        let rounds = self.audit.get_or_init(|| {
-            let connection = Arc::clone(&self.connection);
-            RoundWriter::start("portcullis-audit-sqlite", move |entries| {
-                let mut connection = connection.lock().unwrap_or_else(PoisonError::into_inner);
-                append(&mut connection, entries).map_err(io::Error::other)
-            })
-            .map_err(|error| error.to_string())
+        if let Some(rounds) = self.audit.get() {
+            return Box::pin(rounds.append(entry));
+        }
+        // A thread that could not start is not remembered: the next record tries again, so a
+        // passing shortage of threads refuses the calls of its moment, not every later one.
+        let connection = Arc::clone(&self.connection);
+        let started = RoundWriter::start("portcullis-audit-sqlite", move |entries| {
+            let mut connection = connection.lock().unwrap_or_else(PoisonError::into_inner);
+            append(&mut connection, entries).map_err(io::Error::other)
         });
-        match rounds {
-            Ok(rounds) => Box::pin(rounds.append(entry)),
+        match started {
+            // Two first records may both start a thread: the one set first stores every record,
+            // and the other, with nothing queued, stops when dropped.
+            Ok(rounds) => Box::pin(self.audit.get_or_init(|| rounds).append(entry)),
             Err(error) => Box::pin(ready(Err(io::Error::other(format!(
                 "the audit's writer thread could not start: {error}"
             ))))),

@@ -102,7 +102,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct SqliteStore {
     connection: Arc<Mutex<Connection>>,
     /// The thread that stores audit records, started by the first.
-    audit: Arc<OnceLock<Result<RoundWriter, String>>>,
+    audit: Arc<OnceLock<RoundWriter>>,
 }
 
 impl SqliteStore {
