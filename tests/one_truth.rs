@@ -677,3 +677,99 @@ async fn types_named_like_standard_ones_are_checked_as_the_users_own() {
         .await;
     assert_eq!(outcome.output(), Some(&json!("hello ada (3 visits)")));
 }
+
+/// A login target whose rule the schema cannot show: only a function knows it.
+#[derive(Debug, Deserialize, Serialize, JsonSchema, Validate)]
+#[serde(deny_unknown_fields)]
+pub struct Target {
+    #[validate(custom(function = "not_root"))]
+    pub user: String,
+}
+
+fn not_root(user: &str) -> Result<(), validator::ValidationError> {
+    if user == "root" {
+        return Err(validator::ValidationError::new("root_forbidden"));
+    }
+    Ok(())
+}
+
+/// The standard `Option` as a module path names it.
+mod spelt {
+    pub use std::option;
+}
+
+/// A parameter type that a macro of the user's writes.
+macro_rules! login_tool {
+    ($name:ident, $ty:ty) => {
+        /// Log in to a target.
+        #[tool]
+        fn $name(target: $ty) -> Result<bool, ToolError> {
+            let _ = target;
+            Ok(true)
+        }
+    };
+}
+
+login_tool!(login_through_macro, Option<Target>);
+
+/// Log in to a target.
+#[tool]
+fn login(target: Target) -> Result<bool, ToolError> {
+    let _ = target;
+    Ok(true)
+}
+
+/// Log in to a target, if any.
+#[tool]
+fn login_optional(target: spelt::option::Option<Target>) -> Result<bool, ToolError> {
+    let _ = target;
+    Ok(true)
+}
+
+/// Log in to a target, if any.
+#[tool]
+fn login_prelude(target: std::prelude::rust_2024::Option<Target>) -> Result<bool, ToolError> {
+    let _ = target;
+    Ok(true)
+}
+
+/// Log in to a boxed target.
+#[tool]
+fn login_boxed(target: Box<Target>) -> Result<bool, ToolError> {
+    drop(target);
+    Ok(true)
+}
+
+/// A parameter's own rules are checked by its type, whatever wraps it (`Option`, `Box`) and
+/// however the wrapper is spelt: a path to the standard `Option`, or a type a macro passes.
+#[tokio::test]
+async fn a_parameters_own_rules_hold_however_its_type_is_spelt() {
+    let registry = Registry::builder()
+        .tool(Login)
+        .tool(LoginOptional)
+        .tool(LoginPrelude)
+        .tool(LoginBoxed)
+        .tool(LoginThroughMacro)
+        .build()
+        .unwrap();
+    for tool in [
+        "login",
+        "login_optional",
+        "login_prelude",
+        "login_boxed",
+        "login_through_macro",
+    ] {
+        let root = json!({"target": {"user": "root"}});
+        let outcome = registry.dispatch(&admin(), &call(tool, root)).await;
+        let rejection = outcome.rejection().unwrap_or_else(|| panic!("{tool} ran"));
+        assert_eq!(
+            rejection.code(),
+            RejectionCode::ConstraintViolation,
+            "{tool}"
+        );
+        assert_eq!(rejection.path(), Some("/target/user"), "{tool}");
+        let ada = json!({"target": {"user": "ada"}});
+        let outcome = registry.dispatch(&admin(), &call(tool, ada)).await;
+        assert_eq!(outcome.output(), Some(&json!(true)), "{tool}");
+    }
+}

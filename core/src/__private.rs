@@ -466,8 +466,11 @@ pub fn within(argument: &str, pointers: Vec<String>) -> Vec<String> {
         .collect()
 }
 
-/// Checks a parameter's own constraints when its type implements `Validate`, and nothing
-/// otherwise (method resolution picks the first applicable trait).
+/// Checks a parameter's own constraints when its type implements `Validate`, or is an `Option`
+/// or a `Box` of such a type, and nothing otherwise. The call is written
+/// `(&&&Nested(value)).validate_nested()`: method resolution tries `&&Nested`, then `&Nested`,
+/// then `Nested`, so the first applicable of the three traits below is chosen. The wrappers are
+/// recognized by their types, not by how the parameter's type is spelled.
 pub struct Nested<'a, T>(pub &'a T);
 
 /// Chosen when the parameter's type implements `Validate`.
@@ -476,9 +479,28 @@ pub trait NestedValidation {
     fn validate_nested(&self) -> Result<(), validator::ValidationErrors>;
 }
 
-impl<T: validator::Validate> NestedValidation for Nested<'_, T> {
+impl<T: validator::Validate> NestedValidation for &&Nested<'_, T> {
     fn validate_nested(&self) -> Result<(), validator::ValidationErrors> {
         self.0.validate()
+    }
+}
+
+/// Chosen when the parameter's type wraps one that implements `Validate` (validator implements
+/// it for neither `Option` nor `Box`).
+pub trait WrappedNestedValidation {
+    /// The wrapped value's own checks; none for `None`.
+    fn validate_nested(&self) -> Result<(), validator::ValidationErrors>;
+}
+
+impl<T: validator::Validate> WrappedNestedValidation for &Nested<'_, Option<T>> {
+    fn validate_nested(&self) -> Result<(), validator::ValidationErrors> {
+        self.0.as_ref().map_or(Ok(()), T::validate)
+    }
+}
+
+impl<T: validator::Validate> WrappedNestedValidation for &Nested<'_, Box<T>> {
+    fn validate_nested(&self) -> Result<(), validator::ValidationErrors> {
+        validator::Validate::validate(&**self.0)
     }
 }
 
@@ -488,7 +510,7 @@ pub trait NoNestedValidation {
     fn validate_nested(&self) -> Result<(), validator::ValidationErrors>;
 }
 
-impl<T> NoNestedValidation for &Nested<'_, T> {
+impl<T> NoNestedValidation for Nested<'_, T> {
     fn validate_nested(&self) -> Result<(), validator::ValidationErrors> {
         Ok(())
     }

@@ -42,7 +42,7 @@ pub trait Tool: Send + Sync + 'static {
 
     /// Checks the declared constraints of decoded arguments. The default runs the arguments'
     /// `Validate`; `#[tool]` also checks, for every parameter whose type implements `Validate`
-    /// itself, that type's own constraints, as if `#[validate(nested)]` were written, so that
+    /// itself (or is an `Option` or a `Box` of such a type), that type's own constraints, as if `#[validate(nested)]` were written, so that
     /// every constraint the schema shows is enforced.
     fn validate_args(&self, args: &Self::Args) -> Result<(), ValidationErrors> {
         args.validate()

@@ -289,15 +289,7 @@ fn argument_validation(params: &[Param], private: &TokenStream) -> TokenStream {
         .map(|argument| {
             let field = &argument.field;
             let key = field_key(field);
-            let check = match option_inner(&argument.ty) {
-                Some(_) => quote! {
-                    match &args.#field {
-                        #private::Some(value) => (&#private::Nested(value)).validate_nested(),
-                        #private::None => #private::Result::Ok(()),
-                    }
-                },
-                None => quote!((&#private::Nested(&args.#field)).validate_nested()),
-            };
+            let check = quote!((&&&#private::Nested(&args.#field)).validate_nested());
             // Field errors found by the derive take precedence, as with `nested`.
             quote! {
                 let nested = #check;
@@ -320,7 +312,9 @@ fn argument_validation(params: &[Param], private: &TokenStream) -> TokenStream {
     }
     quote! {
         fn validate_args(&self, args: &Self::Args) -> #private::Result<(), #private::ValidationErrors> {
-            use #private::{NestedValidation as _, NoNestedValidation as _};
+            use #private::{
+                NestedValidation as _, NoNestedValidation as _, WrappedNestedValidation as _,
+            };
             let mut errors = #private::validator::Validate::validate(args)
                 .err()
                 .unwrap_or_default();
