@@ -355,8 +355,8 @@ fn plain_type(ty: &Type) -> Option<&syn::Ident> {
     PLAIN.iter().any(|plain| ident == plain).then_some(ident)
 }
 
-/// Whether the argument is read by a deserializer of its own (`#[serde(with)]`,
-/// `#[serde(deserialize_with)]`), which may accept what its type's schema does not show.
+/// Whether the argument is read by a deserializer of its own (`#[serde(with)]`), which may
+/// accept what its type's schema does not show.
 fn custom_deserializer(argument: &Argument) -> bool {
     argument.field_attrs.iter().any(|attr| {
         attr.path().is_ident("serde") && attr.to_token_stream().to_string().contains("with")

@@ -447,6 +447,12 @@ fn serde_rename(attr: &Attribute) -> syn::Result<Option<LitStr>> {
                     ),
                 ));
             }
+            ("deserialize_with", _) => {
+                return Err(syn::Error::new(
+                    meta.span(),
+                    "`deserialize_with` would read the arguments otherwise than they are written back, and snapshots and compensations read them again from what is written back: write `with = \"module\"`, whose `serialize` and `deserialize` agree",
+                ));
+            }
             ("alias", _) => {
                 return Err(syn::Error::new(
                     meta.span(),
