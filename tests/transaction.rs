@@ -356,3 +356,170 @@ async fn a_compensation_that_panics_while_its_arguments_are_read_fails_alone() {
         .collect();
     assert_eq!(failed, ["about_to_run", "rejected"]);
 }
+
+async fn seat_state(_: &CallContext, args: &BookObservedSeatArgs) -> serde_json::Value {
+    json!({"seat": args.seat.0, "booked": true})
+}
+
+/// Book a seat, its state seen before and after.
+#[tool(risk = "medium", snapshot = seat_state, rollback = free_observed_seat)]
+fn book_observed_seat(ctx: &CallContext, seat: Seat) -> Result<bool, ToolError> {
+    Journal::write(ctx, format!("book {}", seat.0));
+    Ok(true)
+}
+
+async fn free_observed_seat(
+    ctx: &CallContext,
+    args: &BookObservedSeatArgs,
+    _: &bool,
+) -> Result<(), ToolError> {
+    Journal::write(ctx, format!("free {}", args.seat.0));
+    Ok(())
+}
+
+/// Book a seat for good.
+#[tool(risk = "medium", irreversible = "bookings are final")]
+fn book_final_seat(ctx: &CallContext, seat: Seat) -> Result<bool, ToolError> {
+    Journal::write(ctx, format!("book {}", seat.0));
+    Ok(true)
+}
+
+/// A call that ran stays completed when the state after it cannot be seen (its arguments,
+/// read again for the snapshot hook, panic): the record says why the snapshot is missing. A
+/// step with nothing to undo is not read again at all.
+#[tokio::test]
+async fn what_happens_after_a_call_ran_does_not_change_its_outcome() {
+    let journal = Journal::default();
+    let sink = MemoryAuditSink::default();
+    let registry = Registry::builder()
+        .tool(BookObservedSeat)
+        .tool(BookFinalSeat)
+        .audit(sink.clone())
+        .build()
+        .unwrap();
+    let ctx = CallContext::new("ann").with_extension(journal.clone());
+    let mut transaction = registry.transaction(&ctx);
+    let outcome = transaction
+        .dispatch(&call("1", "book_observed_seat", json!({"seat": "12A"})))
+        .await;
+    assert_eq!(outcome.output(), Some(&json!(true)));
+    let outcome = transaction
+        .dispatch(&call("2", "book_final_seat", json!({"seat": "14C"})))
+        .await;
+    assert_eq!(outcome.output(), Some(&json!(true)));
+
+    let records = sink.records();
+    let completed = records
+        .iter()
+        .find(|record| record.call_id == "1" && record.decision == "completed")
+        .expect("the booking is recorded as completed");
+    assert_eq!(
+        completed.snapshot_before,
+        Some(json!({"seat": "12A", "booked": true}))
+    );
+    assert_eq!(completed.snapshot_after, None);
+    assert_eq!(
+        completed.snapshot_missing.as_deref(),
+        Some("reading the canonical arguments again panicked")
+    );
+
+    let report = transaction.abort().await;
+    assert_eq!(report[0].call_id, "2");
+    assert_eq!(report[0].result, CompensationResult::NothingToUndo);
+    assert!(
+        matches!(&report[1].result, CompensationResult::Failed(error) if error.code() == "compensation_panicked"),
+        "{:?}",
+        report[1]
+    );
+    assert_eq!(journal.entries(), ["book 12A", "book 14C"]);
+    let compensations: Vec<(String, String)> = sink
+        .records()
+        .into_iter()
+        .filter(|record| record.resolution.as_deref() == Some("compensation"))
+        .map(|record| (record.call_id, record.decision))
+        .collect();
+    assert_eq!(
+        compensations,
+        [
+            ("1".into(), "about_to_run".into()),
+            ("1".into(), "rejected".into())
+        ]
+    );
+}
+
+/// An amount the model sends in dollars and the tool holds in cents: its `Deserialize` scales,
+/// its `Serialize` does not, so the canonical arguments (in cents) read back a hundred times
+/// larger.
+#[derive(Debug, schemars::JsonSchema)]
+pub struct Dollars(u64);
+
+impl Serialize for Dollars {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u64(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Dollars {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(Dollars(u64::deserialize(deserializer)?.saturating_mul(100)))
+    }
+}
+
+async fn balance(_: &CallContext, args: &ChargeDollarsArgs) -> serde_json::Value {
+    json!({"charged_cents": args.amount.0})
+}
+
+/// Charge a card, in dollars.
+#[tool(risk = "high", snapshot = balance, rollback = refund_dollars)]
+fn charge_dollars(ctx: &CallContext, amount: Dollars) -> Result<u64, ToolError> {
+    Journal::write(ctx, format!("charge {} cents", amount.0));
+    Ok(amount.0)
+}
+
+async fn refund_dollars(
+    ctx: &CallContext,
+    args: &ChargeDollarsArgs,
+    _: &u64,
+) -> Result<(), ToolError> {
+    Journal::write(ctx, format!("refund {} cents", args.amount.0));
+    Ok(())
+}
+
+/// The attack: a compensation that reads the canonical arguments again would refund 50,000
+/// cents for a charge of 500. Arguments that do not read back as themselves are refused to the
+/// compensation and to the snapshot hook, so nothing is refunded and both failures are on
+/// record.
+#[tokio::test]
+async fn arguments_that_read_back_otherwise_reach_no_compensation() {
+    let journal = Journal::default();
+    let sink = MemoryAuditSink::default();
+    let registry = Registry::builder()
+        .tool(ChargeDollars)
+        .audit(sink.clone())
+        .build()
+        .unwrap();
+    let ctx = CallContext::new("ann").with_extension(journal.clone());
+    let mut transaction = registry.transaction(&ctx);
+    let outcome = transaction
+        .dispatch(&call("1", "charge_dollars", json!({"amount": 5})))
+        .await;
+    assert_eq!(outcome.output(), Some(&json!(500)));
+    let records = sink.records();
+    let completed = records
+        .iter()
+        .find(|record| record.decision == "completed")
+        .expect("the charge is recorded as completed");
+    assert_eq!(completed.arguments, json!({"amount": 500}));
+    assert_eq!(completed.snapshot_before, Some(json!({"charged_cents": 500})));
+    assert_eq!(completed.snapshot_after, None);
+    let missing = completed.snapshot_missing.as_deref().unwrap_or_default();
+    assert!(missing.contains("read back as other arguments"), "{missing}");
+
+    let report = transaction.abort().await;
+    assert!(
+        matches!(&report[0].result, CompensationResult::Failed(error) if error.code() == "compensation_arguments_unreadable"),
+        "{:?}",
+        report[0]
+    );
+    assert_eq!(journal.entries(), ["charge 500 cents"]);
+}

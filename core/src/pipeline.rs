@@ -37,7 +37,7 @@ use crate::gate::approve::decision::{already_decided, expired, not_pending, reco
 use crate::gate::approve::now_ms;
 use crate::gate::authorize::{authorize, authorize_caller};
 use crate::gate::bound::{Bound, BoundCall};
-use crate::gate::decode::{self, Canonical, DecodeLimits, Decoded, canonical_text};
+use crate::gate::decode::{self, Canonical, DecodeLimits, Decoded, canonical_of, canonical_text};
 use crate::gate::execute::{Contained, Execution, contained, panicked};
 use crate::gate::repeat::{self, CallKey, Claim, ClaimState};
 use crate::gate::resolve::{check_choice, resolve};
@@ -131,6 +131,14 @@ impl<T: Tool> ErasedTool for T {
 
     fn bind<'a>(&'a self, canonical: &Value) -> Result<Box<dyn BoundCall<'a> + 'a>, Rejection> {
         let args = decode::typed::<T::Args>(canonical)?;
+        // Arguments whose `Deserialize` and `Serialize` disagree would show a snapshot hook or
+        // a compensation another call than the one the gates judged and the tool ran.
+        if canonical_of(&args)? != *canonical {
+            return Err(Rejection::new(
+                RejectionCode::InvalidValue,
+                "the canonical arguments read back as other arguments: the argument types' `Deserialize` and `Serialize` disagree",
+            ));
+        }
         Ok(Box::new(Bound { tool: self, args }))
     }
 }
@@ -329,14 +337,40 @@ async fn admit<'a>(
     if counted {
         settings.budget.settle(contract, &outcome).await;
     }
-    // The tool took the arguments; the canonical ones, kept above, decode into the same value.
-    if let Some(canonical) = facts.canonical.get().filter(|_| observed)
-        && let Ok(again) = tool.bind(canonical)
-        && let Some(snapshot) = again.snapshot(ctx)
-    {
-        Snapshots::keep(&facts.snapshots.after, snapshot.await);
+    if let Some(canonical) = facts.canonical.get().filter(|_| observed) {
+        match after_snapshot(tool, ctx, canonical).await {
+            Ok(snapshot) => Snapshots::keep(&facts.snapshots.after, snapshot),
+            Err(missing) => {
+                tracing::error!(
+                    tool = contract.name(),
+                    missing,
+                    "the state after the call could not be seen"
+                );
+                Snapshots::keep_missing(&facts.snapshots, missing);
+            }
+        }
     }
     Ok(outcome)
+}
+
+/// The state after a call ran, seen through its canonical arguments bound again (the tool took
+/// the decoded ones), or why it could not be seen. The call ran, so nothing here changes its
+/// outcome: a failure, a panic included, leaves its reason in the record instead.
+async fn after_snapshot(
+    tool: &dyn ErasedTool,
+    ctx: &CallContext,
+    canonical: &Value,
+) -> Result<Value, String> {
+    let hook_panicked = || "the snapshot hook panicked".to_owned();
+    let bound = catch_unwind(AssertUnwindSafe(|| tool.bind(canonical)))
+        .map_err(|_| "reading the canonical arguments again panicked".to_owned())?
+        .map_err(|rejection| rejection.message().to_owned())?;
+    let snapshot =
+        catch_unwind(AssertUnwindSafe(|| bound.snapshot(ctx))).map_err(|_| hook_panicked())?;
+    let Some(future) = snapshot else {
+        return Err("the tool took no snapshot".to_owned());
+    };
+    Contained { future }.await.map_err(|()| hook_panicked())
 }
 
 async fn finish(execution: Execution<'_>) -> Outcome {
@@ -893,7 +927,10 @@ impl Registry {
     ) -> crate::CompensationResult {
         use crate::CompensationResult;
         let started = Instant::now();
-        let Some(tool) = self.tool(&call.name) else {
+        let Some(tool) = self
+            .tool(&call.name)
+            .filter(|tool| tool.contract().has_rollback())
+        else {
             return CompensationResult::NothingToUndo;
         };
         let failed = |error| -> BoxFuture<'_, _> { Box::pin(std::future::ready(Err(error))) };

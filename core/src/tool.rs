@@ -79,9 +79,9 @@ pub trait Tool: Send + Sync + 'static {
     }
 
     /// The compensating action of a completed call, from its decoded arguments and its output
-    /// as JSON, as a [`Transaction`](crate::Transaction) runs it. `#[tool(rollback = ...)]`
-    /// implements it by reading the output back into its type, which must therefore implement
-    /// `Deserialize`.
+    /// as JSON, as a [`Transaction`](crate::Transaction) runs it, for a tool whose contract
+    /// declares a rollback. `#[tool(rollback = ...)]` implements it by reading the output back
+    /// into its type, which must therefore implement `Deserialize`.
     fn compensate_call<'a>(
         &'a self,
         ctx: &'a CallContext,

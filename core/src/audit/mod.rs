@@ -96,6 +96,11 @@ pub struct AuditRecord {
     pub snapshot_before: Option<Value>,
     /// The same snapshot, taken just after the call ran.
     pub snapshot_after: Option<Value>,
+    /// Why the snapshot after a call that ran is missing, for a tool with a snapshot hook: the
+    /// canonical arguments did not read back as the same arguments, or the hook panicked.
+    /// Absent otherwise, and then not written, so records from before this field still verify.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_missing: Option<String>,
     /// Calls the budget counted for this decision (0 or 1).
     pub budget_calls: u64,
     /// Cost the budget counted for this decision.
@@ -301,14 +306,20 @@ pub const GENESIS_HASH: &str = "000000000000000000000000000000000000000000000000
 pub(crate) struct Snapshots {
     pub(crate) before: Mutex<Option<Value>>,
     pub(crate) after: Mutex<Option<Value>>,
+    /// Why `after` could not be taken.
+    missing: Mutex<Option<String>>,
 }
 
 impl Snapshots {
-    pub(crate) fn keep(slot: &Mutex<Option<Value>>, snapshot: Value) {
+    pub(crate) fn keep<T>(slot: &Mutex<Option<T>>, snapshot: T) {
         *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(snapshot);
     }
 
-    fn taken(slot: &Mutex<Option<Value>>) -> Option<Value> {
+    pub(crate) fn keep_missing(&self, why: String) {
+        Self::keep(&self.missing, why);
+    }
+
+    fn taken<T>(slot: &Mutex<Option<T>>) -> Option<T> {
         slot.lock().unwrap_or_else(PoisonError::into_inner).take()
     }
 }
@@ -463,6 +474,7 @@ fn record_of(decided: &Decided<'_>) -> AuditRecord {
         original_arguments: original_arguments.clone(),
         snapshot_before: snapshots.and_then(|snapshots| Snapshots::taken(&snapshots.before)),
         snapshot_after: snapshots.and_then(|snapshots| Snapshots::taken(&snapshots.after)),
+        snapshot_missing: snapshots.and_then(|snapshots| Snapshots::taken(&snapshots.missing)),
         budget_calls: u64::from(counted && !pending && contract.is_some()),
         budget_cost: match contract {
             Some(contract) if counted && !pending => contract.cost(),
