@@ -773,3 +773,21 @@ async fn a_parameters_own_rules_hold_however_its_type_is_spelt() {
         assert_eq!(outcome.output(), Some(&json!(true)), "{tool}");
     }
 }
+
+/// A set's elements come back in no particular order; the same call repeated under its id is
+/// still the same call.
+#[tokio::test]
+async fn a_set_repeated_under_its_id_is_the_same_call() {
+    let registry = Registry::builder().tool(Pack).build().unwrap();
+    let ctx = CallContext::new("a").with_fresh_task_id();
+    let mut arguments = good_pack();
+    let tags: Vec<String> = (0..32).map(|index| format!("tag-{index}")).collect();
+    arguments["tags"] = json!(tags);
+    let call = ToolCall::new("set-1", "pack", arguments);
+    let first = registry.dispatch(&ctx, &call).await;
+    assert_eq!(first.output(), Some(&json!(1)));
+    for _ in 0..8 {
+        let again = registry.dispatch(&ctx, &call).await;
+        assert_eq!(again.output(), Some(&json!(1)), "{again:?}");
+    }
+}

@@ -1,13 +1,14 @@
 //! Transactions: compensations in reverse order on abort, on a failed step and on drop; a
 //! failing compensation does not stop the others; repeated call ids do not run twice.
 
+use std::collections::HashSet;
 use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use portcullis::audit::MemoryAuditSink;
 use portcullis::prelude::*;
-use portcullis::{CompensationResult, Outcome};
+use portcullis::{CompensationResult, Gate, Outcome};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -285,24 +286,25 @@ async fn a_repeated_call_id_in_a_task_runs_once_outside_transactions_too() {
     assert_eq!(journal.entries(), ["charge 70", "charge 70", "charge 70"]);
 }
 
-/// A seat code whose `Serialize` does not mirror its `Deserialize`, against the `Tool`
-/// contract: it writes `"poison"`, and reading `"poison"` panics. The call runs; decoding its
-/// canonical arguments again for the compensation panics.
-#[derive(Debug, schemars::JsonSchema)]
-pub struct Seat(String);
+/// Seat codes that no longer read: as if the seat type changed between a call and its
+/// compensation (a new release, then `recover()`).
+static WITHDRAWN_SEATS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
-impl Serialize for Seat {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str("poison")
-    }
-}
+/// A seat code whose `Deserialize` panics on a withdrawn code.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub struct Seat(String);
 
 impl<'de> Deserialize<'de> for Seat {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let code = String::deserialize(deserializer)?;
-        assert_ne!(code, "poison", "a seat code that cannot be read");
+        let withdrawn = WITHDRAWN_SEATS.lock().unwrap().contains(&code);
+        assert!(!withdrawn, "a seat code that cannot be read");
         Ok(Seat(code))
     }
+}
+
+fn withdraw(seat: &str) {
+    WITHDRAWN_SEATS.lock().unwrap().push(seat.to_owned());
 }
 
 /// Book a seat.
@@ -318,7 +320,7 @@ async fn free_seat(ctx: &CallContext, args: &BookSeatArgs, _: &bool) -> Result<(
 }
 
 #[tokio::test]
-async fn a_compensation_that_panics_while_its_arguments_are_read_fails_alone() {
+async fn a_compensation_whose_arguments_no_longer_read_fails_alone() {
     let journal = Journal::default();
     let sink = MemoryAuditSink::default();
     let registry = Registry::builder()
@@ -335,9 +337,10 @@ async fn a_compensation_that_panics_while_its_arguments_are_read_fails_alone() {
     ] {
         assert!(transaction.dispatch(&step).await.is_completed());
     }
+    withdraw("12A");
     let report = transaction.abort().await;
     assert!(
-        matches!(&report[0].result, CompensationResult::Failed(error) if error.code() == "compensation_panicked"),
+        matches!(&report[0].result, CompensationResult::Failed(error) if error.code() == "compensation_arguments_unreadable"),
         "{:?}",
         report[0]
     );
@@ -357,8 +360,14 @@ async fn a_compensation_that_panics_while_its_arguments_are_read_fails_alone() {
     assert_eq!(failed, ["about_to_run", "rejected"]);
 }
 
-async fn seat_state(_: &CallContext, args: &BookObservedSeatArgs) -> serde_json::Value {
-    json!({"seat": args.seat.0, "booked": true})
+/// The seat's state; the hook panics once the seat is booked.
+async fn seat_state(ctx: &CallContext, args: &BookObservedSeatArgs) -> serde_json::Value {
+    let booking = format!("book {}", args.seat.0);
+    let booked = ctx
+        .extension::<Journal>()
+        .is_some_and(|journal| journal.entries().contains(&booking));
+    assert!(!booked, "the seat map cannot be read");
+    json!({"seat": args.seat.0, "booked": false})
 }
 
 /// Book a seat, its state seen before and after.
@@ -384,9 +393,9 @@ fn book_final_seat(ctx: &CallContext, seat: Seat) -> Result<bool, ToolError> {
     Ok(true)
 }
 
-/// A call that ran stays completed when the state after it cannot be seen (its arguments,
-/// read again for the snapshot hook, panic): the record says why the snapshot is missing. A
-/// step with nothing to undo is not read again at all.
+/// A call that ran stays completed when the state after it cannot be seen (the snapshot hook
+/// panics): the record says why the snapshot is missing. A step with nothing to undo is not
+/// read again at all.
 #[tokio::test]
 async fn what_happens_after_a_call_ran_does_not_change_its_outcome() {
     let journal = Journal::default();
@@ -400,7 +409,7 @@ async fn what_happens_after_a_call_ran_does_not_change_its_outcome() {
     let ctx = CallContext::new("ann").with_extension(journal.clone());
     let mut transaction = registry.transaction(&ctx);
     let outcome = transaction
-        .dispatch(&call("1", "book_observed_seat", json!({"seat": "12A"})))
+        .dispatch(&call("1", "book_observed_seat", json!({"seat": "12B"})))
         .await;
     assert_eq!(outcome.output(), Some(&json!(true)));
     let outcome = transaction
@@ -415,23 +424,20 @@ async fn what_happens_after_a_call_ran_does_not_change_its_outcome() {
         .expect("the booking is recorded as completed");
     assert_eq!(
         completed.snapshot_before,
-        Some(json!({"seat": "12A", "booked": true}))
+        Some(json!({"seat": "12B", "booked": false}))
     );
     assert_eq!(completed.snapshot_after, None);
     assert_eq!(
         completed.snapshot_missing.as_deref(),
-        Some("reading the canonical arguments again panicked")
+        Some("the snapshot hook panicked")
     );
 
+    withdraw("14C");
     let report = transaction.abort().await;
     assert_eq!(report[0].call_id, "2");
     assert_eq!(report[0].result, CompensationResult::NothingToUndo);
-    assert!(
-        matches!(&report[1].result, CompensationResult::Failed(error) if error.code() == "compensation_panicked"),
-        "{:?}",
-        report[1]
-    );
-    assert_eq!(journal.entries(), ["book 12A", "book 14C"]);
+    assert_eq!(report[1].result, CompensationResult::Compensated);
+    assert_eq!(journal.entries(), ["book 12B", "book 14C", "free 12B"]);
     let compensations: Vec<(String, String)> = sink
         .records()
         .into_iter()
@@ -442,7 +448,7 @@ async fn what_happens_after_a_call_ran_does_not_change_its_outcome() {
         compensations,
         [
             ("1".into(), "about_to_run".into()),
-            ("1".into(), "rejected".into())
+            ("1".into(), "completed".into())
         ]
     );
 }
@@ -486,11 +492,10 @@ async fn refund_dollars(
 }
 
 /// The attack: a compensation that reads the canonical arguments again would refund 50,000
-/// cents for a charge of 500. Arguments that do not read back as themselves are refused to the
-/// compensation and to the snapshot hook, so nothing is refunded and both failures are on
-/// record.
+/// cents for a charge of 500. A tool whose arguments do not read back as themselves cannot be
+/// undone or observed, so its calls do not run.
 #[tokio::test]
-async fn arguments_that_read_back_otherwise_reach_no_compensation() {
+async fn arguments_that_read_back_otherwise_do_not_run() {
     let journal = Journal::default();
     let sink = MemoryAuditSink::default();
     let registry = Registry::builder()
@@ -503,23 +508,64 @@ async fn arguments_that_read_back_otherwise_reach_no_compensation() {
     let outcome = transaction
         .dispatch(&call("1", "charge_dollars", json!({"amount": 5})))
         .await;
-    assert_eq!(outcome.output(), Some(&json!(500)));
+    let rejection = outcome.rejection().expect("refused");
+    assert_eq!(rejection.code(), RejectionCode::ArgumentsNotReproducible);
+    assert_eq!(rejection.gate(), Gate::Decode);
+    assert!(!rejection.retryable());
+    assert!(journal.entries().is_empty());
+    let decisions: Vec<String> = sink
+        .records()
+        .into_iter()
+        .map(|record| record.decision)
+        .collect();
+    assert_eq!(decisions, ["rejected"]);
+    assert!(transaction.abort().await.is_empty());
+}
+
+/// Tag items: a set, written by `HashSet` in an order of its own each time.
+#[tool(risk = "medium", snapshot = tag_state, rollback = untag)]
+fn tag_items(ctx: &CallContext, tags: HashSet<String>) -> Result<usize, ToolError> {
+    Journal::write(ctx, format!("tag {}", tags.len()));
+    Ok(tags.len())
+}
+
+async fn tag_state(_: &CallContext, args: &TagItemsArgs) -> serde_json::Value {
+    json!({"tags": args.tags.len()})
+}
+
+async fn untag(ctx: &CallContext, args: &TagItemsArgs, _: &usize) -> Result<(), ToolError> {
+    Journal::write(ctx, format!("untag {}", args.tags.len()));
+    Ok(())
+}
+
+/// A set reads back as itself, whatever order its elements come in: the call is observed after
+/// it ran and undone.
+#[tokio::test]
+async fn a_set_reads_back_as_itself() {
+    let journal = Journal::default();
+    let sink = MemoryAuditSink::default();
+    let registry = Registry::builder()
+        .tool(TagItems)
+        .audit(sink.clone())
+        .build()
+        .unwrap();
+    let ctx = CallContext::new("ann").with_extension(journal.clone());
+    let mut transaction = registry.transaction(&ctx);
+    let tags: Vec<String> = (0..32).map(|index| format!("tag-{index}")).collect();
+    let outcome = transaction
+        .dispatch(&call("1", "tag_items", json!({"tags": tags})))
+        .await;
+    assert_eq!(outcome.output(), Some(&json!(32)));
     let records = sink.records();
     let completed = records
         .iter()
         .find(|record| record.decision == "completed")
-        .expect("the charge is recorded as completed");
-    assert_eq!(completed.arguments, json!({"amount": 500}));
-    assert_eq!(completed.snapshot_before, Some(json!({"charged_cents": 500})));
-    assert_eq!(completed.snapshot_after, None);
-    let missing = completed.snapshot_missing.as_deref().unwrap_or_default();
-    assert!(missing.contains("read back as other arguments"), "{missing}");
-
+        .expect("recorded");
+    assert_eq!(completed.snapshot_after, Some(json!({"tags": 32})));
+    let mut sorted = tags.clone();
+    sorted.sort();
+    assert_eq!(completed.arguments, json!({"tags": sorted}));
     let report = transaction.abort().await;
-    assert!(
-        matches!(&report[0].result, CompensationResult::Failed(error) if error.code() == "compensation_arguments_unreadable"),
-        "{:?}",
-        report[0]
-    );
-    assert_eq!(journal.entries(), ["charge 500 cents"]);
+    assert_eq!(report[0].result, CompensationResult::Compensated);
+    assert_eq!(journal.entries(), ["tag 32", "untag 32"]);
 }

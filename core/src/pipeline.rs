@@ -37,7 +37,7 @@ use crate::gate::approve::decision::{already_decided, expired, not_pending, reco
 use crate::gate::approve::now_ms;
 use crate::gate::authorize::{authorize, authorize_caller};
 use crate::gate::bound::{Bound, BoundCall};
-use crate::gate::decode::{self, Canonical, DecodeLimits, Decoded, canonical_of, canonical_text};
+use crate::gate::decode::{self, Canonical, DecodeLimits, Decoded, canonical_text};
 use crate::gate::execute::{Contained, Execution, contained, panicked};
 use crate::gate::repeat::{self, CallKey, Claim, ClaimState};
 use crate::gate::resolve::{check_choice, resolve};
@@ -64,8 +64,8 @@ pub(crate) trait ErasedTool: Send + Sync {
         limits: &DecodeLimits,
     ) -> Result<Decoded<'a, Box<dyn BoundCall<'a> + 'a>>, Rejection>;
 
-    /// The canonical arguments of a call, which passed decode once, bound to the tool again:
-    /// they decode into the value the tool received.
+    /// The canonical arguments of a call, which passed decode once, bound to the tool again
+    /// (see [`rebind`], which checks that they read back as themselves).
     fn bind<'a>(&'a self, canonical: &Value) -> Result<Box<dyn BoundCall<'a> + 'a>, Rejection>;
 }
 
@@ -131,16 +131,47 @@ impl<T: Tool> ErasedTool for T {
 
     fn bind<'a>(&'a self, canonical: &Value) -> Result<Box<dyn BoundCall<'a> + 'a>, Rejection> {
         let args = decode::typed::<T::Args>(canonical)?;
-        // Arguments whose `Deserialize` and `Serialize` disagree would show a snapshot hook or
-        // a compensation another call than the one the gates judged and the tool ran.
-        if canonical_of(&args)? != *canonical {
-            return Err(Rejection::new(
-                RejectionCode::InvalidValue,
-                "the canonical arguments read back as other arguments: the argument types' `Deserialize` and `Serialize` disagree",
-            ));
-        }
         Ok(Box::new(Bound { tool: self, args }))
     }
+}
+
+/// The canonical arguments of `bound`: written by the arguments' `Serialize`, sets in order.
+fn canonical_arguments(bound: &dyn BoundCall<'_>, check: &SchemaCheck) -> Result<Value, Rejection> {
+    let mut canonical = bound.canonical()?;
+    check.sort_sets(&mut canonical);
+    Ok(canonical)
+}
+
+/// The canonical arguments of a call that passed decode, bound to its tool again, only if they
+/// read back as themselves: arguments whose `Deserialize` and `Serialize` disagree would show
+/// a snapshot hook or a compensation another call than the one the gates judged. A panic while
+/// they are read is contained.
+fn rebind<'a>(
+    tool: &'a dyn ErasedTool,
+    check: &SchemaCheck,
+    canonical: &Value,
+) -> Result<Box<dyn BoundCall<'a> + 'a>, Rejection> {
+    catch_unwind(AssertUnwindSafe(|| {
+        let bound = tool.bind(canonical).map_err(|_| not_reproducible())?;
+        if canonical_arguments(&*bound, check)? != *canonical {
+            return Err(not_reproducible());
+        }
+        Ok(bound)
+    }))
+    .unwrap_or_else(|_| Err(not_reproducible()))
+}
+
+fn not_reproducible() -> Rejection {
+    Rejection::new(
+        RejectionCode::ArgumentsNotReproducible,
+        "the canonical arguments do not read back as the same arguments: the argument types' `Deserialize` and `Serialize` disagree",
+    )
+}
+
+/// Whether the canonical arguments of a call that ran are read again: for the snapshot after
+/// it, or for its compensation.
+fn read_again(contract: &ToolContract) -> bool {
+    contract.snapshot().is_some() || contract.has_rollback()
 }
 
 /// Gates 2 to 9, which read the arguments, then the tool's body.
@@ -159,8 +190,13 @@ async fn gates<'a>(tool: &'a dyn ErasedTool, passage: Passage<'a>) -> Result<Out
     // 2. decode: the typed arguments, once; the canonical arguments from them, when read.
     let decoded = tool.decode(passage.check, &call.arguments, &settings.limits)?;
     let bound = decoded.args;
-    let write = || bound.canonical();
+    let write = || canonical_arguments(&*bound, passage.check);
     let canonical = Canonical::new(&write, &facts.canonical);
+    // Arguments that will be read again must read back as themselves before anything runs,
+    // or the call could be neither observed nor undone.
+    if read_again(contract) {
+        rebind(tool, passage.check, canonical.get()?)?;
+    }
 
     // 3. validate
     validate(
@@ -254,7 +290,7 @@ async fn admit<'a>(
     let settings = registry.settings();
     let contract = tool.contract();
     // The same canonical arguments as the earlier gates', written once in `facts`.
-    let write = || bound.canonical();
+    let write = || canonical_arguments(&*bound, passage.check);
     let canonical = &Canonical::new(&write, &facts.canonical);
 
     // 6. budget: an approved call was counted when it began to wait.
@@ -338,7 +374,7 @@ async fn admit<'a>(
         settings.budget.settle(contract, &outcome).await;
     }
     if let Some(canonical) = facts.canonical.get().filter(|_| observed) {
-        match after_snapshot(tool, ctx, canonical).await {
+        match after_snapshot(tool, passage.check, ctx, canonical).await {
             Ok(snapshot) => Snapshots::keep(&facts.snapshots.after, snapshot),
             Err(missing) => {
                 tracing::error!(
@@ -358,13 +394,13 @@ async fn admit<'a>(
 /// outcome: a failure, a panic included, leaves its reason in the record instead.
 async fn after_snapshot(
     tool: &dyn ErasedTool,
+    check: &SchemaCheck,
     ctx: &CallContext,
     canonical: &Value,
 ) -> Result<Value, String> {
     let hook_panicked = || "the snapshot hook panicked".to_owned();
-    let bound = catch_unwind(AssertUnwindSafe(|| tool.bind(canonical)))
-        .map_err(|_| "reading the canonical arguments again panicked".to_owned())?
-        .map_err(|rejection| rejection.message().to_owned())?;
+    let bound =
+        rebind(tool, check, canonical).map_err(|rejection| rejection.message().to_owned())?;
     let snapshot =
         catch_unwind(AssertUnwindSafe(|| bound.snapshot(ctx))).map_err(|_| hook_panicked())?;
     let Some(future) = snapshot else {
@@ -927,21 +963,23 @@ impl Registry {
     ) -> crate::CompensationResult {
         use crate::CompensationResult;
         let started = Instant::now();
-        let Some(tool) = self
-            .tool(&call.name)
-            .filter(|tool| tool.contract().has_rollback())
+        let Some(Registered { tool, check }) = self
+            .registered(&call.name)
+            .filter(|registered| registered.tool.contract().has_rollback())
         else {
             return CompensationResult::NothingToUndo;
         };
         let failed = |error| -> BoxFuture<'_, _> { Box::pin(std::future::ready(Err(error))) };
-        // The tool's own code decodes the canonical arguments again and reads the output back:
-        // a panic there fails this compensation, not the transaction that asked for it.
-        let prepared = catch_unwind(AssertUnwindSafe(|| match tool.bind(canonical) {
-            Ok(bound) => bound.compensate(ctx, output),
-            Err(rejection) => Some(failed(ToolError::new(
-                "compensation_arguments_unreadable",
-                rejection.message().to_owned(),
-            ))),
+        // The tool's own code reads the output back: a panic there fails this compensation,
+        // not the transaction that asked for it.
+        let prepared = catch_unwind(AssertUnwindSafe(|| {
+            match rebind(&**tool, check, canonical) {
+                Ok(bound) => bound.compensate(ctx, output),
+                Err(rejection) => Some(failed(ToolError::new(
+                    "compensation_arguments_unreadable",
+                    rejection.message().to_owned(),
+                ))),
+            }
         }));
         let compensation = prepared.unwrap_or_else(|_| Some(failed(compensation_panicked())));
         let Some(compensation) = compensation else {

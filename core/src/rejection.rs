@@ -36,6 +36,11 @@ pub enum RejectionCode {
     /// An argument has the right type but a value the type cannot hold (outside an enum, an
     /// integer out of range).
     InvalidValue,
+    /// The canonical arguments do not read back as the same arguments (the argument types'
+    /// `Deserialize` and `Serialize` disagree), and the tool needs them read again: for the
+    /// snapshot after the call, or for its compensation. The call does not run, as it could
+    /// not be observed or undone; the tool's types are at fault, not the model.
+    ArgumentsNotReproducible,
     /// One or more declared constraints are violated; see [`Rejection::violations`].
     ConstraintViolation,
     /// The caller holds none of the roles the tool requires. Given only by a registry that
@@ -122,6 +127,7 @@ impl RejectionCode {
             RejectionCode::MissingArgument => "missing_argument",
             RejectionCode::InvalidType => "invalid_type",
             RejectionCode::InvalidValue => "invalid_value",
+            RejectionCode::ArgumentsNotReproducible => "arguments_not_reproducible",
             RejectionCode::ConstraintViolation => "constraint_violation",
             RejectionCode::RoleDenied => "role_denied",
             RejectionCode::ToolNotAllowed => "tool_not_allowed",
@@ -168,7 +174,8 @@ impl RejectionCode {
             | RejectionCode::UnknownArgument
             | RejectionCode::MissingArgument
             | RejectionCode::InvalidType
-            | RejectionCode::InvalidValue => Gate::Decode,
+            | RejectionCode::InvalidValue
+            | RejectionCode::ArgumentsNotReproducible => Gate::Decode,
             RejectionCode::ConstraintViolation => Gate::Validate,
             RejectionCode::RoleDenied
             | RejectionCode::EnvironmentMismatch
@@ -208,6 +215,7 @@ impl RejectionCode {
         !matches!(
             self,
             RejectionCode::ToolPanicked
+                | RejectionCode::ArgumentsNotReproducible
                 | RejectionCode::RoleDenied
                 | RejectionCode::TooManyRefusals
         )

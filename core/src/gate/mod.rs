@@ -90,6 +90,7 @@ impl Gate {
                 MissingArgument,
                 InvalidType,
                 InvalidValue,
+                ArgumentsNotReproducible,
             ],
             Gate::Validate => &[ConstraintViolation],
             Gate::Authorize => &[
