@@ -774,6 +774,40 @@ async fn a_parameters_own_rules_hold_however_its_type_is_spelt() {
     }
 }
 
+/// Shelves by number, each with its tags: sets inside a map whose keys are integers.
+#[tool]
+fn tag_shelves(
+    shelves: std::collections::HashMap<u32, std::collections::HashSet<String>>,
+) -> Result<usize, ToolError> {
+    Ok(shelves.len())
+}
+
+/// The stalled-loop breaker counts one call however its sets order their elements, wherever
+/// the sets stand.
+#[tokio::test]
+async fn repeats_of_sets_are_one_stalled_loop() {
+    let registry = Registry::builder()
+        .tool(TagShelves)
+        .budget(BudgetLimits {
+            stalled_loop_after: Some(3),
+            ..BudgetLimits::default()
+        })
+        .build()
+        .unwrap();
+    let tags: Vec<String> = (0..16).map(|index| format!("tag-{index}")).collect();
+    let ctx = admin();
+    let mut codes = Vec::new();
+    for _ in 0..3 {
+        let arguments = json!({"shelves": {"1": tags, "2": tags}}).to_string();
+        codes.push(code(
+            &registry
+                .dispatch(&ctx, &call("tag_shelves", arguments))
+                .await,
+        ));
+    }
+    assert_eq!(codes, [None, None, Some(RejectionCode::StalledLoop)]);
+}
+
 /// A set's elements come back in no particular order; the same call repeated under its id is
 /// still the same call.
 #[tokio::test]

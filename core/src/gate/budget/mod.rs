@@ -3,7 +3,7 @@
 
 pub(crate) mod store;
 
-use super::decode::{Canonical, canonical_text};
+use super::decode::{Canonical, identity_text};
 use crate::{BudgetLimits, BudgetStore, CallContext, Charge, Outcome, Rejection};
 use crate::{RejectionCode, ToolContract};
 
@@ -44,7 +44,7 @@ impl Budget {
         canonical: &Canonical<'_>,
     ) -> Result<(), Rejection> {
         let canonical = match self.limits.stalled_loop_after {
-            Some(_) => Some(canonical_text(canonical.get()?)),
+            Some(_) => Some(identity_text(canonical.get()?)),
             None => None,
         };
         let charge = charge(ctx, contract, canonical.as_deref());

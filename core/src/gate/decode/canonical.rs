@@ -135,23 +135,57 @@ impl<'n> JsonView for Node<'n> {
 pub(crate) fn canonical_text<J: JsonView>(value: &J) -> String {
     // Room for the arguments of a typical call, so that writing them grows the string once.
     let mut out = String::with_capacity(256);
-    write_canonical(value, &mut out);
+    write_canonical(value, Lists::InOrder, &mut out);
     out
 }
 
-fn write_canonical<J: JsonView>(value: &J, out: &mut String) {
+/// The text by which two calls are told apart as calls (a repeat under one id, a stalled loop,
+/// arguments read back): the canonical text, with the elements of every list in one order. A
+/// set (`HashSet`) writes its elements in an order of its own, different from one instance to
+/// the next, and the JSON does not say which lists are sets. Two lists of the same elements in
+/// other orders are therefore one call to these comparisons: a repeat of them under one id
+/// returns the first outcome and runs nothing, and the loop breaker counts them together.
+pub(crate) fn identity_text<J: JsonView>(value: &J) -> String {
+    let mut out = String::with_capacity(256);
+    write_canonical(value, Lists::Sorted, &mut out);
+    out
+}
+
+/// How [`write_canonical`] writes the elements of a list.
+#[derive(Clone, Copy)]
+enum Lists {
+    InOrder,
+    /// Sorted by their own text.
+    Sorted,
+}
+
+fn write_canonical<J: JsonView>(value: &J, lists: Lists, out: &mut String) {
     match value.view() {
         View::Null => out.push_str("null"),
         View::Bool(value) => out.push_str(if value { "true" } else { "false" }),
         View::Number(number) => write_number(number, out),
         View::String(text) => write_string(text, out),
+        View::Array(items) if matches!(lists, Lists::Sorted) && items.len() > 1 => {
+            let mut texts: Vec<String> = items
+                .iter()
+                .map(|item| {
+                    let mut text = String::new();
+                    write_canonical(item, lists, &mut text);
+                    text
+                })
+                .collect();
+            texts.sort_unstable();
+            out.push('[');
+            out.push_str(&texts.join(","));
+            out.push(']');
+        }
         View::Array(items) => {
             out.push('[');
             for (index, item) in items.iter().enumerate() {
                 if index > 0 {
                     out.push(',');
                 }
-                write_canonical(item, out);
+                write_canonical(item, lists, out);
             }
             out.push(']');
         }
@@ -166,7 +200,7 @@ fn write_canonical<J: JsonView>(value: &J, out: &mut String) {
                 }
                 write_string(key, out);
                 out.push(':');
-                write_canonical(item, out);
+                write_canonical(item, lists, out);
             }
             out.push('}');
         }
@@ -243,6 +277,27 @@ mod tests {
             write_string(text, &mut ours);
             assert_eq!(ours, Value::from(text).to_string(), "{text:?}");
         }
+    }
+
+    #[test]
+    fn one_call_has_one_identity_whatever_the_order_of_its_lists() {
+        let call = json!({"tags": ["b", "a", "c"], "by_id": {"7": [[2, 1], [1]]}, "n": 1.0});
+        let respelt = json!({"n": 1, "by_id": {"7": [[1], [1, 2]]}, "tags": ["c", "b", "a"]});
+        assert_eq!(identity_text(&call), identity_text(&respelt));
+        assert_eq!(
+            identity_text(&call),
+            r#"{"by_id":{"7":[[1,2],[1]]},"n":1,"tags":["a","b","c"]}"#
+        );
+        assert_ne!(canonical_text(&call), canonical_text(&respelt));
+        // Elements are compared whole: other elements, or other counts, are another call.
+        assert_ne!(
+            identity_text(&json!(["a,b"])),
+            identity_text(&json!(["a", "b"]))
+        );
+        assert_ne!(
+            identity_text(&json!([1, 1, 2])),
+            identity_text(&json!([1, 2, 2]))
+        );
     }
 
     #[test]

@@ -13,7 +13,6 @@
 //! `uuid`, ...) are annotations, as JSON Schema 2020-12 has them; the decode gate holds each
 //! value to its Rust type.
 
-use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 
 use regex::Regex;
@@ -32,8 +31,6 @@ pub(crate) struct SchemaCheck {
     /// property is checked in code, and the object around them is the arguments struct, whose
     /// `Deserialize` refuses unknown and missing members.
     checked_in_code: bool,
-    /// Some array of the arguments is a set (`uniqueItems`): see [`SchemaCheck::sort_sets`].
-    has_sets: bool,
 }
 
 /// What a call's arguments break: a constraint (the validate gate's `constraint_violation`), or
@@ -330,71 +327,10 @@ impl SchemaCheck {
         let checked_in_code = !checked_in_code.is_empty()
             && only_structure
             && root.properties.iter().all(|(_, id)| *id == anything);
-        let has_sets = nodes.iter().any(|node| node.unique_items);
         Ok(SchemaCheck {
             nodes,
             checked_in_code,
-            has_sets,
         })
-    }
-
-    /// Puts the elements of every set in the canonical arguments (an array the schema declares
-    /// `uniqueItems`) in one order, so that one call has one canonical form: a `HashSet` writes
-    /// its elements in an order of its own, which differs from one instance to the next, and
-    /// the repeat gate, the loop breaker and the arguments read back compare canonical forms.
-    pub(crate) fn sort_sets(&self, canonical: &mut Value) {
-        if self.has_sets {
-            self.sort_node(0, canonical, &mut Findings::with_budget(VISITS));
-        }
-    }
-
-    fn sort_node(&self, id: Id, value: &mut Value, budget: &mut Findings) {
-        if budget.visits_left == 0 {
-            return;
-        }
-        budget.visits_left -= 1;
-        let node = &self.nodes[id];
-        if let Some(reference) = node.reference {
-            self.sort_node(reference, value, budget);
-        }
-        for &branch in &node.all_of {
-            self.sort_node(branch, value, budget);
-        }
-        // A union's sets are those of the branch the value takes: the first that holds it.
-        for branches in [&node.any_of, &node.one_of] {
-            let taken = branches
-                .iter()
-                .find(|&&branch| self.passes(branch, &*value, &mut Vec::new(), budget));
-            if let Some(&branch) = taken {
-                self.sort_node(branch, value, budget);
-            }
-        }
-        match value {
-            Value::Array(items) => {
-                for (index, item) in items.iter_mut().enumerate() {
-                    if let Some(schema) = node.prefix_items.get(index).copied().or(node.items) {
-                        self.sort_node(schema, item, budget);
-                    }
-                }
-                if node.unique_items {
-                    items.sort_by(order);
-                }
-            }
-            Value::Object(members) => {
-                for (name, member) in members.iter_mut() {
-                    let schema = node
-                        .properties
-                        .binary_search_by(|(property, _)| property.as_str().cmp(name))
-                        .map(|found| node.properties[found].1)
-                        .ok()
-                        .or(node.additional);
-                    if let Some(schema) = schema {
-                        self.sort_node(schema, member, budget);
-                    }
-                }
-            }
-            _ => {}
-        }
     }
 
     /// Everything `arguments` break, each at its JSON pointer.
@@ -812,36 +748,8 @@ fn length_message(params: &Map<String, Value>, unit: &str) -> String {
     }
 }
 
-/// A total order on JSON values, the natural one among numbers and among strings: the order of
-/// a set's elements in the canonical arguments.
-fn order(a: &Value, b: &Value) -> Ordering {
-    let kind = |value: &Value| match value {
-        Value::Null => 0,
-        Value::Bool(_) => 1,
-        Value::Number(_) => 2,
-        Value::String(_) => 3,
-        Value::Array(_) => 4,
-        Value::Object(_) => 5,
-    };
-    match (a, b) {
-        (Value::Bool(a), Value::Bool(b)) => a.cmp(b),
-        (Value::Number(x), Value::Number(y)) => {
-            compare(x, y).unwrap_or_else(|| canonical_text(a).cmp(&canonical_text(b)))
-        }
-        (Value::String(a), Value::String(b)) => a.cmp(b),
-        (Value::Array(x), Value::Array(y)) => x
-            .iter()
-            .zip(y)
-            .map(|(a, b)| order(a, b))
-            .find(|ordering| ordering.is_ne())
-            .unwrap_or_else(|| x.len().cmp(&y.len())),
-        (Value::Object(_), Value::Object(_)) => canonical_text(a).cmp(&canonical_text(b)),
-        _ => kind(a).cmp(&kind(b)),
-    }
-}
-
 /// Two numbers by value: exactly where both are integers, as floats otherwise.
-fn compare(a: &Number, b: &Number) -> Option<Ordering> {
+fn compare(a: &Number, b: &Number) -> Option<std::cmp::Ordering> {
     match (integer_value(a), integer_value(b)) {
         (Some(a), Some(b)) => Some(a.cmp(&b)),
         _ => a.as_f64()?.partial_cmp(&b.as_f64()?),
@@ -1231,46 +1139,6 @@ mod tests {
 
     fn pair(path: &str, rule: &str) -> (String, String) {
         (path.to_owned(), rule.to_owned())
-    }
-
-    #[test]
-    fn sets_are_put_in_order_wherever_they_stand_and_lists_are_not() {
-        let schema = json!({
-            "type": "object",
-            "additionalProperties": false,
-            "properties": {
-                "tags": {"type": "array", "uniqueItems": true, "items": {"type": "string"}},
-                "steps": {"type": "array", "items": {"$ref": "#/$defs/Step"}},
-                "by_name": {"type": "object", "additionalProperties": {"$ref": "#/$defs/Step"}},
-                "shape": {"oneOf": [
-                    {"type": "object", "properties": {"list": {"type": "array"}}, "required": ["list"], "additionalProperties": false},
-                    {"type": "object", "properties": {"set": {"type": "array", "uniqueItems": true}}, "required": ["set"], "additionalProperties": false}
-                ]}
-            },
-            "$defs": {"Step": {"type": "object", "additionalProperties": false, "properties": {
-                "codes": {"type": "array", "uniqueItems": true, "items": {"type": "integer"}}
-            }}}
-        });
-        let check = SchemaCheck::compile(&schema, &[]).expect("the schema compiles");
-        let mut canonical = json!({
-            "tags": ["b", "c", "a"],
-            "steps": [{"codes": [10, 2, 1]}, {"codes": [3, 1]}],
-            "by_name": {"x": {"codes": [9, -1]}},
-            "shape": {"set": [[2], true, "z", 1.5, null, {"k": 1}]}
-        });
-        check.sort_sets(&mut canonical);
-        assert_eq!(
-            canonical,
-            json!({
-                "tags": ["a", "b", "c"],
-                "steps": [{"codes": [1, 2, 10]}, {"codes": [1, 3]}],
-                "by_name": {"x": {"codes": [-1, 9]}},
-                "shape": {"set": [null, true, 1.5, "z", [2], {"k": 1}]}
-            })
-        );
-        let mut list = json!({"shape": {"list": ["b", "a"]}});
-        check.sort_sets(&mut list);
-        assert_eq!(list, json!({"shape": {"list": ["b", "a"]}}));
     }
 
     #[test]
