@@ -825,3 +825,97 @@ async fn a_set_repeated_under_its_id_is_the_same_call() {
         assert_eq!(again.output(), Some(&json!(1)), "{again:?}");
     }
 }
+
+/// Pay from one account to another.
+#[tool(risk = "medium", irreversible = "payments settle at once")]
+fn pay_between(accounts: (String, String), cents: u64) -> Result<String, ToolError> {
+    Ok(format!(
+        "paid {cents} from {} to {}",
+        accounts.0, accounts.1
+    ))
+}
+
+/// The order of a list that is no set is part of the call: the same id with the accounts
+/// swapped is another call, refused, and the loop breaker does not count a back-and-forth as
+/// one call repeated.
+#[tokio::test]
+async fn the_order_of_a_list_that_is_no_set_is_part_of_the_call() {
+    let registry = Registry::builder()
+        .tool(PayBetween)
+        .budget(BudgetLimits {
+            stalled_loop_after: Some(3),
+            ..BudgetLimits::default()
+        })
+        .build()
+        .unwrap();
+    let ctx = admin().with_fresh_task_id();
+    let pay = |id: &str, from: &str, to: &str| {
+        ToolCall::new(
+            id,
+            "pay_between",
+            json!({"accounts": [from, to], "cents": 500}),
+        )
+    };
+    let first = registry.dispatch(&ctx, &pay("p1", "alice", "bob")).await;
+    assert_eq!(first.output(), Some(&json!("paid 500 from alice to bob")));
+    let swapped = registry.dispatch(&ctx, &pay("p1", "bob", "alice")).await;
+    assert_eq!(swapped.code(), Some(RejectionCode::CallIdReused));
+
+    let ctx = admin().with_fresh_task_id();
+    let mut codes = Vec::new();
+    for (id, from, to) in [("q1", "a", "b"), ("q2", "b", "a"), ("q3", "a", "b")] {
+        codes.push(code(&registry.dispatch(&ctx, &pay(id, from, to)).await));
+    }
+    assert_eq!(codes, [None, None, None]);
+}
+
+/// Where a shipment goes: a set of zones, or a route whose order matters. Both forms put their
+/// content under one key.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(tag = "kind", content = "stops", deny_unknown_fields)]
+pub enum Destination {
+    Zones(std::collections::HashSet<String>),
+    Route(Vec<String>),
+}
+
+/// Ship a parcel.
+#[tool(risk = "medium", irreversible = "parcels leave at once")]
+fn ship(destination: Destination) -> Result<usize, ToolError> {
+    Ok(match destination {
+        Destination::Zones(zones) => zones.len(),
+        Destination::Route(stops) => stops.len(),
+    })
+}
+
+/// In a union, a list is a set only in the form the value takes: the same key holds a set in
+/// one variant and an ordered route in the other.
+#[tokio::test]
+async fn a_list_is_a_set_only_in_the_form_that_makes_it_one() {
+    let registry = Registry::builder().tool(Ship).build().unwrap();
+    let ctx = admin().with_fresh_task_id();
+    let ship = |id: &str, kind: &str, stops: [&str; 2]| {
+        ToolCall::new(
+            id,
+            "ship",
+            json!({"destination": {"kind": kind, "stops": stops}}),
+        )
+    };
+    let first = registry
+        .dispatch(&ctx, &ship("s1", "Route", ["a", "b"]))
+        .await;
+    assert_eq!(first.output(), Some(&json!(2)));
+    let reversed = registry
+        .dispatch(&ctx, &ship("s1", "Route", ["b", "a"]))
+        .await;
+    assert_eq!(reversed.code(), Some(RejectionCode::CallIdReused));
+
+    let first = registry
+        .dispatch(&ctx, &ship("z1", "Zones", ["a", "b"]))
+        .await;
+    assert_eq!(first.output(), Some(&json!(2)));
+    let respelt = registry
+        .dispatch(&ctx, &ship("z1", "Zones", ["b", "a"]))
+        .await;
+    assert_eq!(respelt.output(), Some(&json!(2)));
+    assert!(respelt.code().is_none());
+}

@@ -520,6 +520,55 @@ async fn arguments_that_read_back_otherwise_do_not_run() {
     assert!(transaction.abort().await.is_empty());
 }
 
+/// A route whose `Serialize` writes its ends swapped: it reads back as the reverse route.
+#[derive(Debug, schemars::JsonSchema)]
+pub struct Route(String, String);
+
+impl Serialize for Route {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        (&self.1, &self.0).serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Route {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let (from, to) = <(String, String)>::deserialize(deserializer)?;
+        Ok(Route(from, to))
+    }
+}
+
+/// Move funds along a route.
+#[tool(risk = "medium", rollback = move_back)]
+fn move_funds(ctx: &CallContext, route: Route, cents: u64) -> Result<u64, ToolError> {
+    Journal::write(ctx, format!("move {cents} {} -> {}", route.0, route.1));
+    Ok(cents)
+}
+
+async fn move_back(ctx: &CallContext, args: &MoveFundsArgs, _: &u64) -> Result<(), ToolError> {
+    let Route(from, to) = &args.route;
+    Journal::write(ctx, format!("move {} {to} -> {from}", args.cents));
+    Ok(())
+}
+
+/// The same attack with the order of a list: the compensation would move the money the same
+/// way a second time.
+#[tokio::test]
+async fn arguments_that_read_back_in_another_order_do_not_run() {
+    let (registry, _) = audited(Registry::builder().tool(MoveFunds));
+    let (journal, ctx) = journaled();
+    let mut transaction = registry.transaction(&ctx);
+    let arguments = json!({"route": ["alice", "bob"], "cents": 500});
+    let outcome = transaction
+        .dispatch(&call("1", "move_funds", arguments))
+        .await;
+    assert_eq!(
+        outcome.code(),
+        Some(RejectionCode::ArgumentsNotReproducible)
+    );
+    assert!(transaction.abort().await.is_empty());
+    assert!(journal.entries().is_empty());
+}
+
 /// Tag items: a set, written by `HashSet` in an order of its own each time.
 #[tool(risk = "medium", snapshot = tag_state, rollback = untag)]
 fn tag_items(ctx: &CallContext, tags: HashSet<String>) -> Result<usize, ToolError> {

@@ -37,7 +37,7 @@ use crate::gate::approve::decision::{already_decided, expired, not_pending, reco
 use crate::gate::approve::now_ms;
 use crate::gate::authorize::{authorize, authorize_caller};
 use crate::gate::bound::{Bound, BoundCall};
-use crate::gate::decode::{self, Canonical, DecodeLimits, Decoded, identity_text};
+use crate::gate::decode::{self, Canonical, DecodeLimits, Decoded};
 use crate::gate::execute::{Contained, Execution, contained, panicked};
 use crate::gate::repeat::{self, CallKey, Claim, ClaimState};
 use crate::gate::resolve::{check_choice, resolve};
@@ -136,16 +136,17 @@ impl<T: Tool> ErasedTool for T {
 }
 
 /// The canonical arguments of a call that passed decode, bound to its tool again, only if they
-/// read back as themselves (as one call: see [`identity_text`]): arguments whose `Deserialize`
-/// and `Serialize` disagree would show a snapshot hook or a compensation another call than the
-/// one the gates judged. A panic while they are read is contained.
+/// read back as themselves (as one call: see [`SchemaCheck::identity_text`]): arguments whose
+/// `Deserialize` and `Serialize` disagree would show a snapshot hook or a compensation another
+/// call than the one the gates judged. A panic while they are read is contained.
 fn rebind<'a>(
     tool: &'a dyn ErasedTool,
+    check: &SchemaCheck,
     canonical: &Value,
 ) -> Result<Box<dyn BoundCall<'a> + 'a>, Rejection> {
     catch_unwind(AssertUnwindSafe(|| {
         let bound = tool.bind(canonical).map_err(|_| not_reproducible())?;
-        if identity_text(&bound.canonical()?) != identity_text(canonical) {
+        if check.identity_text(&bound.canonical()?) != check.identity_text(canonical) {
             return Err(not_reproducible());
         }
         Ok(bound)
@@ -187,7 +188,7 @@ async fn gates<'a>(tool: &'a dyn ErasedTool, passage: Passage<'a>) -> Result<Out
     // Arguments that will be read again must read back as themselves before anything runs,
     // or the call could be neither observed nor undone.
     if read_again(contract) {
-        rebind(tool, canonical.get()?)?;
+        rebind(tool, passage.check, canonical.get()?)?;
     }
 
     // 3. validate
@@ -211,7 +212,7 @@ async fn gates<'a>(tool: &'a dyn ErasedTool, passage: Passage<'a>) -> Result<Out
     let key = (road == Road::Fresh && (needs_approval || !contract.idempotent()))
         .then(|| CallKey::new(ctx, contract.name(), &call.id));
     if let Some(key) = &key {
-        let fingerprint = sha256_hex(identity_text(canonical.get()?).as_bytes());
+        let fingerprint = sha256_hex(passage.check.identity_text(canonical.get()?).as_bytes());
         let lease_start = now_ms().saturating_sub(settings.claim_lease_ms);
         let mut claim = settings.repeats.claim(key, &fingerprint, lease_start).await;
         if let Claim::Existing(ClaimState::Pending(ticket)) = &claim
@@ -293,7 +294,10 @@ async fn admit<'a>(
         canonical.get()?;
     }
     if reserved {
-        settings.budget.reserve(ctx, contract, canonical).await?;
+        settings
+            .budget
+            .reserve(ctx, contract, canonical, passage.check)
+            .await?;
     }
 
     // 7. approve
@@ -366,7 +370,7 @@ async fn admit<'a>(
         settings.budget.settle(contract, &outcome).await;
     }
     if let Some(canonical) = facts.canonical.get().filter(|_| observed) {
-        match after_snapshot(tool, ctx, canonical).await {
+        match after_snapshot(tool, passage.check, ctx, canonical).await {
             Ok(snapshot) => Snapshots::keep(&facts.snapshots.after, snapshot),
             Err(missing) => {
                 tracing::error!(
@@ -386,11 +390,13 @@ async fn admit<'a>(
 /// outcome: a failure, a panic included, leaves its reason in the record instead.
 async fn after_snapshot(
     tool: &dyn ErasedTool,
+    check: &SchemaCheck,
     ctx: &CallContext,
     canonical: &Value,
 ) -> Result<Value, String> {
     let hook_panicked = || "the snapshot hook panicked".to_owned();
-    let bound = rebind(tool, canonical).map_err(|rejection| rejection.message().to_owned())?;
+    let bound =
+        rebind(tool, check, canonical).map_err(|rejection| rejection.message().to_owned())?;
     let snapshot =
         catch_unwind(AssertUnwindSafe(|| bound.snapshot(ctx))).map_err(|_| hook_panicked())?;
     let Some(future) = snapshot else {
@@ -953,21 +959,23 @@ impl Registry {
     ) -> crate::CompensationResult {
         use crate::CompensationResult;
         let started = Instant::now();
-        let Some(tool) = self
-            .tool(&call.name)
-            .filter(|tool| tool.contract().has_rollback())
+        let Some(Registered { tool, check }) = self
+            .registered(&call.name)
+            .filter(|registered| registered.tool.contract().has_rollback())
         else {
             return CompensationResult::NothingToUndo;
         };
         let failed = |error| -> BoxFuture<'_, _> { Box::pin(std::future::ready(Err(error))) };
         // The tool's own code reads the output back: a panic there fails this compensation,
         // not the transaction that asked for it.
-        let prepared = catch_unwind(AssertUnwindSafe(|| match rebind(tool, canonical) {
-            Ok(bound) => bound.compensate(ctx, output),
-            Err(rejection) => Some(failed(ToolError::new(
-                "compensation_arguments_unreadable",
-                rejection.message().to_owned(),
-            ))),
+        let prepared = catch_unwind(AssertUnwindSafe(|| {
+            match rebind(&**tool, check, canonical) {
+                Ok(bound) => bound.compensate(ctx, output),
+                Err(rejection) => Some(failed(ToolError::new(
+                    "compensation_arguments_unreadable",
+                    rejection.message().to_owned(),
+                ))),
+            }
         }));
         let compensation = prepared.unwrap_or_else(|_| Some(failed(compensation_panicked())));
         let Some(compensation) = compensation else {

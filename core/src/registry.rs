@@ -118,11 +118,16 @@ impl Registry {
     }
 
     pub(crate) fn tool(&self, name: &str) -> Option<&dyn ErasedTool> {
+        Some(&*self.registered(name)?.tool)
+    }
+
+    /// The tool named `name`, with the check of its arguments' schema.
+    pub(crate) fn registered(&self, name: &str) -> Option<&Registered> {
         let tools = &self.inner.tools;
         let index = tools
             .binary_search_by(|(candidate, _)| candidate.as_str().cmp(name))
             .ok()?;
-        Some(&*tools[index].1.tool)
+        Some(&tools[index].1)
     }
 
     /// The calls waiting for a human, oldest first; `approvals_unavailable` when the store

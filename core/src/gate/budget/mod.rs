@@ -3,7 +3,8 @@
 
 pub(crate) mod store;
 
-use super::decode::{Canonical, identity_text};
+use super::decode::Canonical;
+use super::validate::SchemaCheck;
 use crate::{BudgetLimits, BudgetStore, CallContext, Charge, Outcome, Rejection};
 use crate::{RejectionCode, ToolContract};
 
@@ -35,16 +36,17 @@ impl Budget {
     }
 
     /// Reserves one call, or refuses it without counting anything. The stalled-loop breaker
-    /// compares canonical arguments: the same call with its keys in another order, or `5.0`
-    /// for `5`, is the same call.
+    /// compares canonical arguments: the same call with its keys in another order, `5.0` for
+    /// `5`, or a set's elements in another order, is the same call.
     pub(crate) async fn reserve(
         &self,
         ctx: &CallContext,
         contract: &ToolContract,
         canonical: &Canonical<'_>,
+        check: &SchemaCheck,
     ) -> Result<(), Rejection> {
         let canonical = match self.limits.stalled_loop_after {
-            Some(_) => Some(identity_text(canonical.get()?)),
+            Some(_) => Some(check.identity_text(canonical.get()?)),
             None => None,
         };
         let charge = charge(ctx, contract, canonical.as_deref());

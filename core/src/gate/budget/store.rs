@@ -77,8 +77,9 @@ pub struct Charge<'a> {
     pub cost: u64,
     /// The tool's own limit of calls per task, if its contract has one.
     pub tool_max_calls_per_task: Option<u64>,
-    /// The call's arguments in canonical form (keys sorted, compact), when the stalled-loop
-    /// breaker is on.
+    /// The call's arguments in canonical form (keys sorted, compact, the elements of sets in
+    /// one order), when the stalled-loop breaker is on: two charges of one call carry the same
+    /// text.
     pub canonical_arguments: Option<&'a str>,
 }
 

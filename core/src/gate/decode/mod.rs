@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub(crate) use canonical::{
-    Canonical, JsonView, View, canonical_of, canonical_text, identity_text, integer_value,
+    Canonical, JsonView, Sets, View, canonical_of, canonical_text, identity_text, integer_value,
 };
 pub(crate) use strict_json::{StrictJsonError, longer_than, parse as parse_strictly};
 

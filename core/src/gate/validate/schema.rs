@@ -13,13 +13,16 @@
 //! `uuid`, ...) are annotations, as JSON Schema 2020-12 has them; the decode gate holds each
 //! value to its Rust type.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
 use regex::Regex;
 use serde_json::{Map, Number, Value};
 use validator::{ValidateEmail, ValidateUrl};
 
-use crate::gate::decode::{JsonView, Segment, View, canonical_text, integer_value, pointer};
+use crate::gate::decode::{
+    JsonView, Segment, Sets, View, canonical_text, identity_text, integer_value, pointer,
+};
 use crate::schema::format_range;
 use crate::{RejectionCode, Violation};
 
@@ -31,6 +34,11 @@ pub(crate) struct SchemaCheck {
     /// property is checked in code, and the object around them is the arguments struct, whose
     /// `Deserialize` refuses unknown and missing members.
     checked_in_code: bool,
+    /// The root's properties as compiled, before those checked in code were left out: which
+    /// of their lists are sets still matters to [`SchemaCheck::identity_text`].
+    root_properties: Vec<(String, Id)>,
+    /// Some list of the arguments is a set (`uniqueItems`).
+    has_sets: bool,
 }
 
 /// What a call's arguments break: a constraint (the validate gate's `constraint_violation`), or
@@ -291,6 +299,8 @@ impl SchemaCheck {
         compiler.compile(schema, String::new())?;
         compiler.check_unions()?;
         let mut nodes = compiler.nodes;
+        let root_properties = nodes[0].properties.clone();
+        let has_sets = nodes.iter().any(|node| node.unique_items);
         let anything = nodes.len();
         nodes.push(Compiled::default());
         // A pattern with a class ECMA-262 reads otherwise than the argument's own (Rust)
@@ -330,7 +340,24 @@ impl SchemaCheck {
         Ok(SchemaCheck {
             nodes,
             checked_in_code,
+            root_properties,
+            has_sets,
         })
+    }
+
+    /// The text by which two calls of this tool are told apart as calls: see
+    /// [`identity_text`]. The lists the schema calls sets (`uniqueItems`: a `HashSet`, a
+    /// `BTreeSet`) are written in one order; in a union, those of the forms the value takes.
+    /// Should finding those forms take more than the check's effort, no list counts as a set
+    /// from there on: two spellings of one call may then be told apart, never two calls taken
+    /// for one.
+    pub(crate) fn identity_text(&self, canonical: &Value) -> String {
+        if self.has_sets {
+            let budget = RefCell::new(Findings::with_budget(VISITS));
+            identity_text(canonical, SetsAt::new(self, &budget, vec![0], canonical))
+        } else {
+            canonical_text(canonical)
+        }
     }
 
     /// Everything `arguments` break, each at its JSON pointer.
@@ -415,6 +442,14 @@ impl SchemaCheck {
             };
             out.push(constraint(path, "not", described, Map::new()));
         }
+    }
+
+    /// Whether `value` takes the union's form `branch`, within `budget`: a form that could not
+    /// be checked to the end is not taken.
+    fn takes(&self, branch: Id, value: &Value, budget: &RefCell<Findings>) -> bool {
+        let mut budget = budget.borrow_mut();
+        let taken = self.passes(branch, value, &mut Vec::new(), &mut budget);
+        taken && budget.visits_left > 0
     }
 
     fn passes<'p, J: JsonView>(
@@ -586,6 +621,87 @@ impl SchemaCheck {
             }
             path.pop();
         });
+    }
+}
+
+/// The schemas that apply to one value of the arguments, for [`SchemaCheck::identity_text`].
+struct SetsAt<'c> {
+    check: &'c SchemaCheck,
+    /// The effort spent finding the forms of unions, shared by the whole value.
+    budget: &'c RefCell<Findings>,
+    /// With every schema they refer to or combine, each once: of a union, the forms the value
+    /// takes (the tag of an enum decides; a list in another form may be a set).
+    ids: Vec<Id>,
+}
+
+impl<'c> SetsAt<'c> {
+    fn new(
+        check: &'c SchemaCheck,
+        budget: &'c RefCell<Findings>,
+        ids: Vec<Id>,
+        value: &Value,
+    ) -> Self {
+        let mut seen = HashSet::new();
+        let mut expanded = Vec::with_capacity(ids.len());
+        let mut pending = ids;
+        while let Some(id) = pending.pop() {
+            if !seen.insert(id) {
+                continue;
+            }
+            expanded.push(id);
+            let node = &check.nodes[id];
+            pending.extend(node.reference);
+            pending.extend(&node.all_of);
+            for &branch in node.any_of.iter().chain(&node.one_of) {
+                if check.takes(branch, value, budget) {
+                    pending.push(branch);
+                }
+            }
+        }
+        SetsAt {
+            check,
+            budget,
+            ids: expanded,
+        }
+    }
+}
+
+impl Sets<Value> for SetsAt<'_> {
+    fn is_set(&self) -> bool {
+        self.ids.iter().any(|&id| self.check.nodes[id].unique_items)
+    }
+
+    fn item(&self, index: usize, item: &Value) -> Self {
+        let items = self.ids.iter().filter_map(|&id| {
+            let node = &self.check.nodes[id];
+            node.prefix_items.get(index).copied().or(node.items)
+        });
+        SetsAt::new(self.check, self.budget, items.collect(), item)
+    }
+
+    fn member(&self, key: &str, member: &Value) -> Self {
+        let mut members = Vec::new();
+        for &id in &self.ids {
+            let node = &self.check.nodes[id];
+            let properties = match id {
+                0 => &self.check.root_properties,
+                _ => &node.properties,
+            };
+            let before = members.len();
+            if let Ok(found) = properties.binary_search_by(|(name, _)| name.as_str().cmp(key)) {
+                members.push(properties[found].1);
+            }
+            members.extend(
+                node.pattern_properties
+                    .iter()
+                    .filter(|(pattern, _)| pattern.is_match(key))
+                    .map(|(_, schema)| *schema),
+            );
+            if members.len() == before {
+                members.extend(node.additional);
+            }
+        }
+        SetsAt::new(self.check, self.budget, members, member)
     }
 }
 
@@ -1139,6 +1255,50 @@ mod tests {
 
     fn pair(path: &str, rule: &str) -> (String, String) {
         (path.to_owned(), rule.to_owned())
+    }
+
+    #[test]
+    fn one_call_has_one_identity_whatever_order_its_sets_are_written_in() {
+        let set = json!({"type": "array", "uniqueItems": true});
+        let list = json!({"type": "array", "items": {"type": "integer"}});
+        let schema = json!({
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {
+                "tags": set,
+                "route": {"type": "array", "items": {"type": "string"}},
+                "kept": set,
+                "by_shelf": {"type": "object", "patternProperties": {"^[0-9]+$": set}, "additionalProperties": false},
+                "shape": {"oneOf": [
+                    {"type": "object", "properties": {"set": set}, "required": ["set"], "additionalProperties": false},
+                    {"type": "object", "properties": {"list": list}, "required": ["list"], "additionalProperties": false}
+                ]},
+                "nested": {"$ref": "#/$defs/Sets"}
+            },
+            "$defs": {"Sets": {"type": "array", "uniqueItems": true, "items": set}}
+        });
+        // `kept` is checked in code: its order still does not make another call.
+        let check = SchemaCheck::compile(&schema, &["kept".to_owned()]).expect("compiles");
+        let identity = |value: Value| check.identity_text(&value);
+        let call = json!({
+            "tags": ["b", "a"], "route": ["x", "y"], "kept": [2, 1], "by_shelf": {"7": [3, 1]},
+            "shape": {"set": ["q", "p"]}, "nested": [["d", "c"], ["a"]]
+        });
+        let respelt = json!({
+            "tags": ["a", "b"], "route": ["x", "y"], "kept": [1, 2], "by_shelf": {"7": [1, 3]},
+            "shape": {"set": ["p", "q"]}, "nested": [["a"], ["c", "d"]]
+        });
+        assert_eq!(identity(call.clone()), identity(respelt));
+        // The order of a list that is no set is part of the call.
+        let mut reversed = call.clone();
+        reversed["route"] = json!(["y", "x"]);
+        assert_ne!(identity(call.clone()), identity(reversed));
+        let list = |items: Value| identity(json!({"shape": {"list": items}}));
+        assert_ne!(list(json!([1, 2])), list(json!([2, 1])));
+        // Elements are compared whole: other elements, or other counts, are another call.
+        let tags = |items: Value| identity(json!({"tags": items}));
+        assert_ne!(tags(json!(["a,b"])), tags(json!(["a", "b"])));
+        assert_ne!(tags(json!([1, 1, 2])), tags(json!([1, 2, 2])));
     }
 
     #[test]
