@@ -27,6 +27,16 @@ fn delete_record(
     Ok(record_id)
 }
 
+/// The registry `builder` makes, with a loop breaker that refuses the third identical call in
+/// a row.
+fn breaking_loops(builder: portcullis::RegistryBuilder) -> Registry {
+    let limits = BudgetLimits {
+        stalled_loop_after: Some(3),
+        ..BudgetLimits::default()
+    };
+    builder.budget(limits).build().unwrap()
+}
+
 fn admin() -> CallContext {
     CallContext::new("alice")
         .with_roles(["admin"])
@@ -119,14 +129,7 @@ async fn policies_see_defaults_filled_in() {
 /// The stalled-loop breaker counts one call however its numbers and keys are spelt.
 #[tokio::test]
 async fn respelt_repeats_are_one_stalled_loop() {
-    let registry = Registry::builder()
-        .tool(DeleteRecord)
-        .budget(BudgetLimits {
-            stalled_loop_after: Some(3),
-            ..BudgetLimits::default()
-        })
-        .build()
-        .unwrap();
+    let registry = breaking_loops(Registry::builder().tool(DeleteRecord));
     let spellings = [
         r#"{"table_name": "users", "record_id": 7}"#,
         r#"{"record_id": 7.0, "table_name": "users"}"#,
@@ -786,14 +789,7 @@ fn tag_shelves(
 /// the sets stand.
 #[tokio::test]
 async fn repeats_of_sets_are_one_stalled_loop() {
-    let registry = Registry::builder()
-        .tool(TagShelves)
-        .budget(BudgetLimits {
-            stalled_loop_after: Some(3),
-            ..BudgetLimits::default()
-        })
-        .build()
-        .unwrap();
+    let registry = breaking_loops(Registry::builder().tool(TagShelves));
     let tags: Vec<String> = (0..16).map(|index| format!("tag-{index}")).collect();
     let ctx = admin();
     let mut codes = Vec::new();
@@ -840,14 +836,7 @@ fn pay_between(accounts: (String, String), cents: u64) -> Result<String, ToolErr
 /// one call repeated.
 #[tokio::test]
 async fn the_order_of_a_list_that_is_no_set_is_part_of_the_call() {
-    let registry = Registry::builder()
-        .tool(PayBetween)
-        .budget(BudgetLimits {
-            stalled_loop_after: Some(3),
-            ..BudgetLimits::default()
-        })
-        .build()
-        .unwrap();
+    let registry = breaking_loops(Registry::builder().tool(PayBetween));
     let ctx = admin().with_fresh_task_id();
     let pay = |id: &str, from: &str, to: &str| {
         ToolCall::new(

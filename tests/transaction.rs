@@ -114,6 +114,15 @@ fn journaled() -> (Journal, CallContext) {
     (journal, ctx)
 }
 
+/// The records of compensations in `sink`: call id and decision, in order.
+fn compensations(sink: &MemoryAuditSink) -> Vec<(String, String)> {
+    sink.records()
+        .into_iter()
+        .filter(|record| record.resolution.as_deref() == Some("compensation"))
+        .map(|record| (record.call_id, record.decision))
+        .collect()
+}
+
 fn call(id: &str, tool: &str, arguments: serde_json::Value) -> ToolCall {
     ToolCall::new(id, tool, arguments)
 }
@@ -156,15 +165,9 @@ async fn abort_compensates_in_reverse_order_and_survives_a_failing_compensation(
             "release lamp (r-lamp)"
         ]
     );
-    let compensations: Vec<(String, String)> = sink
-        .records()
-        .into_iter()
-        .filter(|record| record.resolution.as_deref() == Some("compensation"))
-        .map(|record| (record.call_id, record.decision))
-        .collect();
     // Each compensation changes state: recorded as about to run before it ran.
     assert_eq!(
-        compensations,
+        compensations(&sink),
         [
             ("4".into(), "about_to_run".into()),
             ("4".into(), "completed".into()),
@@ -356,13 +359,10 @@ async fn a_compensation_whose_arguments_no_longer_read_fails_alone() {
         journal.entries(),
         ["reserve lamp", "book 12A", "release lamp (r-lamp)"]
     );
-    let failed: Vec<String> = sink
-        .records()
+    let failed: Vec<String> = compensations(&sink)
         .into_iter()
-        .filter(|record| {
-            record.call_id == "2" && record.resolution.as_deref() == Some("compensation")
-        })
-        .map(|record| record.decision)
+        .filter(|(call_id, _)| call_id == "2")
+        .map(|(_, decision)| decision)
         .collect();
     assert_eq!(failed, ["about_to_run", "rejected"]);
 }
@@ -442,14 +442,8 @@ async fn what_happens_after_a_call_ran_does_not_change_its_outcome() {
     assert_eq!(report[0].result, CompensationResult::NothingToUndo);
     assert_eq!(report[1].result, CompensationResult::Compensated);
     assert_eq!(journal.entries(), ["book 12B", "book 14C", "free 12B"]);
-    let compensations: Vec<(String, String)> = sink
-        .records()
-        .into_iter()
-        .filter(|record| record.resolution.as_deref() == Some("compensation"))
-        .map(|record| (record.call_id, record.decision))
-        .collect();
     assert_eq!(
-        compensations,
+        compensations(&sink),
         [
             ("1".into(), "about_to_run".into()),
             ("1".into(), "completed".into())

@@ -7,6 +7,7 @@ pub use validator;
 
 pub use std::boxed::Box;
 pub use std::option::Option::{self, None, Some};
+pub use std::primitive;
 pub use std::string::String;
 pub use std::time::Duration;
 pub use std::vec::Vec;

@@ -407,7 +407,7 @@ fn standard_type(ty: &Type, private: &TokenStream) -> Option<TokenStream> {
     let standard = if ident == "String" {
         quote!(#private::String)
     } else {
-        quote!(::core::primitive::#ident)
+        quote!(#private::primitive::#ident)
     };
     Some(match option_inner(ty) {
         Some(_) => quote!(#private::Option<#standard>),
