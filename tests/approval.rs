@@ -132,7 +132,7 @@ async fn a_critical_call_waits_then_runs_when_approved() {
         [
             ("pending", None),
             ("about_to_run", None),
-            ("completed", Some("approved by rita"))
+            ("completed", Some("approved by rita, unsigned"))
         ]
     );
     assert_eq!(
@@ -209,7 +209,7 @@ async fn an_edit_passes_every_gate_again() {
         .await;
     assert_eq!(outcome.output(), Some(&json!("refunded 600 for t_001")));
     let last = sink.records().pop().unwrap();
-    assert_eq!(last.resolution.as_deref(), Some("edited by rita"));
+    assert_eq!(last.resolution.as_deref(), Some("edited by rita, unsigned"));
     assert_eq!(
         last.original_arguments.as_ref().unwrap()["amount_cents"],
         1200
@@ -390,6 +390,7 @@ async fn follow_runs_a_recorded_decision_once_and_then_reports_it_left() {
     let registry = Registry::builder()
         .tool(Refund)
         .approval_store(store.clone())
+        .accept_unsigned_decisions()
         .build()
         .unwrap();
     let ctx = billing();

@@ -479,6 +479,7 @@ async fn tickets_bind_their_contract_and_expire() {
     let before = Registry::builder()
         .tool(PaySupplier)
         .approval_store(store.clone())
+        .accept_unsigned_decisions()
         .build()
         .unwrap();
     let ctx = CallContext::new("agent");
@@ -487,6 +488,7 @@ async fn tickets_bind_their_contract_and_expire() {
     let after = Registry::builder()
         .tool(changed::PaySupplier)
         .approval_store(store)
+        .accept_unsigned_decisions()
         .build()
         .unwrap();
     let outcome = after.resume(&ticket, approve(finance())).await;
@@ -950,6 +952,7 @@ fn settling(store: &InMemoryApprovalStore, lifetime: Duration) -> Registry {
     Registry::builder()
         .tool(SettleInvoice)
         .approval_store(store.clone())
+        .accept_unsigned_decisions()
         .approval_lifetime(lifetime)
         .build()
         .unwrap()
@@ -967,7 +970,7 @@ async fn a_decision_written_around_the_rules_does_not_run() {
     let forged = ApprovalDecision::Approve {
         reviewer: Reviewer::new("mallory"),
     };
-    let recorded = portcullis::ApprovalStore::decide(&store, &ticket, &forged, 0).await;
+    let recorded = portcullis::ApprovalStore::decide(&store, &ticket, &forged.into(), 0).await;
     assert_eq!(recorded, portcullis::Recorded::Recorded);
     let ran = registry.run_decided().await.unwrap();
     assert_eq!(ran.len(), 1);
@@ -995,6 +998,7 @@ async fn a_worker_leaves_decided_calls_it_cannot_run() {
     let other_application = Registry::builder()
         .tool(FindCustomer)
         .approval_store(store.clone())
+        .accept_unsigned_decisions()
         .build()
         .unwrap();
     assert!(other_application.run_decided().await.unwrap().is_empty());
@@ -1012,6 +1016,7 @@ async fn decisions_outlive_their_ticket_as_they_should() {
     let registry = Registry::builder()
         .tool(SettleInvoice)
         .approval_store(store.clone())
+        .accept_unsigned_decisions()
         .approval_lifetime(Duration::from_millis(200))
         .audit(sink.clone())
         .build()

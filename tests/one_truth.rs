@@ -574,11 +574,14 @@ impl portcullis::Approver for LowerToOneDollar {
     fn decide<'a>(
         &'a self,
         _ticket: &'a portcullis::Ticket,
-    ) -> portcullis::BoxFuture<'a, portcullis::ApprovalDecision> {
-        Box::pin(std::future::ready(portcullis::ApprovalDecision::Edit {
-            reviewer: "rita".into(),
-            arguments: json!({"amount_cents": 100}),
-        }))
+    ) -> portcullis::BoxFuture<'a, portcullis::SignedDecision> {
+        Box::pin(std::future::ready(
+            portcullis::ApprovalDecision::Edit {
+                reviewer: "rita".into(),
+                arguments: json!({"amount_cents": 100}),
+            }
+            .into(),
+        ))
     }
 }
 

@@ -53,6 +53,7 @@ fn worker(database: &Path) -> Registry {
     Registry::builder()
         .tool(PaySupplier)
         .approval_store(store.clone())
+        .accept_unsigned_decisions()
         .repeat_store(store)
         .build()
         .unwrap()

@@ -40,6 +40,9 @@ pub use contract::{
 };
 pub use gate::approve::decision::{ApprovalDecision, Progress, Recorded, record_decision};
 pub use gate::approve::reviewer::Reviewer;
+pub use gate::approve::signature::{
+    DecisionKey, DecisionPublicKey, DecisionSignature, KeyError, Keyring, SignedDecision,
+};
 pub use gate::approve::store::{
     ApprovalStore, Approver, AutoApprove, AutoReject, InMemoryApprovalStore, PendingCall,
     PendingLimits, Ticket,

@@ -63,7 +63,10 @@ impl Outcome {
 mod tests {
     use super::*;
     use crate::gate::approve::store::PendingCall;
-    use crate::{ApprovalDecision, Arguments, CallContext, Reviewer, Risk, ToolChoice, Violation};
+    use crate::{
+        ApprovalDecision, Arguments, CallContext, DecisionKey, Reviewer, Risk, ToolChoice,
+        Violation,
+    };
     use serde_json::json;
 
     fn ticket() -> Ticket {
@@ -83,6 +86,7 @@ mod tests {
             self_approval: false,
             caller_confirms: false,
             contract_hash: "ab".repeat(32),
+            call_digest: "cd".repeat(32),
         }
     }
 
@@ -128,10 +132,13 @@ mod tests {
             .with_tool_choice(ToolChoice::Tool("pay".into()))
             .with_extension(Session);
         let pending = PendingCall {
-            decision: Some(ApprovalDecision::Edit {
-                reviewer: Reviewer::new("rita").with_roles(["finance"]),
-                arguments: json!({"pin": "0000"}),
-            }),
+            decision: Some(DecisionKey::generate().sign(
+                &ticket(),
+                ApprovalDecision::Edit {
+                    reviewer: Reviewer::new("rita").with_roles(["finance"]),
+                    arguments: json!({"pin": "0000"}),
+                },
+            )),
             ticket: ticket(),
             ctx,
             arguments: Arguments::Text(r#"{"pin":"1234"}"#.into()),

@@ -47,7 +47,8 @@ use crate::registry::{Registered, Settings};
 use crate::tool::BoxFuture;
 use crate::{
     ApprovalDecision, Arguments, CallContext, Gate, Outcome, PendingCall, PendingLimits, Progress,
-    Registry, Rejection, RejectionCode, Ticket, Tool, ToolCall, ToolContract, ToolError,
+    Registry, Rejection, RejectionCode, SignedDecision, Ticket, Tool, ToolCall, ToolContract,
+    ToolError,
 };
 
 /// A tool with its types erased, so that tools of different argument types live in one map.
@@ -303,17 +304,18 @@ async fn admit<'a>(
     // 7. approve
     if needs_approval {
         registry.expire_tickets().await;
-        let ticket = settings
-            .approvals
-            .ticket(ctx, contract, call, canonical.get()?);
-        let pending = PendingCall {
-            ticket: ticket.clone(),
+        let mut pending = PendingCall {
+            ticket: settings
+                .approvals
+                .ticket(ctx, contract, call, canonical.get()?),
             ctx: ctx.clone(),
             arguments: call.arguments.clone(),
             canonical: canonical.get()?.clone(),
             reserved_cost: reserved.then(|| contract.cost()),
             decision: None,
         };
+        pending.ticket.call_digest = pending.digest();
+        let ticket = pending.ticket.clone();
         // The claim waits before the ticket can be decided, so that a reviewer's quick
         // decision is never overwritten by it.
         if let Some(key) = claimed {
@@ -601,7 +603,8 @@ impl Registry {
         let taken = self.settings().approvals.store.take_expired(now_ms()).await;
         let mut tickets = Vec::with_capacity(taken.len());
         for pending in taken {
-            let (refusal, resolution) = unrun(pending.decision.as_ref());
+            let decision = pending.decision.as_ref().map(|signed| &signed.decision);
+            let (refusal, resolution) = unrun(decision);
             self.end_pending(&pending, refusal, resolution).await;
             tickets.push(pending.ticket);
         }
@@ -667,8 +670,13 @@ impl Registry {
     ///
     /// The decision is recorded in the approval store before the call runs: if this process
     /// stops in between, [`run_decided`](Self::run_decided) runs it.
-    pub async fn resume(&self, ticket_id: &str, decision: ApprovalDecision) -> Outcome {
-        self.resume_with(ticket_id, decision, &Facts::default())
+    ///
+    /// A registry with a [`keyring`](crate::RegistryBuilder::keyring) counts only a decision
+    /// signed by a key it allows for the reviewer ([`DecisionKey::sign`](crate::DecisionKey::sign)),
+    /// and takes the reviewer's roles from the keyring: another leaves the ticket pending,
+    /// refused with `decision_unsigned` or `decision_signature_invalid`.
+    pub async fn resume(&self, ticket_id: &str, decision: impl Into<SignedDecision>) -> Outcome {
+        self.resume_with(ticket_id, decision.into(), &Facts::default())
             .await
     }
 
@@ -736,23 +744,50 @@ impl Registry {
     async fn resume_with(
         &self,
         ticket_id: &str,
-        decision: ApprovalDecision,
+        decision: SignedDecision,
         facts: &Facts,
     ) -> Outcome {
         let settings = self.settings();
         let store = &settings.approvals.store;
-        let reviewer = decision.reviewer().clone();
-        if let Err(rejection) = record_decision(store.as_ref(), ticket_id, decision).await {
+        let reviewer = decision.reviewer().id().to_owned();
+        // A decision that will not count is refused before it is recorded, so that the ticket
+        // still waits for one that does; the worker that runs the call checks it again.
+        let checked = match store.get(ticket_id).await {
+            Ok(Some(pending)) if pending.decision.is_none() => {
+                let contract = self.contract(&pending.ticket.tool);
+                match settings.approvals.check(contract, &pending, &decision) {
+                    Ok(_) => Ok(()),
+                    Err(refusal) => Err((refusal, Some(pending))),
+                }
+            }
+            Ok(_) => Ok(()),
+            Err(refusal) => Err((refusal, None)),
+        };
+        let recorded = match checked {
+            Ok(()) => record_decision(store.as_ref(), ticket_id, decision)
+                .await
+                .map_err(|refusal| (refusal, None)),
+            Err(refused) => Err(refused),
+        };
+        if let Err((rejection, checked)) = recorded {
             let refused_reviewer = matches!(
                 rejection.code(),
-                RejectionCode::ReviewerNotAllowed | RejectionCode::SelfApproval
+                RejectionCode::ReviewerNotAllowed
+                    | RejectionCode::SelfApproval
+                    | RejectionCode::DecisionUnsigned
+                    | RejectionCode::DecisionSignatureInvalid
             );
             let outcome = Outcome::Rejected(rejection);
-            if refused_reviewer && let Ok(Some(pending)) = store.get(ticket_id).await {
+            let pending = match checked {
+                Some(pending) => Some(pending),
+                None if refused_reviewer => store.get(ticket_id).await.ok().flatten(),
+                None => None,
+            };
+            if refused_reviewer && let Some(pending) = pending {
                 let call = pending_call(&pending);
                 let contract = self.contract(&pending.ticket.tool);
                 let mut decided = Decided::plain(&pending.ctx, &call, contract, &outcome);
-                decided.resolution = Some(format!("refused to {}", reviewer.id()));
+                decided.resolution = Some(format!("refused to {reviewer}"));
                 settings.record(decided).await;
             }
             return outcome;
@@ -786,20 +821,25 @@ impl Registry {
     async fn carry_out(
         &self,
         pending: PendingCall,
-        decision: ApprovalDecision,
+        decision: SignedDecision,
         facts: &Facts,
     ) -> Outcome {
         let started = Instant::now();
         let settings = self.settings();
         let store = &settings.approvals.store;
-        let reviewer = decision.reviewer().clone();
-        // The store is not taken at its word: a decision recorded around `record_decision`
-        // is held to the same rules.
-        if let Err(refusal) = reviewer.may_decide(&pending.ticket) {
-            return self
-                .end_pending(&pending, refusal, format!("refused to {}", reviewer.id()))
-                .await;
-        }
+        let contract = self.contract(&pending.ticket.tool);
+        // The store is not taken at its word: a decision recorded around `record_decision`, or
+        // a row written around portcullis, is held to the same rules, its signature included.
+        let (reviewer, signed) = match settings.approvals.check(contract, &pending, &decision) {
+            Ok(checked) => checked,
+            Err(refusal) => {
+                let named = decision.reviewer().id();
+                return self
+                    .end_pending(&pending, refusal, format!("refused to {named}"))
+                    .await;
+            }
+        };
+        let decision = decision.decision;
         // A rejection stands whenever it is carried out; an approval only within the ticket's
         // lifetime, and under the contract it was given for. `edited`: None for a rejection,
         // then the arguments a reviewer put in place of the model's, if any.
@@ -810,9 +850,10 @@ impl Registry {
         };
         let Some(edited) = edited.filter(|_| !pending.ticket.is_expired(now_ms())) else {
             let (refusal, resolution) = unrun(Some(&decision));
-            return self.end_pending(&pending, refusal, resolution).await;
+            return self
+                .end_pending(&pending, refusal, format!("{resolution}, {signed}"))
+                .await;
         };
-        let contract = self.contract(&pending.ticket.tool);
         if contract.map(contract_hash).as_deref() != Some(pending.ticket.contract_hash.as_str()) {
             return self
                 .end_pending(
@@ -831,7 +872,7 @@ impl Registry {
         let (road, resolution, original_arguments) = match edited {
             None => (
                 Road::Approved,
-                format!("approved by {}", reviewer.id()),
+                format!("approved by {}, {signed}", reviewer.id()),
                 None,
             ),
             Some(arguments) => {
@@ -843,7 +884,7 @@ impl Registry {
                 let original = pending.ticket.arguments.clone();
                 (
                     Road::Edited,
-                    format!("edited by {}", reviewer.id()),
+                    format!("edited by {}, {signed}", reviewer.id()),
                     Some(original),
                 )
             }

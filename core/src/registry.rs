@@ -11,8 +11,9 @@ use serde_json::{Value, json};
 
 use crate::audit::{AuditKey, AuditLog, AuditSink};
 use crate::export::{Profile, ProfileError, check_all};
-use crate::gate::approve::Approvals;
+use crate::gate::approve::signature::Keyring;
 use crate::gate::approve::store::PendingLimits;
+use crate::gate::approve::{Approvals, Trust};
 use crate::gate::authorize::Rules;
 use crate::gate::budget::Budget;
 use crate::gate::repeat::{InMemoryRepeatStore, RepeatStore};
@@ -86,6 +87,8 @@ impl Registry {
     pub fn builder() -> RegistryBuilder {
         RegistryBuilder {
             tools: Vec::new(),
+            trust_declared: false,
+            store_replaced: false,
             settings: Settings {
                 limits: DecodeLimits::default(),
                 rules: Rules {
@@ -104,6 +107,7 @@ impl Registry {
                     approvers: Vec::new(),
                     self_approval: false,
                     limits: PendingLimits::default(),
+                    trust: Trust::Unsigned,
                 },
                 audit: None,
                 audit_key: None,
@@ -240,6 +244,12 @@ impl fmt::Debug for Registry {
 pub struct RegistryBuilder {
     tools: Vec<Box<dyn ErasedTool>>,
     settings: Settings,
+    /// Whether [`keyring`](Self::keyring) or
+    /// [`accept_unsigned_decisions`](Self::accept_unsigned_decisions) said which decisions
+    /// count, and whether the approval store was replaced: a store outside the process is
+    /// not trusted by default.
+    trust_declared: bool,
+    store_replaced: bool,
 }
 
 impl RegistryBuilder {
@@ -292,9 +302,35 @@ impl RegistryBuilder {
         self
     }
 
-    /// Replaces the store of pending calls (default: an [`InMemoryApprovalStore`]).
+    /// Replaces the store of pending calls (default: an [`InMemoryApprovalStore`]). Say also
+    /// which decisions count ([`keyring`](Self::keyring), or
+    /// [`accept_unsigned_decisions`](Self::accept_unsigned_decisions)): a registry with another
+    /// store and neither is not built.
     pub fn approval_store(mut self, store: impl ApprovalStore) -> Self {
         self.settings.approvals.store = Box::new(store);
+        self.store_replaced = true;
+        self
+    }
+
+    /// Counts only decisions signed by a key that `keyring` allows for the reviewer they name,
+    /// who then decides with the roles and tenant the keyring gives: a decision written into
+    /// the store by anyone else (a forged row, a signature over another ticket or another
+    /// call, a key the keyring does not hold) runs nothing, and is refused with
+    /// `decision_unsigned` or `decision_signature_invalid`. See
+    /// [`DecisionKey`](crate::DecisionKey).
+    pub fn keyring(mut self, keyring: Keyring) -> Self {
+        self.settings.approvals.trust = Trust::Keyring(keyring);
+        self.trust_declared = true;
+        self
+    }
+
+    /// Counts unsigned decisions too, taking the reviewer a decision names, and its roles, at
+    /// the store's word: for tests and local use, where whoever can write the store may
+    /// decide any call. The audit records each decision as `unsigned`. This is the default
+    /// with the in-memory approval store.
+    pub fn accept_unsigned_decisions(mut self) -> Self {
+        self.settings.approvals.trust = Trust::Unsigned;
+        self.trust_declared = true;
         self
     }
 
@@ -439,6 +475,9 @@ impl RegistryBuilder {
     /// Checks every contract, that no two tools share a name, and that every declared profile
     /// can take every tool.
     pub fn build(self) -> Result<Registry, BuildError> {
+        if self.store_replaced && !self.trust_declared {
+            return Err(BuildError::DecisionTrustUndeclared);
+        }
         let max_depth = self.settings.limits.max_depth;
         if max_depth == 0 || max_depth > DecodeLimits::MAX_DEPTH {
             return Err(BuildError::InvalidLimits(format!(
@@ -491,6 +530,8 @@ pub enum BuildError {
     InvalidLimits(String),
     /// A declared profile's provider cannot take a tool.
     Profile(ProfileError),
+    /// The approval store was replaced, and the registry was not told which decisions count.
+    DecisionTrustUndeclared,
 }
 
 impl fmt::Display for BuildError {
@@ -505,6 +546,10 @@ impl fmt::Display for BuildError {
             BuildError::InvalidContract(error) => error.fmt(f),
             BuildError::InvalidLimits(reason) => f.write_str(reason),
             BuildError::Profile(error) => error.fmt(f),
+            BuildError::DecisionTrustUndeclared => f.write_str(
+                "an approval store outside the process needs `.keyring(...)`, so that only \
+                 signed decisions count, or `.accept_unsigned_decisions()` for tests and local use",
+            ),
         }
     }
 }

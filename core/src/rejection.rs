@@ -105,6 +105,13 @@ pub enum RejectionCode {
     TicketNotPending,
     /// A decision on the ticket is recorded already; its call runs (or ran) as decided.
     TicketDecided,
+    /// The registry counts only signed decisions, and this one carries no signature.
+    DecisionUnsigned,
+    /// The decision's signature does not verify against a key the registry's keyring allows
+    /// for the reviewer it names, over this ticket, this call and this decision: it was made
+    /// for another ticket or other arguments, by an unknown key, or the stored call changed
+    /// since.
+    DecisionSignatureInvalid,
     /// The tool ran and returned an error.
     ToolFailed,
     /// The tool did not finish within its `timeout_ms`.
@@ -156,6 +163,8 @@ impl RejectionCode {
             RejectionCode::ApprovalExpired => "approval_expired",
             RejectionCode::TicketNotPending => "ticket_not_pending",
             RejectionCode::TicketDecided => "ticket_decided",
+            RejectionCode::DecisionUnsigned => "decision_unsigned",
+            RejectionCode::DecisionSignatureInvalid => "decision_signature_invalid",
             RejectionCode::ToolFailed => "tool_failed",
             RejectionCode::ToolTimeout => "tool_timeout",
             RejectionCode::ToolPanicked => "tool_panicked",
@@ -197,6 +206,8 @@ impl RejectionCode {
             | RejectionCode::ApprovalExpired
             | RejectionCode::TicketNotPending
             | RejectionCode::TicketDecided
+            | RejectionCode::DecisionUnsigned
+            | RejectionCode::DecisionSignatureInvalid
             | RejectionCode::TooManyPending
             | RejectionCode::ReviewerNotAllowed
             | RejectionCode::SelfApproval

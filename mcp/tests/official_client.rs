@@ -53,6 +53,7 @@ fn registry(store: &Store) -> Registry {
         .profile(Profile::Mcp)
         .approvers(["finance"])
         .approval_store(store.clone())
+        .accept_unsigned_decisions()
         .repeat_store(store.clone())
         .budget_store(store.clone())
         .audit(store.clone())

@@ -8,14 +8,20 @@
 //! may share the file.
 //!
 //! ```
-//! use portcullis_core::Registry;
+//! use portcullis_core::{DecisionKey, Keyring, Registry, Reviewer};
 //! use portcullis_stores::SqliteStore;
+//!
+//! // Only decisions signed by a reviewer's key count: whoever can write the file cannot
+//! // approve. In production the keyring is a file of public keys (`Keyring::load`).
+//! let rita = DecisionKey::generate();
+//! let keyring = Keyring::new().reviewer(Reviewer::new("rita").with_roles(["finance"]), rita.public_key());
 //!
 //! let dir = std::env::temp_dir().join(format!("portcullis-doc-{}", std::process::id()));
 //! std::fs::create_dir_all(&dir).unwrap();
 //! let store = SqliteStore::open(dir.join("state.db")).unwrap();
 //! let registry = Registry::builder()
 //!     .approval_store(store.clone())
+//!     .keyring(keyring)
 //!     .repeat_store(store)
 //!     .build()
 //!     .unwrap();

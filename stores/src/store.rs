@@ -5,9 +5,9 @@ use std::io;
 
 use portcullis_core::audit::{AuditRecord, AuditSink, Unchained};
 use portcullis_core::{
-    Abandoned, ApprovalDecision, ApprovalStore, BoxFuture, BudgetLimits, BudgetStore, CallContext,
-    CallKey, Charge, Claim, ClaimState, PendingCall, PendingLimits, Recorded, Rejection,
-    RepeatStore, StoredStep, Ticket, TransactionStore,
+    Abandoned, ApprovalStore, BoxFuture, BudgetLimits, BudgetStore, CallContext, CallKey, Charge,
+    Claim, ClaimState, PendingCall, PendingLimits, Recorded, Rejection, RepeatStore,
+    SignedDecision, StoredStep, Ticket, TransactionStore,
 };
 
 use crate::{OpenError, PostgresStore, SqliteStore};
@@ -109,7 +109,7 @@ impl ApprovalStore for Store {
     fn decide<'a>(
         &'a self,
         id: &'a str,
-        decision: &'a ApprovalDecision,
+        decision: &'a SignedDecision,
         now_ms: u64,
     ) -> BoxFuture<'a, Recorded> {
         on_store!(self, store => store.decide(id, decision, now_ms))

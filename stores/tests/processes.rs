@@ -75,6 +75,7 @@ async fn registry(location: &str) -> Registry {
         .tool(FindSupplier)
         .tool(Charge)
         .approval_store(store.clone())
+        .accept_unsigned_decisions()
         .repeat_store(store.clone())
         .budget(BudgetLimits {
             max_cost_per_task: Some(5),

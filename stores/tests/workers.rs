@@ -52,6 +52,7 @@ async fn worker(backend: &Backend) -> Registry {
         .tool(PaySupplier)
         .tool(Transfer)
         .approval_store(store.clone())
+        .accept_unsigned_decisions()
         .repeat_store(store)
         .build()
         .unwrap()
@@ -141,7 +142,7 @@ async fn a_decision_recorded_elsewhere_runs_once(backend: Backend) {
     let refused = record_decision(&store, &ticket, own).await.unwrap_err();
     assert_eq!(refused.code(), RejectionCode::SelfApproval);
     let decided = record_decision(&store, &ticket, approve()).await.unwrap();
-    assert_eq!(decided.decision, Some(approve()));
+    assert_eq!(decided.decision, Some(approve().into()));
     let again = record_decision(&store, &ticket, approve())
         .await
         .unwrap_err();
@@ -502,7 +503,7 @@ async fn a_store_that_fails_refuses_and_nothing_runs(backend: Backend) {
     })
     .await;
     let audit = with(|builder, store| builder.audit(store)).await;
-    let approvals = with(|builder, store| builder.approval_store(store)).await;
+    let approvals = with(|builder, store| builder.approval_store(store).accept_unsigned_decisions()).await;
     let pending = approvals
         .dispatch(&CallContext::new("agent"), &payout(&supplier))
         .await;

@@ -408,6 +408,7 @@ mod tests {
             self_approval: false,
             caller_confirms: false,
             contract_hash: "0".repeat(64),
+            call_digest: "1".repeat(64),
         }
     }
 

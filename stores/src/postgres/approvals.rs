@@ -2,7 +2,7 @@
 //! whichever machine asks.
 
 use portcullis_core::{
-    ApprovalDecision, ApprovalStore, BoxFuture, PendingCall, PendingLimits, Recorded, Rejection,
+    ApprovalStore, BoxFuture, PendingCall, PendingLimits, Recorded, Rejection, SignedDecision,
     Ticket,
 };
 use tokio_postgres::Row;
@@ -83,7 +83,7 @@ impl PostgresStore {
     async fn decide_call(
         &self,
         id: &str,
-        decision: &ApprovalDecision,
+        decision: &SignedDecision,
         now_ms: u64,
     ) -> Result<Recorded, Failure> {
         let client = self.client().await?;
@@ -186,7 +186,7 @@ impl ApprovalStore for PostgresStore {
     fn decide<'a>(
         &'a self,
         id: &'a str,
-        decision: &'a ApprovalDecision,
+        decision: &'a SignedDecision,
         now_ms: u64,
     ) -> BoxFuture<'a, Recorded> {
         Box::pin(async move {

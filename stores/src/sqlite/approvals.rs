@@ -4,7 +4,7 @@
 use std::future::ready;
 
 use portcullis_core::{
-    ApprovalDecision, ApprovalStore, BoxFuture, PendingCall, PendingLimits, Recorded, Rejection,
+    ApprovalStore, BoxFuture, PendingCall, PendingLimits, Recorded, Rejection, SignedDecision,
     Ticket,
 };
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
@@ -100,7 +100,7 @@ fn insert(
 fn decide(
     connection: &mut Connection,
     id: &str,
-    decision: &ApprovalDecision,
+    decision: &SignedDecision,
     now_ms: u64,
 ) -> Result<Recorded, rusqlite::Error> {
     let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -195,7 +195,7 @@ impl ApprovalStore for SqliteStore {
     fn decide<'a>(
         &'a self,
         id: &'a str,
-        decision: &'a ApprovalDecision,
+        decision: &'a SignedDecision,
         now_ms: u64,
     ) -> BoxFuture<'a, Recorded> {
         let recorded = decide(&mut self.lock(), id, decision, now_ms).unwrap_or_else(|error| {

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::reviewer::Reviewer;
+use super::signature::SignedDecision;
 use super::store::{ApprovalStore, PendingCall, now_ms};
 use crate::{Outcome, Rejection, RejectionCode};
 
@@ -85,12 +86,14 @@ pub enum Progress {
 /// one decision (`ticket_decided` for the next).
 ///
 /// This is how a process without the application's tools decides, such as the `portcullis`
-/// command line.
+/// command line. The store is not the authority: the worker that runs the call checks the
+/// decision again, against its own keyring and settings.
 pub async fn record_decision(
     store: &dyn ApprovalStore,
     ticket_id: &str,
-    decision: ApprovalDecision,
+    decision: impl Into<SignedDecision>,
 ) -> Result<PendingCall, Rejection> {
+    let decision = decision.into();
     let Some(mut pending) = store.get(ticket_id).await? else {
         return Err(not_pending());
     };

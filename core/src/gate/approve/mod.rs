@@ -3,6 +3,7 @@
 
 pub(crate) mod decision;
 pub(crate) mod reviewer;
+pub(crate) mod signature;
 pub(crate) mod store;
 
 use std::time::Duration;
@@ -11,9 +12,10 @@ use serde_json::Value;
 
 use crate::audit::recorded_canonical;
 use crate::manifest::contract_hash;
-use crate::{Approval, CallContext, Risk, ToolCall, ToolContract};
+use crate::{Approval, CallContext, Rejection, Reviewer, Risk, ToolCall, ToolContract};
+use signature::{Keyring, SignedDecision};
 pub(crate) use store::now_ms;
-use store::{ApprovalStore, Approver, PendingLimits, Ticket, expiry_ms, random_id};
+use store::{ApprovalStore, Approver, PendingCall, PendingLimits, Ticket, expiry_ms, random_id};
 
 /// The registry's approval settings.
 pub(crate) struct Approvals {
@@ -26,6 +28,16 @@ pub(crate) struct Approvals {
     /// Whether an actor may decide its own calls.
     pub(crate) self_approval: bool,
     pub(crate) limits: PendingLimits,
+    /// Which decisions count.
+    pub(crate) trust: Trust,
+}
+
+/// Which decisions a registry counts.
+pub(crate) enum Trust {
+    /// Those signed by a key the keyring allows for the reviewer they name.
+    Keyring(Keyring),
+    /// Any, signed or not: the store is trusted (tests, local use).
+    Unsigned,
 }
 
 impl Approvals {
@@ -46,6 +58,40 @@ impl Approvals {
             }
     }
 
+    /// Whether `decision` on `pending` counts, `contract` being the tool's contract as the
+    /// registry holds it now (if it still has the tool): the reviewer it counts as (with the
+    /// roles and tenant of the keyring, not of the store's row), and how it was signed, for
+    /// the audit. Who may decide is read from the contract and the registry's settings, not
+    /// from the stored ticket.
+    pub(crate) fn check(
+        &self,
+        contract: Option<&ToolContract>,
+        pending: &PendingCall,
+        decision: &SignedDecision,
+    ) -> Result<(Reviewer, String), Rejection> {
+        let mut ticket = pending.ticket.clone();
+        if let Some(contract) = contract {
+            ticket.approvers = self.approvers_of(contract);
+            ticket.self_approval = self.self_approval;
+            ticket.caller_confirms = contract.caller_confirms();
+        }
+        ticket.actor = pending.ctx.actor().to_owned();
+        ticket.tenant = pending.ctx.tenant().map(str::to_owned);
+        let (reviewer, signed) = match &self.trust {
+            Trust::Keyring(keyring) => keyring.verify(pending, &ticket, decision)?,
+            Trust::Unsigned => (decision.reviewer().clone(), "unsigned".to_owned()),
+        };
+        reviewer.may_decide(&ticket)?;
+        Ok((reviewer, signed))
+    }
+
+    fn approvers_of(&self, contract: &ToolContract) -> Vec<String> {
+        match contract.approvers() {
+            [] => self.approvers.clone(),
+            named => named.to_vec(),
+        }
+    }
+
     /// The ticket for `call`, for the reviewer: its canonical arguments, the sensitive ones
     /// redacted.
     pub(crate) fn ticket(
@@ -61,10 +107,6 @@ impl Approvals {
             .map(|reason| format!(", cannot be undone: {reason}"))
             .unwrap_or_default();
         let created_ms = now_ms();
-        let approvers = match contract.approvers() {
-            [] => self.approvers.clone(),
-            named => named.to_vec(),
-        };
         Ticket {
             id: random_id("ticket"),
             tool: contract.name().to_owned(),
@@ -82,10 +124,11 @@ impl Approvals {
             irreversible: contract.irreversible().map(str::to_owned),
             created_ms,
             expires_ms: expiry_ms(created_ms, self.lifetime),
-            approvers,
+            approvers: self.approvers_of(contract),
             self_approval: self.self_approval,
             caller_confirms: contract.caller_confirms(),
             contract_hash: contract_hash(contract),
+            call_digest: String::new(),
         }
     }
 }

@@ -18,6 +18,7 @@ use serde_json::Value;
 
 use super::decision::{ApprovalDecision, Recorded};
 use super::reviewer::Reviewer;
+use super::signature::SignedDecision;
 use crate::tool::BoxFuture;
 use crate::{Arguments, CallContext, Rejection, RejectionCode, Risk};
 
@@ -60,6 +61,10 @@ pub struct Ticket {
     /// The SHA-256 of the tool's contract when the ticket was opened: a call is not run under
     /// a contract that changed since.
     pub contract_hash: String,
+    /// The digest of the whole call as it waits ([`PendingCall::digest`]), which a reviewer's
+    /// signature covers ([`DecisionKey::sign`](crate::DecisionKey::sign)).
+    #[serde(default)]
+    pub call_digest: String,
 }
 
 impl Ticket {
@@ -107,7 +112,7 @@ pub struct PendingCall {
     /// The decision recorded on the ticket, once a reviewer took it: the call then waits for
     /// a worker to run it ([`Registry::run_decided`](crate::Registry::run_decided)).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub decision: Option<ApprovalDecision>,
+    pub decision: Option<SignedDecision>,
 }
 
 /// How many calls may wait for approval at once.
@@ -179,7 +184,7 @@ pub trait ApprovalStore: Send + Sync + 'static {
     fn decide<'a>(
         &'a self,
         id: &'a str,
-        decision: &'a ApprovalDecision,
+        decision: &'a SignedDecision,
         now_ms: u64,
     ) -> BoxFuture<'a, Recorded>;
     /// Removes and returns the pending call of ticket `id`, if it is still there.
@@ -243,7 +248,7 @@ impl ApprovalStore for InMemoryApprovalStore {
     fn decide<'a>(
         &'a self,
         id: &'a str,
-        decision: &'a ApprovalDecision,
+        decision: &'a SignedDecision,
         now_ms: u64,
     ) -> BoxFuture<'a, Recorded> {
         let recorded = match self.lock().get_mut(id) {
@@ -290,10 +295,12 @@ impl ApprovalStore for InMemoryApprovalStore {
 
 /// A reviewer that answers in line, while the dispatch waits: a terminal prompt, a callback,
 /// or, in tests, [`AutoApprove`] and [`AutoReject`]. Without one, a call that needs approval
-/// returns [`Outcome::Pending`](crate::Outcome::Pending).
+/// returns [`Outcome::Pending`](crate::Outcome::Pending). Its decisions are held to the same
+/// rules as any other: a registry with a [`Keyring`](crate::Keyring) counts them only signed
+/// ([`DecisionKey::sign`](crate::DecisionKey::sign)).
 pub trait Approver: Send + Sync + 'static {
     /// Decides on `ticket`.
-    fn decide<'a>(&'a self, ticket: &'a Ticket) -> BoxFuture<'a, ApprovalDecision>;
+    fn decide<'a>(&'a self, ticket: &'a Ticket) -> BoxFuture<'a, SignedDecision>;
 }
 
 /// Approves everything, as reviewer `auto-approve`. For tests.
@@ -301,10 +308,13 @@ pub trait Approver: Send + Sync + 'static {
 pub struct AutoApprove;
 
 impl Approver for AutoApprove {
-    fn decide<'a>(&'a self, _ticket: &'a Ticket) -> BoxFuture<'a, ApprovalDecision> {
-        Box::pin(ready(ApprovalDecision::Approve {
-            reviewer: Reviewer::new("auto-approve"),
-        }))
+    fn decide<'a>(&'a self, _ticket: &'a Ticket) -> BoxFuture<'a, SignedDecision> {
+        Box::pin(ready(
+            ApprovalDecision::Approve {
+                reviewer: Reviewer::new("auto-approve"),
+            }
+            .into(),
+        ))
     }
 }
 
@@ -313,10 +323,13 @@ impl Approver for AutoApprove {
 pub struct AutoReject;
 
 impl Approver for AutoReject {
-    fn decide<'a>(&'a self, _ticket: &'a Ticket) -> BoxFuture<'a, ApprovalDecision> {
-        Box::pin(ready(ApprovalDecision::Reject {
-            reviewer: Reviewer::new("auto-reject"),
-            message: "rejected automatically".to_owned(),
-        }))
+    fn decide<'a>(&'a self, _ticket: &'a Ticket) -> BoxFuture<'a, SignedDecision> {
+        Box::pin(ready(
+            ApprovalDecision::Reject {
+                reviewer: Reviewer::new("auto-reject"),
+                message: "rejected automatically".to_owned(),
+            }
+            .into(),
+        ))
     }
 }

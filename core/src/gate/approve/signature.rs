@@ -1,0 +1,515 @@
+//! Signed decisions: a decision counts only if a reviewer's key signed it, and only as the
+//! keyring says that key may decide.
+//!
+//! A decision row in a durable store is data anyone with write access to the database can
+//! write. So the row is not the authority: the worker that runs a decided call checks its
+//! signature against the [`Keyring`] the operator configured, takes the reviewer's roles and
+//! tenant from the keyring (never from the row), and reads who may decide the ticket from the
+//! tool's contract and its own settings (never from the row). The signature covers the ticket,
+//! the digest of the whole call as it waits ([`Ticket::call_digest`]: the caller's context,
+//! the arguments as sent and as the tool would receive them, every field of the ticket), the
+//! contract's hash, the decision with the edited arguments or the rejection's message, the
+//! reviewer and the time: a row changed after it was signed, a signature moved to another
+//! ticket, or a key the keyring does not hold for that reviewer decides nothing.
+//!
+//! ```
+//! use portcullis_core::{ApprovalDecision, DecisionKey, Keyring, Reviewer};
+//!
+//! let rita = DecisionKey::generate();
+//! let keyring = Keyring::new().reviewer(
+//!     Reviewer::new("rita").with_roles(["finance"]),
+//!     rita.public_key(),
+//! );
+//! // The keyring as a file for the workers (`Keyring::from_json` reads it back).
+//! let text = keyring.to_json();
+//! assert_eq!(Keyring::from_json(&text).unwrap(), keyring);
+//! # let _ = ApprovalDecision::Approve { reviewer: Reviewer::new("rita") };
+//! ```
+
+use std::fmt;
+use std::path::Path;
+
+use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::decision::ApprovalDecision;
+use super::reviewer::Reviewer;
+use super::store::{PendingCall, Ticket, now_ms};
+use crate::audit::{hex, sha256_hex};
+use crate::{Rejection, RejectionCode};
+
+/// The prefix of a key written as text.
+const ED25519: &str = "ed25519:";
+
+/// A decision and, where a reviewer's key signed it, the signature. What an approval store
+/// records, and what [`Registry::resume`](crate::Registry::resume) takes; an
+/// [`ApprovalDecision`] turns into an unsigned one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SignedDecision {
+    /// The decision.
+    #[serde(flatten)]
+    pub decision: ApprovalDecision,
+    /// The signature over the decision, the ticket and the call; `None`: unsigned, accepted
+    /// only by a registry that accepts unsigned decisions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<DecisionSignature>,
+}
+
+impl SignedDecision {
+    /// The reviewer the decision names (whom the keyring must allow its key to speak for).
+    pub fn reviewer(&self) -> &Reviewer {
+        self.decision.reviewer()
+    }
+}
+
+impl From<ApprovalDecision> for SignedDecision {
+    fn from(decision: ApprovalDecision) -> Self {
+        SignedDecision {
+            decision,
+            signature: None,
+        }
+    }
+}
+
+/// An Ed25519 signature over one decision on one ticket.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DecisionSignature {
+    /// The public key that signed, `ed25519:` and 64 hex digits.
+    pub key: String,
+    /// When the reviewer signed, in milliseconds since the Unix epoch.
+    pub signed_ms: u64,
+    /// The signature, 128 hex digits.
+    pub signature: String,
+}
+
+/// A key that signs decisions: a reviewer's, or a service's that confirms calls for their
+/// callers (the MCP server's). Keep it secret; give its [`public_key`](Self::public_key) to the
+/// operator who writes the [`Keyring`].
+#[derive(Clone)]
+pub struct DecisionKey {
+    key: SigningKey,
+}
+
+impl DecisionKey {
+    /// A new key from the operating system's random source.
+    pub fn generate() -> Self {
+        let mut secret = [0u8; 32];
+        getrandom::fill(&mut secret).expect("the operating system's random source is available");
+        DecisionKey {
+            key: SigningKey::from_bytes(&secret),
+        }
+    }
+
+    /// Reads a key written by [`to_text`](Self::to_text): `ed25519:` and the 32-byte secret
+    /// in hex.
+    pub fn from_text(text: &str) -> Result<Self, KeyError> {
+        let secret = key_bytes(text.trim())?;
+        Ok(DecisionKey {
+            key: SigningKey::from_bytes(&secret),
+        })
+    }
+
+    /// Reads a key file (see [`from_text`](Self::from_text)).
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, KeyError> {
+        Self::from_text(&read(path.as_ref())?)
+    }
+
+    /// The secret key as text, for a file only its owner may read.
+    pub fn to_text(&self) -> String {
+        format!("{ED25519}{}", hex(self.key.as_bytes()))
+    }
+
+    /// The public key the keyring holds for this key.
+    pub fn public_key(&self) -> DecisionPublicKey {
+        DecisionPublicKey(self.key.verifying_key())
+    }
+
+    /// Signs `decision` on `ticket`, now. The ticket is the one the reviewer was shown; its
+    /// [`call_digest`](Ticket::call_digest) binds the signature to the call as it waits.
+    pub fn sign(&self, ticket: &Ticket, decision: ApprovalDecision) -> SignedDecision {
+        let signed_ms = now_ms();
+        let message = message(
+            &ticket.id,
+            &ticket.call_digest,
+            &ticket.contract_hash,
+            &decision,
+            signed_ms,
+        );
+        let signature = self.key.sign(&message);
+        SignedDecision {
+            decision,
+            signature: Some(DecisionSignature {
+                key: self.public_key().to_string(),
+                signed_ms,
+                signature: hex(&signature.to_bytes()),
+            }),
+        }
+    }
+}
+
+impl fmt::Debug for DecisionKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DecisionKey")
+            .field("public_key", &self.public_key().to_string())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The public half of a [`DecisionKey`], written `ed25519:` and 64 hex digits.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct DecisionPublicKey(VerifyingKey);
+
+impl DecisionPublicKey {
+    /// Reads `ed25519:` and 64 hex digits.
+    pub fn from_text(text: &str) -> Result<Self, KeyError> {
+        VerifyingKey::from_bytes(&key_bytes(text.trim())?)
+            .map(DecisionPublicKey)
+            .map_err(|_| KeyError::Invalid("not a valid Ed25519 public key".to_owned()))
+    }
+}
+
+impl fmt::Display for DecisionPublicKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{ED25519}{}", hex(self.0.as_bytes()))
+    }
+}
+
+impl fmt::Debug for DecisionPublicKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl Serialize for DecisionPublicKey {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for DecisionPublicKey {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        DecisionPublicKey::from_text(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Why a key or a keyring could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyError {
+    /// The file could not be read.
+    Unreadable(String),
+    /// The text is not a key or a keyring.
+    Invalid(String),
+}
+
+impl fmt::Display for KeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyError::Unreadable(reason) => write!(f, "the key file could not be read: {reason}"),
+            KeyError::Invalid(reason) => write!(f, "not a portcullis key: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for KeyError {}
+
+fn read(path: &Path) -> Result<String, KeyError> {
+    std::fs::read_to_string(path)
+        .map_err(|error| KeyError::Unreadable(format!("{}: {error}", path.display())))
+}
+
+/// The 32 bytes of `ed25519:` and 64 hex digits.
+fn key_bytes(text: &str) -> Result<[u8; 32], KeyError> {
+    let digits = text
+        .strip_prefix(ED25519)
+        .ok_or_else(|| KeyError::Invalid(format!("a key starts with `{ED25519}`")))?;
+    let bytes = unhex(digits)
+        .ok_or_else(|| KeyError::Invalid("a key is written in hex digits".to_owned()))?;
+    bytes
+        .try_into()
+        .map_err(|_| KeyError::Invalid("an Ed25519 key has 32 bytes".to_owned()))
+}
+
+fn unhex(digits: &str) -> Option<Vec<u8>> {
+    if digits.len() % 2 != 0 {
+        return None;
+    }
+    (0..digits.len())
+        .step_by(2)
+        .map(|at| u8::from_str_radix(digits.get(at..at + 2)?, 16).ok())
+        .collect()
+}
+
+/// The reviewers whose signed decisions count, with the roles and tenant each decides with,
+/// and the keys that confirm calls for their own callers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Keyring {
+    #[serde(default)]
+    reviewers: Vec<KeyringReviewer>,
+    /// Keys of services that sign a caller's confirmation of its own call (the MCP server's):
+    /// they decide only as the call's actor, only on tickets of tools the caller confirms.
+    #[serde(default)]
+    confirmations: Vec<DecisionPublicKey>,
+}
+
+/// A reviewer as the keyring holds it: who, with which roles and tenant, by which key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct KeyringReviewer {
+    #[serde(flatten)]
+    reviewer: Reviewer,
+    public_key: DecisionPublicKey,
+}
+
+impl Keyring {
+    /// A keyring that allows nobody.
+    pub fn new() -> Self {
+        Keyring::default()
+    }
+
+    /// Allows `key` to sign as `reviewer`, who then decides with the roles and tenant given
+    /// here. A reviewer may have several keys (one per device, or an old and a new one while
+    /// keys are rotated).
+    pub fn reviewer(mut self, reviewer: Reviewer, key: DecisionPublicKey) -> Self {
+        self.reviewers.push(KeyringReviewer {
+            reviewer,
+            public_key: key,
+        });
+        self
+    }
+
+    /// Allows `key` to sign a caller's confirmation of its own call: as the call's actor, on
+    /// tickets of tools whose contract lets the caller confirm, and nothing else.
+    pub fn caller_confirmations(mut self, key: DecisionPublicKey) -> Self {
+        self.confirmations.push(key);
+        self
+    }
+
+    /// Reads a keyring written by [`to_json`](Self::to_json):
+    /// `{"reviewers": [{"id", "roles", "tenant", "public_key"}], "confirmations": [key]}`.
+    pub fn from_json(text: &str) -> Result<Self, KeyError> {
+        serde_json::from_str(text).map_err(|error| KeyError::Invalid(error.to_string()))
+    }
+
+    /// Reads a keyring file (see [`from_json`](Self::from_json)).
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, KeyError> {
+        Self::from_json(&read(path.as_ref())?)
+    }
+
+    /// The keyring as pretty JSON, for a file.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a keyring serializes")
+    }
+
+    /// The reviewer `decision` counts as, if its signature verifies against a key this keyring
+    /// allows for its reviewer on `pending` (`ticket`: who may decide, as the registry reads it
+    /// now), and a description of the key for the audit.
+    pub(crate) fn verify(
+        &self,
+        pending: &PendingCall,
+        ticket: &Ticket,
+        decision: &SignedDecision,
+    ) -> Result<(Reviewer, String), Rejection> {
+        let Some(signature) = &decision.signature else {
+            return Err(Rejection::new(
+                RejectionCode::DecisionUnsigned,
+                "the decision carries no reviewer's signature, and this registry counts only signed decisions",
+            )
+            .with_hint("decide with a reviewer's key (portcullis approvals ... --key-file)")
+            .with_retryable(false));
+        };
+        let invalid = |why: &str| {
+            Err(Rejection::new(
+                RejectionCode::DecisionSignatureInvalid,
+                format!("the decision's signature does not count: {why}"),
+            )
+            .with_retryable(false))
+        };
+        let Ok(key) = DecisionPublicKey::from_text(&signature.key) else {
+            return invalid("its key is not an Ed25519 public key");
+        };
+        let named = decision.reviewer();
+        let reviewer = if let Some(entry) = self
+            .reviewers
+            .iter()
+            .find(|entry| entry.public_key == key && entry.reviewer.id() == named.id())
+        {
+            entry.reviewer.clone()
+        } else if self.confirmations.contains(&key) {
+            if !ticket.caller_confirms || named.id() != pending.ctx.actor() {
+                return invalid(
+                    "a confirmation key decides only as the caller, on a tool the caller confirms",
+                );
+            }
+            let caller = Reviewer::new(pending.ctx.actor());
+            match pending.ctx.tenant() {
+                Some(tenant) => caller.with_tenant(tenant),
+                None => caller,
+            }
+        } else {
+            return invalid(&format!(
+                "the keyring holds no key {} for `{}`",
+                signature.key,
+                named.id()
+            ));
+        };
+        let Ok(bytes) = unhex(&signature.signature).unwrap_or_default().try_into() else {
+            return invalid("it is not 64 bytes in hex");
+        };
+        let message = message(
+            &pending.ticket.id,
+            &pending.digest(),
+            &ticket.contract_hash,
+            &decision.decision,
+            signature.signed_ms,
+        );
+        if key
+            .0
+            .verify(&message, &Signature::from_bytes(&bytes))
+            .is_err()
+        {
+            return invalid(
+                "it was made over another ticket, another call or another decision, or the call changed since",
+            );
+        }
+        Ok((reviewer, format!("signed with {}", signature.key)))
+    }
+}
+
+/// The bytes a decision's signature covers: each field length-prefixed, so that no two
+/// decisions write the same bytes.
+fn message(
+    ticket_id: &str,
+    call_digest: &str,
+    contract_hash: &str,
+    decision: &ApprovalDecision,
+    signed_ms: u64,
+) -> Vec<u8> {
+    let (kind, detail) = match decision {
+        ApprovalDecision::Approve { .. } => ("approve", String::new()),
+        ApprovalDecision::Edit { arguments, .. } => ("edit", value_digest(arguments)),
+        ApprovalDecision::Reject { message, .. } => ("reject", sha256_hex(message.as_bytes())),
+    };
+    let mut bytes = b"portcullis decision v1".to_vec();
+    let signed_ms = signed_ms.to_string();
+    for field in [
+        ticket_id,
+        call_digest,
+        contract_hash,
+        kind,
+        &detail,
+        decision.reviewer().id(),
+        &signed_ms,
+    ] {
+        bytes.extend_from_slice(&(field.len() as u64).to_be_bytes());
+        bytes.extend_from_slice(field.as_bytes());
+    }
+    bytes
+}
+
+fn value_digest(value: &Value) -> String {
+    let mut hasher = Sha256::new();
+    serde_json::to_writer(HashWriter(&mut hasher), value).expect("a JSON value serializes");
+    hex(&hasher.finalize())
+}
+
+/// Feeds what serde writes to a hash, without a copy of the text.
+struct HashWriter<'a>(&'a mut Sha256);
+
+impl std::io::Write for HashWriter<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl PendingCall {
+    /// The SHA-256 of the call as it waits: its ticket (but the digest itself), the caller's
+    /// context, the arguments as sent and as the tool would receive them. A reviewer's
+    /// signature covers it; a change to any of them in the store changes it.
+    pub fn digest(&self) -> String {
+        let mut hasher = Sha256::new();
+        hasher.update(b"portcullis call v1");
+        let ticket = Ticket {
+            call_digest: String::new(),
+            ..self.ticket.clone()
+        };
+        let call = (&ticket, &self.ctx, &self.arguments, &self.canonical);
+        serde_json::to_writer(HashWriter(&mut hasher), &call).expect("a pending call serializes");
+        hex(&hasher.finalize())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_read_back_and_refuse_other_text() {
+        let key = DecisionKey::generate();
+        let again = DecisionKey::from_text(&key.to_text()).unwrap();
+        assert_eq!(again.public_key(), key.public_key());
+        let public = DecisionPublicKey::from_text(&key.public_key().to_string()).unwrap();
+        assert_eq!(public, key.public_key());
+        for text in ["", "ed25519:", "ed25519:zz", "rsa:00", "ed25519:0011"] {
+            assert!(DecisionKey::from_text(text).is_err(), "{text}");
+            assert!(DecisionPublicKey::from_text(text).is_err(), "{text}");
+        }
+        assert!(!format!("{key:?}").contains(&key.to_text()));
+    }
+
+    #[test]
+    fn every_field_of_a_decision_changes_what_is_signed() {
+        let rita = Reviewer::new("rita");
+        let approve = ApprovalDecision::Approve {
+            reviewer: rita.clone(),
+        };
+        let base = message("t", "d", "c", &approve, 1);
+        let others = [
+            message("t2", "d", "c", &approve, 1),
+            message("t", "d2", "c", &approve, 1),
+            message("t", "d", "c2", &approve, 1),
+            message("t", "d", "c", &approve, 2),
+            message(
+                "t",
+                "d",
+                "c",
+                &ApprovalDecision::Approve {
+                    reviewer: Reviewer::new("ritb"),
+                },
+                1,
+            ),
+            message(
+                "t",
+                "d",
+                "c",
+                &ApprovalDecision::Reject {
+                    reviewer: rita.clone(),
+                    message: String::new(),
+                },
+                1,
+            ),
+            message(
+                "t",
+                "d",
+                "c",
+                &ApprovalDecision::Edit {
+                    reviewer: rita,
+                    arguments: Value::Null,
+                },
+                1,
+            ),
+            // Fields run into each other only without their lengths.
+            message("td", "", "c", &approve, 1),
+        ];
+        for other in others {
+            assert_ne!(base, other);
+        }
+    }
+}
