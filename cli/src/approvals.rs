@@ -1,18 +1,21 @@
-//! `portcullis approvals`: the reviewer's queue. A decision is recorded in the store with
-//! `record_decision`, under the rules `Registry::resume` applies; a worker of the application,
-//! which has the tools, runs the call (`Registry::run_decided`).
+//! `portcullis approvals`: the reviewer's queue. A decision is signed with the reviewer's key
+//! and recorded in the store with `record_decision`, under the rules `Registry::resume`
+//! applies; a worker of the application, which has the tools and the keyring, checks the
+//! signature and runs the call (`Registry::run_decided`).
 
 use std::io::{self, Write};
+use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use portcullis_core::{
-    ApprovalDecision, ApprovalStore, Rejection, RejectionCode, Reviewer, Ticket, record_decision,
+    ApprovalDecision, ApprovalStore, Rejection, RejectionCode, Reviewer, SignedDecision, Ticket,
+    record_decision,
 };
 use portcullis_stores::Store;
 use serde_json::{Map, Value};
 
 use crate::table::{self, now_ms, remaining, shorten};
-use crate::{CliError, store, write_json};
+use crate::{CliError, keys, store, write_json};
 
 /// The reviewer's commands.
 #[derive(Debug, Subcommand)]
@@ -82,6 +85,10 @@ pub struct ReviewerArgs {
     /// The reviewer's tenant: it then decides only that tenant's tickets.
     #[arg(long, env = "PORTCULLIS_REVIEWER_TENANT")]
     tenant: Option<String>,
+    /// The reviewer's signing key (`portcullis keys generate`). Workers with a keyring count
+    /// only signed decisions, with the roles their keyring gives the key.
+    #[arg(long, env = "PORTCULLIS_REVIEWER_KEY_FILE", value_name = "FILE")]
+    key_file: Option<PathBuf>,
 }
 
 impl ReviewerArgs {
@@ -120,7 +127,7 @@ pub async fn run(
             let decision = ApprovalDecision::Approve {
                 reviewer: reviewer.required()?,
             };
-            decide(location, &ticket, decision, out).await
+            decide(location, &ticket, decision, &reviewer, out).await
         }
         Command::Edit {
             ticket,
@@ -131,7 +138,7 @@ pub async fn run(
                 reviewer: reviewer.required()?,
                 arguments,
             };
-            decide(location, &ticket, decision, out).await
+            decide(location, &ticket, decision, &reviewer, out).await
         }
         Command::Reject {
             ticket,
@@ -142,7 +149,7 @@ pub async fn run(
                 reviewer: reviewer.required()?,
                 message,
             };
-            decide(location, &ticket, decision, out).await
+            decide(location, &ticket, decision, &reviewer, out).await
         }
     }
 }
@@ -325,6 +332,7 @@ async fn decide(
     location: Option<&str>,
     ticket_id: &str,
     decision: ApprovalDecision,
+    reviewer_args: &ReviewerArgs,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     let verb = match &decision {
@@ -333,14 +341,39 @@ async fn decide(
         ApprovalDecision::Reject { .. } => "rejected",
     };
     let reviewer = decision.reviewer().id().to_owned();
+    let key = reviewer_args
+        .key_file
+        .as_deref()
+        .map(keys::read_key)
+        .transpose()?;
     let store = store::open(location).await?;
+    let decision = match &key {
+        Some(key) => {
+            // The reviewer signs the call the store holds, after checking that it is the call
+            // the ticket was opened for.
+            let pending = store
+                .get(ticket_id)
+                .await
+                .map_err(CliError::Refused)?
+                .ok_or_else(|| CliError::Refused(not_pending()))?;
+            if pending.digest() != pending.ticket.call_digest {
+                return Err(CliError::CallChanged(pending.ticket.id));
+            }
+            key.sign(&pending.ticket, decision)
+        }
+        None => SignedDecision::from(decision),
+    };
     let pending = record_decision(&store, ticket_id, decision)
         .await
         .map_err(CliError::Refused)?;
+    let signed = match key {
+        Some(key) => format!("signed with {}", key.public_key()),
+        None => "unsigned: only workers that accept unsigned decisions run it".to_owned(),
+    };
     writeln!(
         out,
-        "ticket {} ({}) {verb} by {}: the decision is recorded; a worker of the application \
-         runs it (Registry::run_decided)",
+        "ticket {} ({}) {verb} by {} ({signed}): the decision is recorded; a worker of the \
+         application runs it (Registry::run_decided)",
         pending.ticket.id,
         table::printable(&pending.ticket.tool),
         table::printable(&reviewer),

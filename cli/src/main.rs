@@ -8,6 +8,7 @@
 
 mod approvals;
 mod audit;
+mod keys;
 mod manifest;
 mod store;
 mod table;
@@ -32,8 +33,9 @@ Exit codes:
      a JSON object
   3  the store could not be opened or read: no database file at the path, a connection
      that failed, a schema newer than this build knows
-  4  a file named on the command line (manifest, export, audit key) could not be read or
-     is not in the expected format, or the output could not be written";
+  4  a file named on the command line (manifest, export, audit key, signing key) could not
+     be read or written, or is not in the expected format, or the output could not be
+     written";
 
 /// The operator's command line for portcullis: approvals, the audit log, contract manifests
 /// and tool exports.
@@ -56,6 +58,9 @@ enum Command {
     /// The audit log: tail, export, verify its chain.
     #[command(subcommand)]
     Audit(audit::Command),
+    /// Reviewers' signing keys: generate one, print its public key.
+    #[command(subcommand)]
+    Keys(keys::Command),
     /// Contract manifests: what changed between two.
     #[command(subcommand)]
     Manifest(manifest::Command),
@@ -95,6 +100,11 @@ pub enum CliError {
     ManifestsDiffer,
     /// A file named on the command line could not be read.
     ReadFile(PathBuf, io::Error),
+    /// A file named on the command line could not be written.
+    WriteFile(PathBuf, io::Error),
+    /// The call stored under a ticket is not the call the ticket was opened for: someone
+    /// changed it in the store. Nothing is signed.
+    CallChanged(String),
     /// A file named on the command line is not what the command expects.
     BadFile(PathBuf, String),
     /// The output could not be written.
@@ -110,12 +120,18 @@ impl CliError {
             {
                 3
             }
-            CliError::Refused(_) | CliError::ChainBroken { .. } | CliError::ManifestsDiffer => 1,
+            CliError::Refused(_)
+            | CliError::CallChanged(_)
+            | CliError::ChainBroken { .. }
+            | CliError::ManifestsDiffer => 1,
             CliError::NoStoreGiven | CliError::NoReviewer => 2,
             CliError::NoDatabase(_)
             | CliError::StoreUnavailable { .. }
             | CliError::StoreRead(_) => 3,
-            CliError::ReadFile(..) | CliError::BadFile(..) | CliError::Output(_) => 4,
+            CliError::ReadFile(..)
+            | CliError::WriteFile(..)
+            | CliError::BadFile(..)
+            | CliError::Output(_) => 4,
         }
     }
 }
@@ -162,11 +178,20 @@ impl fmt::Display for CliError {
                 }
                 Ok(())
             }
+            CliError::CallChanged(ticket) => write!(
+                f,
+                "the call stored under ticket {ticket} is not the call the ticket was opened \
+                 for: it was changed in the store, so nothing was signed; reject it, and find \
+                 out who can write the store"
+            ),
             CliError::ManifestsDiffer => {
                 f.write_str("the manifests differ: review the changes above before accepting them")
             }
             CliError::ReadFile(path, error) => {
                 write!(f, "{} could not be read: {error}", path.display())
+            }
+            CliError::WriteFile(path, error) => {
+                write!(f, "{} could not be written: {error}", path.display())
             }
             CliError::BadFile(path, why) => write!(f, "{}: {why}", path.display()),
             CliError::Output(error) => write!(f, "the output could not be written: {error}"),
@@ -197,6 +222,7 @@ impl Cli {
                 approvals::run(command, self.store.as_deref(), out).await
             }
             Command::Audit(command) => audit::run(command, self.store.as_deref(), out).await,
+            Command::Keys(command) => keys::run(command, out),
             Command::Manifest(command) => manifest::run(command, out),
             Command::Tools(command) => tools::run(command, out),
         }

@@ -33,6 +33,27 @@ fn pay_supplier(
     ))
 }
 
+/// How many refunds ran, in this test process.
+static REFUNDS: AtomicUsize = AtomicUsize::new(0);
+
+/// Refund a customer.
+#[tool(
+    risk = "critical",
+    irreversible = "refunds settle at once",
+    approver = "finance"
+)]
+fn refund(
+    customer: String,
+    amount_cents: u64,
+    #[sensitive] iban: String,
+) -> Result<String, ToolError> {
+    REFUNDS.fetch_add(1, Ordering::SeqCst);
+    Ok(format!(
+        "refunded {amount_cents} to {customer} at {}",
+        iban.len()
+    ))
+}
+
 /// Move money between two of the company's accounts.
 #[tool(risk = "medium")]
 fn transfer(amount_cents: u64) -> Result<u64, ToolError> {
@@ -71,6 +92,7 @@ fn portcullis(args: &[&str]) -> Output {
         "PORTCULLIS_REVIEWER",
         "PORTCULLIS_REVIEWER_ROLES",
         "PORTCULLIS_REVIEWER_TENANT",
+        "PORTCULLIS_REVIEWER_KEY_FILE",
         "PORTCULLIS_AUDIT_KEY_FILE",
     ] {
         command.env_remove(variable);
@@ -88,6 +110,110 @@ fn stdout(output: &Output) -> String {
 
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// A reviewer makes a key, the operator puts its public half in the workers' keyring, and the
+/// reviewer's signed approval runs the payout; an unsigned one, or one signed over a call
+/// changed in the store, runs nothing.
+#[tokio::test]
+async fn a_decision_signed_on_the_command_line_runs_in_a_worker_with_a_keyring() {
+    let dir = directory("signed");
+    let database = dir.join("state.db");
+    let store = database.to_str().unwrap();
+    let key_file = dir.join("rita.key");
+    let key = key_file.to_str().unwrap();
+    let made = portcullis(&[
+        "keys",
+        "generate",
+        "--out",
+        key,
+        "--reviewer",
+        "rita",
+        "--role",
+        "finance",
+    ]);
+    assert_eq!(code(&made), 0, "{}", stderr(&made));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&key_file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "the secret key is its owner's alone");
+    }
+    let again = portcullis(&["keys", "generate", "--out", key, "--reviewer", "rita"]);
+    assert_eq!(code(&again), 4, "an existing key is never overwritten");
+    // What `generate` printed after its first line is the keyring, as the workers load it.
+    let printed = stdout(&made);
+    let keyring = portcullis::Keyring::from_json(printed.split_once('\n').unwrap().1).unwrap();
+    let public = portcullis(&["keys", "public", key]);
+    assert!(printed.contains(stdout(&public).trim()), "{printed}");
+
+    let store_handle = SqliteStore::open(&database).unwrap();
+    let signed_worker = Registry::builder()
+        .tool(Refund)
+        .approval_store(store_handle.clone())
+        .keyring(keyring)
+        .repeat_store(store_handle)
+        .build()
+        .unwrap();
+    let ctx = CallContext::new("agent").with_task_id("t-signed");
+    let payout = |id: &str, customer: &str| {
+        ToolCall::new(
+            id,
+            "refund",
+            json!({"customer": customer, "amount_cents": 900, "iban": "DE89370400440532013000"}),
+        )
+    };
+    let ticket = |outcome: Outcome| outcome.ticket().unwrap().id.clone();
+    let before = REFUNDS.load(Ordering::SeqCst);
+    let approve = |ticket: &str, signed: bool| {
+        let mut args = vec![
+            "--store",
+            store,
+            "approvals",
+            "approve",
+            ticket,
+            "--reviewer",
+            "rita",
+            "--role",
+            "finance",
+        ];
+        if signed {
+            args.extend(["--key-file", key]);
+        }
+        portcullis(&args)
+    };
+
+    let first = ticket(signed_worker.dispatch(&ctx, &payout("p1", "acme")).await);
+    let approved = approve(&first, true);
+    assert_eq!(code(&approved), 0, "{}", stderr(&approved));
+    assert!(stdout(&approved).contains("signed with ed25519:"));
+    let ran = signed_worker.run_decided().await.unwrap();
+    assert_eq!(ran.len(), 1);
+    assert!(ran[0].1.output().is_some(), "{:?}", ran[0].1);
+    assert_eq!(REFUNDS.load(Ordering::SeqCst), before + 1);
+
+    let unsigned = ticket(signed_worker.dispatch(&ctx, &payout("p2", "acme")).await);
+    let approved = approve(&unsigned, false);
+    assert_eq!(code(&approved), 0, "{}", stderr(&approved));
+    assert!(stdout(&approved).contains("unsigned"));
+    let ran = signed_worker.run_decided().await.unwrap();
+    assert_eq!(ran[0].1.code(), Some(RejectionCode::DecisionUnsigned));
+
+    // The stored call is changed before the reviewer signs: the command line refuses to sign.
+    let changed = ticket(signed_worker.dispatch(&ctx, &payout("p3", "acme")).await);
+    rusqlite::Connection::open(&database)
+        .unwrap()
+        .execute_batch("UPDATE pending_calls SET call = replace(call, '\"acme\"', '\"evil\"')")
+        .unwrap();
+    let refused = approve(&changed, true);
+    assert_eq!(code(&refused), 1, "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("was changed in the store"),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(REFUNDS.load(Ordering::SeqCst), before + 1);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[tokio::test]

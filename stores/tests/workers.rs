@@ -503,7 +503,8 @@ async fn a_store_that_fails_refuses_and_nothing_runs(backend: Backend) {
     })
     .await;
     let audit = with(|builder, store| builder.audit(store)).await;
-    let approvals = with(|builder, store| builder.approval_store(store).accept_unsigned_decisions()).await;
+    let approvals =
+        with(|builder, store| builder.approval_store(store).accept_unsigned_decisions()).await;
     let pending = approvals
         .dispatch(&CallContext::new("agent"), &payout(&supplier))
         .await;
