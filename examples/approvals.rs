@@ -1,19 +1,24 @@
 //! An agent's payout waits for a human in a SQLite file, the agent's process exits, a reviewer
-//! approves it with the `portcullis` command line, and a restarted worker runs it, once:
+//! approves it with the `portcullis` command line, signing with her key, and a restarted
+//! worker checks the signature against its keyring and runs the payout, once:
 //!
 //! ```sh
+//! cargo run -p portcullis-cli -- keys generate --out target/rita.key --reviewer rita \
+//!     --role finance > target/keyring.json   # rita's key; the workers' keyring
 //! cargo run --example approvals -- request    # the call waits; prints its ticket
-//! cargo run -p portcullis-cli -- approvals approve <TICKET> --reviewer rita --role finance
+//! cargo run -p portcullis-cli -- approvals approve <TICKET> --reviewer rita --role finance \
+//!     --key-file target/rita.key
 //! cargo run --example approvals -- work       # runs the approved payout; again: nothing left
 //! ```
 //!
 //! The store is `target/approvals-example.db`, or the `PORTCULLIS_STORE` the command line
-//! reads too (a SQLite path or a `postgres://` URL).
+//! reads too (a SQLite path or a `postgres://` URL); the keyring is `target/keyring.json`, or
+//! `PORTCULLIS_KEYRING`.
 
 use std::process::ExitCode;
 
-use portcullis::BuildError;
 use portcullis::prelude::*;
+use portcullis::{BuildError, Keyring};
 use portcullis_stores::Store;
 use serde_json::json;
 
@@ -34,11 +39,13 @@ fn pay_invoice(
     Ok(format!("paid {amount_cents} cents to {supplier}"))
 }
 
-/// The worker's registry: every piece of state in the shared store.
-fn worker(store: Store) -> Result<Registry, BuildError> {
+/// The worker's registry: every piece of state in the shared store, and only decisions signed
+/// by a key of `keyring` count.
+fn worker(store: Store, keyring: Keyring) -> Result<Registry, BuildError> {
     Registry::builder()
         .tool(PayInvoice)
         .approval_store(store.clone())
+        .keyring(keyring)
         .repeat_store(store.clone())
         .budget_store(store.clone())
         .audit(store)
@@ -58,7 +65,20 @@ async fn main() -> ExitCode {
             return ExitCode::from(3);
         }
     };
-    let registry = match worker(store) {
+    let keyring_file =
+        std::env::var("PORTCULLIS_KEYRING").unwrap_or_else(|_| "target/keyring.json".to_owned());
+    let keyring = match Keyring::load(&keyring_file) {
+        Ok(keyring) => keyring,
+        Err(error) => {
+            eprintln!(
+                "no keyring at {keyring_file} ({error}); make rita's key and the keyring with:\n  \
+                 cargo run -p portcullis-cli -- keys generate --out target/rita.key \
+                 --reviewer rita --role finance > {keyring_file}"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let registry = match worker(store, keyring) {
         Ok(registry) => registry,
         Err(error) => {
             eprintln!("cannot build the registry: {error}");
@@ -80,7 +100,8 @@ async fn main() -> ExitCode {
                     println!("ticket: {}", ticket.id);
                     println!(
                         "approve it with:\n  cargo run -p portcullis-cli -- --store {location} \
-                         approvals approve {} --reviewer rita --role finance",
+                         approvals approve {} --reviewer rita --role finance \
+                         --key-file target/rita.key",
                         ticket.id
                     );
                     println!("then run the worker: cargo run --example approvals -- work");

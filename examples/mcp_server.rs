@@ -9,13 +9,21 @@
 //! Over HTTP the caller comes from the bearer token: `PORTCULLIS_MCP_SUPPORT_TOKEN` names sam,
 //! `PORTCULLIS_MCP_FINANCE_TOKEN` fiona (demo tokens when unset, printed at start). Pending
 //! approvals, claims, budgets and the audit log live in the `PORTCULLIS_STORE` database
-//! (default `target/mcp-example.db`), where the `portcullis` command line decides them:
+//! (default `target/mcp-example.db`), where the `portcullis` command line decides them, signed
+//! with a reviewer's key that the keyring `PORTCULLIS_KEYRING` (default `target/keyring.json`)
+//! holds:
 //!
 //! ```sh
+//! cargo run -p portcullis-cli -- keys generate --out target/rita.key --reviewer rita \
+//!     --role finance > target/keyring.json
 //! cargo run -p portcullis-cli -- approvals list --store target/mcp-example.db
 //! cargo run -p portcullis-cli -- approvals approve <TICKET> --reviewer rita --role finance \
-//!     --store target/mcp-example.db
+//!     --key-file target/rita.key --store target/mcp-example.db
 //! ```
+//!
+//! The server signs its callers' confirmations with a key it makes when it starts; a server
+//! that runs for long keeps one in a file (`DecisionKey::load`), so that a confirmation
+//! recorded before a restart still counts after it.
 
 #[path = "shop/mod.rs"]
 mod shop;
@@ -25,6 +33,7 @@ use std::time::Duration;
 
 use portcullis::export::Profile;
 use portcullis::prelude::*;
+use portcullis::{DecisionKey, Keyring};
 use portcullis_mcp::{BearerTokens, McpServer};
 use portcullis_stores::Store;
 
@@ -61,6 +70,20 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let keyring_file =
+        std::env::var("PORTCULLIS_KEYRING").unwrap_or_else(|_| "target/keyring.json".to_owned());
+    let keyring = match Keyring::load(&keyring_file) {
+        Ok(keyring) => keyring,
+        Err(error) => {
+            eprintln!(
+                "no keyring at {keyring_file} ({error}); make a reviewer's key and the keyring \
+                 with:\n  cargo run -p portcullis-cli -- keys generate --out target/rita.key \
+                 --reviewer rita --role finance > {keyring_file}"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let confirmations = DecisionKey::generate();
     let registry = shop::shop_tools()
         .tool(shop::CancelOrder)
         .policy(shop::embargo)
@@ -68,6 +91,7 @@ async fn main() -> ExitCode {
         .approvers(["finance"])
         .approval_lifetime(Duration::from_secs(15 * 60))
         .approval_store(store.clone())
+        .keyring(keyring.caller_confirmations(confirmations.public_key()))
         .repeat_store(store.clone())
         .budget_store(store.clone())
         .audit(store)
@@ -75,6 +99,7 @@ async fn main() -> ExitCode {
         .expect("the shop's tools fit MCP");
     let server = McpServer::builder(registry)
         .name("portcullis-shop")
+        .confirmation_key(confirmations)
         .build()
         .expect("the registry serves MCP");
 

@@ -3,19 +3,20 @@
 //! decides with.
 
 use std::fs::OpenOptions;
-use std::io::{self, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
 use portcullis_core::{DecisionKey, Keyring, Reviewer};
 
-use crate::{CliError, write_json};
+use crate::CliError;
 
 /// The key commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Make a new signing key in FILE (readable by its owner only; an existing file is never
-    /// overwritten) and print the keyring entry that lets it decide as the reviewer.
+    /// overwritten) and print a keyring (JSON) that lets it decide as the reviewer: the
+    /// workers load it with `Keyring::load`; merge several reviewers' into one.
     Generate {
         /// Where to write the secret key.
         #[arg(long, value_name = "FILE")]
@@ -53,14 +54,10 @@ pub fn run(command: Command, out: &mut dyn Write) -> Result<(), CliError> {
             if let Some(tenant) = tenant {
                 reviewer = reviewer.with_tenant(tenant);
             }
+            // Only the keyring goes to the output, so that it can be sent to a file as it is.
             let keyring = Keyring::new().reviewer(reviewer, key.public_key());
-            writeln!(
-                out,
-                "wrote the secret key to {}; give the workers this keyring entry:",
-                path.display()
-            )?;
-            let entry = serde_json::from_str(&keyring.to_json()).map_err(io::Error::from)?;
-            write_json(out, &entry)
+            writeln!(out, "{}", keyring.to_json())?;
+            Ok(())
         }
         Command::Public { key_file } => {
             writeln!(out, "{}", read_key(&key_file)?.public_key())?;

@@ -4,7 +4,8 @@
 //!
 //! The two never stand in for each other. An elicitation is answered by the client, which may
 //! be a program: its answer is recorded as the caller's own decision
-//! ([`Reviewer`] = the actor), and the registry accepts that only on a ticket of a tool that
+//! ([`Reviewer`] = the actor), signed with the server's confirmation key where it has one, and
+//! the registry accepts that only on a ticket of a tool that
 //! [`caller_confirms`](portcullis_core::ToolContract::caller_confirms). Every other ticket
 //! waits for a reviewer who may decide it, through the store.
 
@@ -74,6 +75,10 @@ pub(crate) async fn confirm(
             reviewer,
             message: "the user dismissed the confirmation without approving this call".to_owned(),
         },
+    };
+    let decision = match &shared.confirmation_key {
+        Some(key) => key.sign(ticket, decision),
+        None => decision.into(),
     };
     let outcome = shared.registry.resume(&ticket.id, decision).await;
     // Another decision came first (its call runs, or ran), or the server's worker took this one

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use portcullis_core::export::Profile;
-use portcullis_core::{CallContext, Registry};
+use portcullis_core::{CallContext, DecisionKey, Registry};
 use rmcp::RoleServer;
 use rmcp::service::Peer;
 use serde_json::Value;
@@ -17,7 +17,7 @@ use serde_json::Value;
 ///
 /// ```no_run
 /// use portcullis_core::export::Profile;
-/// use portcullis_core::{CallContext, Registry};
+/// use portcullis_core::{CallContext, DecisionKey, Registry};
 /// use portcullis_mcp::McpServer;
 ///
 /// # async fn run() -> Result<(), portcullis_mcp::ServeError> {
@@ -40,6 +40,8 @@ pub(crate) struct Shared {
     /// How often a waiting request, and the server's worker, look at the approval store.
     pub(crate) poll_interval: Duration,
     pub(crate) allowed_hosts: Vec<String>,
+    /// Signs a caller's confirmation of its own call.
+    pub(crate) confirmation_key: Option<DecisionKey>,
     listeners: Mutex<Vec<Listener>>,
 }
 
@@ -77,6 +79,7 @@ pub struct McpServerBuilder {
     approval_wait: Duration,
     poll_interval: Duration,
     allowed_hosts: Vec<String>,
+    confirmation_key: Option<DecisionKey>,
 }
 
 impl McpServerBuilder {
@@ -112,6 +115,18 @@ impl McpServerBuilder {
         self
     }
 
+    /// Signs the callers' confirmations of their own calls (MCP elicitation, on tools whose
+    /// contract lets the caller confirm) with `key`. A registry with a keyring counts them
+    /// only if it holds the key's public half as a confirmation key
+    /// ([`Keyring::caller_confirmations`](portcullis_core::Keyring::caller_confirmations)),
+    /// which lets the key decide as the call's actor on such tickets and nothing else.
+    /// Without it, confirmations are unsigned, and count only where the registry accepts
+    /// unsigned decisions.
+    pub fn confirmation_key(mut self, key: DecisionKey) -> Self {
+        self.confirmation_key = Some(key);
+        self
+    }
+
     /// The server; [`ServeError::NoMcpProfile`] unless the registry was built for the MCP
     /// profile ([`RegistryBuilder::profile`](portcullis_core::RegistryBuilder::profile)), which
     /// checks at build time that every tool fits MCP.
@@ -126,6 +141,7 @@ impl McpServerBuilder {
                 approval_wait: self.approval_wait,
                 poll_interval: self.poll_interval,
                 allowed_hosts: self.allowed_hosts,
+                confirmation_key: self.confirmation_key,
                 listeners: Mutex::new(Vec::new()),
             }),
         })
@@ -141,6 +157,7 @@ impl McpServer {
             approval_wait: Duration::from_secs(120),
             poll_interval: Duration::from_secs(1),
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
+            confirmation_key: None,
         }
     }
 

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use portcullis::export::Profile;
 use portcullis::prelude::*;
-use portcullis::{ApprovalDecision, Reviewer, record_decision};
+use portcullis::{ApprovalDecision, DecisionKey, Keyring, Reviewer, record_decision};
 use portcullis_mcp::{BearerTokens, McpServer};
 use portcullis_stores::Store;
 use serde_json::{Value, json};
@@ -53,12 +53,30 @@ fn registry(store: &Store) -> Registry {
         .profile(Profile::Mcp)
         .approvers(["finance"])
         .approval_store(store.clone())
-        .accept_unsigned_decisions()
+        .keyring(
+            Keyring::new()
+                .reviewer(
+                    Reviewer::new("rita").with_roles(["finance"]),
+                    rita_key().public_key(),
+                )
+                .caller_confirmations(server_key().public_key()),
+        )
         .repeat_store(store.clone())
         .budget_store(store.clone())
         .audit(store.clone())
         .build()
         .unwrap()
+}
+
+/// The key the server signs its callers' confirmations with; fixed, as the stdio server is
+/// this binary started again.
+fn server_key() -> DecisionKey {
+    DecisionKey::from_text(&format!("ed25519:{}", "5e".repeat(32))).unwrap()
+}
+
+/// The operator's signing key.
+fn rita_key() -> DecisionKey {
+    DecisionKey::from_text(&format!("ed25519:{}", "0f".repeat(32))).unwrap()
 }
 
 fn support() -> CallContext {
@@ -79,6 +97,7 @@ fn server_waiting(store: &Store, wait: Duration) -> McpServer {
         .name("shop")
         .approval_wait(wait)
         .poll_interval(Duration::from_millis(50))
+        .confirmation_key(server_key())
         .build()
         .unwrap()
 }
@@ -180,6 +199,7 @@ async fn approve_payouts(
                 let decision = ApprovalDecision::Approve {
                     reviewer: Reviewer::new("sam"),
                 };
+                let decision = server_key().sign(&payout, decision);
                 if record_decision(&store, &payout.id, decision).await.is_ok() {
                     approved.lock().unwrap().insert(payout.id);
                 }
@@ -204,7 +224,7 @@ async fn approve_payouts(
                 assert_eq!(server.tools_changed().await, 0, "nothing changed since");
             }
             let rita = Reviewer::new("rita").with_roles(["finance"]);
-            let decision = ApprovalDecision::Approve { reviewer: rita };
+            let decision = rita_key().sign(&payout, ApprovalDecision::Approve { reviewer: rita });
             if record_decision(&store, &payout.id, decision).await.is_ok() {
                 approved.lock().unwrap().insert(payout.id);
             }

@@ -208,7 +208,7 @@ pub enum KeyError {
 impl fmt::Display for KeyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            KeyError::Unreadable(reason) => write!(f, "the key file could not be read: {reason}"),
+            KeyError::Unreadable(reason) => write!(f, "could not be read: {reason}"),
             KeyError::Invalid(reason) => write!(f, "not a portcullis key: {reason}"),
         }
     }
