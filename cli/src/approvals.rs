@@ -106,28 +106,28 @@ impl ReviewerArgs {
     }
 }
 
-/// Runs one approvals command against the store at `location`, opened once the command's own
+/// Runs one approvals command against the store `target` names, opened once the command's own
 /// arguments are known to be usable.
 pub async fn run(
     command: Command,
-    location: Option<&str>,
+    target: store::Target<'_>,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     match command {
-        Command::List { json } => list(&store::open(location).await?, json, out).await,
+        Command::List { json } => list(&store::open(target).await?, json, out).await,
         Command::Show {
             ticket,
             reviewer,
             json,
         } => {
-            let store = store::open(location).await?;
+            let store = store::open(target).await?;
             show(&store, &ticket, reviewer.reviewer(), json, out).await
         }
         Command::Approve { ticket, reviewer } => {
             let decision = ApprovalDecision::Approve {
                 reviewer: reviewer.required()?,
             };
-            decide(location, &ticket, decision, &reviewer, out).await
+            decide(target, &ticket, decision, &reviewer, out).await
         }
         Command::Edit {
             ticket,
@@ -138,7 +138,7 @@ pub async fn run(
                 reviewer: reviewer.required()?,
                 arguments,
             };
-            decide(location, &ticket, decision, &reviewer, out).await
+            decide(target, &ticket, decision, &reviewer, out).await
         }
         Command::Reject {
             ticket,
@@ -149,7 +149,7 @@ pub async fn run(
                 reviewer: reviewer.required()?,
                 message,
             };
-            decide(location, &ticket, decision, &reviewer, out).await
+            decide(target, &ticket, decision, &reviewer, out).await
         }
     }
 }
@@ -329,7 +329,7 @@ fn approvers(ticket: &Ticket) -> String {
 }
 
 async fn decide(
-    location: Option<&str>,
+    target: store::Target<'_>,
     ticket_id: &str,
     decision: ApprovalDecision,
     reviewer_args: &ReviewerArgs,
@@ -346,7 +346,7 @@ async fn decide(
         .as_deref()
         .map(keys::read_key)
         .transpose()?;
-    let store = store::open(location).await?;
+    let store = store::open(target).await?;
     let decision = match &key {
         Some(key) => {
             // The reviewer signs the call the store holds, after checking that it is the call

@@ -46,6 +46,15 @@ struct Cli {
     /// `postgres://` URL.
     #[arg(long, env = "PORTCULLIS_STORE", global = true, value_name = "LOCATION")]
     store: Option<String>,
+    /// The keys that open what the store sealed (pending calls' arguments, decisions), as the
+    /// application's workers were given them (`SealKeys`).
+    #[arg(
+        long,
+        env = "PORTCULLIS_SEAL_KEY_FILE",
+        global = true,
+        value_name = "FILE"
+    )]
+    seal_key_file: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -217,11 +226,13 @@ pub fn write_json(out: &mut dyn Write, value: &serde_json::Value) -> Result<(), 
 
 impl Cli {
     async fn run(self, out: &mut dyn Write) -> Result<(), CliError> {
+        let target = store::Target {
+            location: self.store.as_deref(),
+            seal_key_file: self.seal_key_file.as_deref(),
+        };
         match self.command {
-            Command::Approvals(command) => {
-                approvals::run(command, self.store.as_deref(), out).await
-            }
-            Command::Audit(command) => audit::run(command, self.store.as_deref(), out).await,
+            Command::Approvals(command) => approvals::run(command, target, out).await,
+            Command::Audit(command) => audit::run(command, target, out).await,
             Command::Keys(command) => keys::run(command, out),
             Command::Manifest(command) => manifest::run(command, out),
             Command::Tools(command) => tools::run(command, out),

@@ -3,27 +3,47 @@
 use std::path::Path;
 
 use portcullis_core::audit::AuditRecord;
-use portcullis_stores::{Location, Store};
+use portcullis_stores::{Location, SealKeys, Store};
 
 use crate::CliError;
 
-/// Opens the store at `location`, creating and migrating nothing: a mistyped path or URL would
+/// The store a command was pointed at: where it is, and the file of the keys that open what
+/// it sealed.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    pub location: Option<&'a str>,
+    pub seal_key_file: Option<&'a Path>,
+}
+
+/// Opens the store `target` names, creating and migrating nothing: a mistyped path or URL would
 /// otherwise become an empty store that reports nothing waiting, which an operator could
 /// believe.
-pub async fn open(location: Option<&str>) -> Result<Store, CliError> {
-    let location = location.ok_or(CliError::NoStoreGiven)?;
+pub async fn open(target: Target<'_>) -> Result<Store, CliError> {
+    let keys = target
+        .seal_key_file
+        .map(|path| {
+            SealKeys::load(path)
+                .map_err(|error| CliError::BadFile(path.to_owned(), error.to_string()))
+        })
+        .transpose()?;
+    let location = target.location.ok_or(CliError::NoStoreGiven)?;
     if let Location::Sqlite(path) = Location::of(location) {
         let path = Path::new(path);
         if !path.is_file() {
             return Err(CliError::NoDatabase(path.to_owned()));
         }
     }
-    Store::open_existing(location)
-        .await
-        .map_err(|error| CliError::StoreUnavailable {
-            location: without_password(location),
-            reason: error.to_string(),
-        })
+    let store =
+        Store::open_existing(location)
+            .await
+            .map_err(|error| CliError::StoreUnavailable {
+                location: without_password(location),
+                reason: error.to_string(),
+            })?;
+    Ok(match keys {
+        Some(keys) => store.sealed_with(keys),
+        None => store,
+    })
 }
 
 /// The audit records from sequence `from` on, at most `limit` of them.

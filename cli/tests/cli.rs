@@ -33,8 +33,17 @@ fn pay_supplier(
     ))
 }
 
-/// How many refunds ran, in this test process.
-static REFUNDS: AtomicUsize = AtomicUsize::new(0);
+/// The customers refunded, one entry per refund; each test refunds customers of its own.
+static REFUNDS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+fn refunds_to(customer: &str) -> usize {
+    REFUNDS
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|c| *c == customer)
+        .count()
+}
 
 /// Refund a customer.
 #[tool(
@@ -47,7 +56,7 @@ fn refund(
     amount_cents: u64,
     #[sensitive] iban: String,
 ) -> Result<String, ToolError> {
-    REFUNDS.fetch_add(1, Ordering::SeqCst);
+    REFUNDS.lock().unwrap().push(customer.clone());
     Ok(format!(
         "refunded {amount_cents} to {customer} at {}",
         iban.len()
@@ -93,6 +102,7 @@ fn portcullis(args: &[&str]) -> Output {
         "PORTCULLIS_REVIEWER_ROLES",
         "PORTCULLIS_REVIEWER_TENANT",
         "PORTCULLIS_REVIEWER_KEY_FILE",
+        "PORTCULLIS_SEAL_KEY_FILE",
         "PORTCULLIS_AUDIT_KEY_FILE",
     ] {
         command.env_remove(variable);
@@ -164,7 +174,6 @@ async fn a_decision_signed_on_the_command_line_runs_in_a_worker_with_a_keyring()
         )
     };
     let ticket = |outcome: Outcome| outcome.ticket().unwrap().id.clone();
-    let before = REFUNDS.load(Ordering::SeqCst);
     let approve = |ticket: &str, signed: bool| {
         let mut args = vec![
             "--store",
@@ -190,7 +199,7 @@ async fn a_decision_signed_on_the_command_line_runs_in_a_worker_with_a_keyring()
     let ran = signed_worker.run_decided().await.unwrap();
     assert_eq!(ran.len(), 1);
     assert!(ran[0].1.output().is_some(), "{:?}", ran[0].1);
-    assert_eq!(REFUNDS.load(Ordering::SeqCst), before + 1);
+    assert_eq!(refunds_to("acme"), 1);
 
     let unsigned = ticket(signed_worker.dispatch(&ctx, &payout("p2", "acme")).await);
     let approved = approve(&unsigned, false);
@@ -212,7 +221,77 @@ async fn a_decision_signed_on_the_command_line_runs_in_a_worker_with_a_keyring()
         "{}",
         stderr(&refused)
     );
-    assert_eq!(REFUNDS.load(Ordering::SeqCst), before + 1);
+    assert_eq!(refunds_to("acme"), 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The workers seal what the store keeps: the command line lists the queue without the keys,
+/// refuses to show or decide a sealed call without them (`seal_key_missing`), and decides it
+/// with them.
+#[tokio::test]
+async fn a_sealed_store_is_decided_with_its_seal_keys() {
+    let dir = directory("sealed");
+    let database = dir.join("state.db");
+    let store = database.to_str().unwrap();
+    let keys = portcullis_stores::SealKeys::generate("k1");
+    let seal_file = dir.join("seal.keys");
+    std::fs::write(&seal_file, keys.to_text()).unwrap();
+    let seal = seal_file.to_str().unwrap();
+    let sealed = SqliteStore::open(&database).unwrap().sealed_with(keys);
+    let registry = Registry::builder()
+        .tool(Refund)
+        .approval_store(sealed.clone())
+        .accept_unsigned_decisions()
+        .repeat_store(sealed)
+        .build()
+        .unwrap();
+    let ctx = CallContext::new("agent").with_task_id("t-sealed");
+    let call = ToolCall::new(
+        "r1",
+        "refund",
+        json!({"customer": "zed", "amount_cents": 5, "iban": "DE02120300000000202051"}),
+    );
+    let ticket = registry
+        .dispatch(&ctx, &call)
+        .await
+        .ticket()
+        .unwrap()
+        .id
+        .clone();
+    let as_rita = ["--reviewer", "rita", "--role", "finance"];
+
+    let listed = portcullis(&["--store", store, "approvals", "list", "--json"]);
+    assert_eq!(code(&listed), 0, "{}", stderr(&listed));
+    assert!(stdout(&listed).contains(&ticket));
+    let mut show = vec!["--store", store, "approvals", "show", &ticket];
+    show.extend(as_rita);
+    let refused = portcullis(&show);
+    assert_eq!(code(&refused), 1, "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("seal_key_missing"),
+        "{}",
+        stderr(&refused)
+    );
+    let mut approve = vec!["--store", store, "approvals", "approve", &ticket];
+    approve.extend(as_rita);
+    let refused = portcullis(&approve);
+    assert!(
+        stderr(&refused).contains("seal_key_missing"),
+        "{}",
+        stderr(&refused)
+    );
+
+    let mut show_sealed = vec!["--seal-key-file", seal];
+    show_sealed.extend(&show);
+    let shown = portcullis(&show_sealed);
+    assert_eq!(code(&shown), 0, "{}", stderr(&shown));
+    assert!(stdout(&shown).contains("DE02120300000000202051"));
+    let mut approve_sealed = vec!["--seal-key-file", seal];
+    approve_sealed.extend(&approve);
+    let approved = portcullis(&approve_sealed);
+    assert_eq!(code(&approved), 0, "{}", stderr(&approved));
+    let ran = registry.run_decided().await.unwrap();
+    assert!(ran[0].1.output().is_some(), "{:?}", ran[0].1);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -1095,6 +1095,7 @@ fn counts_as_refusal(outcome: &Outcome) -> bool {
                     | RejectionCode::ClaimsUnavailable
                     | RejectionCode::BudgetUnavailable
                     | RejectionCode::ApprovalsUnavailable
+                    | RejectionCode::SealKeyMissing
             )
     })
 }

@@ -85,6 +85,9 @@ pub enum RejectionCode {
     /// The store of pending calls could not be reached, so the call could not wait and did
     /// not run.
     ApprovalsUnavailable,
+    /// The pending call is sealed at rest with a key the store was not given: it is left as
+    /// it is, and nothing was decided or run.
+    SealKeyMissing,
     /// The task or the actor has as many calls waiting for approval as the registry allows.
     TooManyPending,
     /// The reviewer may not decide this ticket: it lacks the approver role, or belongs to
@@ -154,6 +157,7 @@ impl RejectionCode {
             RejectionCode::OutcomeUnknown => "outcome_unknown",
             RejectionCode::ClaimsUnavailable => "claims_unavailable",
             RejectionCode::ApprovalsUnavailable => "approvals_unavailable",
+            RejectionCode::SealKeyMissing => "seal_key_missing",
             RejectionCode::TooManyPending => "too_many_pending",
             RejectionCode::ReviewerNotAllowed => "reviewer_not_allowed",
             RejectionCode::SelfApproval => "self_approval",
@@ -212,7 +216,8 @@ impl RejectionCode {
             | RejectionCode::ReviewerNotAllowed
             | RejectionCode::SelfApproval
             | RejectionCode::ContractChanged
-            | RejectionCode::ApprovalsUnavailable => Gate::Approve,
+            | RejectionCode::ApprovalsUnavailable
+            | RejectionCode::SealKeyMissing => Gate::Approve,
             RejectionCode::AuditUnavailable => Gate::Audit,
             RejectionCode::ToolFailed
             | RejectionCode::ToolTimeout

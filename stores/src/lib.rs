@@ -36,11 +36,13 @@ mod error;
 mod group_commit;
 mod postgres;
 mod refusals;
+mod seal;
 mod sqlite;
 mod store;
 mod values;
 
 pub use error::OpenError;
 pub use postgres::{DEFAULT_CONNECTIONS, DEFAULT_SCHEMA, PostgresStore};
+pub use seal::{SealError, SealKeys};
 pub use sqlite::SqliteStore;
 pub use store::{Location, Store};

@@ -10,7 +10,7 @@ use portcullis_core::{
     SignedDecision, StoredStep, Ticket, TransactionStore,
 };
 
-use crate::{OpenError, PostgresStore, SqliteStore};
+use crate::{OpenError, PostgresStore, SealKeys, SqliteStore};
 
 /// Runs `$call` on whichever store `$store` is.
 macro_rules! on_store {
@@ -78,6 +78,15 @@ impl Store {
             Location::Postgres(url) => Store::Postgres(PostgresStore::connect_existing(url).await?),
             Location::Sqlite(path) => Store::Sqlite(SqliteStore::open_existing(path)?),
         })
+    }
+
+    /// The store, sealing what it keeps that may hold secrets with `keys` (see
+    /// [`SqliteStore::sealed_with`]).
+    pub fn sealed_with(self, keys: SealKeys) -> Self {
+        match self {
+            Store::Sqlite(store) => Store::Sqlite(store.sealed_with(keys)),
+            Store::Postgres(store) => Store::Postgres(store.sealed_with(keys)),
+        }
     }
 
     /// The audit log's records from sequence `from` on, at most `limit` of them, in order.

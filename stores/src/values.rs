@@ -1,26 +1,36 @@
 //! Values as the databases keep them: counts and times as signed 64-bit integers, times in
-//! milliseconds since the Unix epoch, records as JSON text.
+//! milliseconds since the Unix epoch, records as JSON text, sealed where they may hold
+//! secrets (see [`Sealing`]).
 
-use portcullis_core::{Abandoned, StoredStep};
+use portcullis_core::{
+    Abandoned, CallContext, ClaimState, PendingCall, SignedDecision, StoredStep, Ticket,
+};
+
+use crate::seal::Sealing;
+
+/// A database or reading failure.
+pub(crate) type Failure = Box<dyn std::error::Error + Send + Sync>;
 
 /// An abandoned transaction read back from its stored context and its steps (each a payload
 /// and whether it was compensated), in order.
 pub(crate) fn read_abandoned(
+    sealing: &Sealing,
     id: &str,
     ctx: &str,
     steps: &[(String, bool)],
-) -> Result<Abandoned, serde_json::Error> {
+) -> Result<Abandoned, Failure> {
     let steps = steps
         .iter()
         .map(|(payload, compensated)| {
-            let mut step: StoredStep = serde_json::from_str(payload)?;
+            let payload = sealing.read(&place("transaction_steps.payload", id), payload)?;
+            let mut step: StoredStep = serde_json::from_str(&payload)?;
             step.compensated = *compensated;
             Ok(step)
         })
-        .collect::<Result<_, serde_json::Error>>()?;
+        .collect::<Result<_, Failure>>()?;
     Ok(Abandoned {
         id: id.to_owned(),
-        ctx: serde_json::from_str(ctx)?,
+        ctx: serde_json::from_str(&sealing.read(&place("transactions.ctx", id), ctx)?)?,
         steps,
     })
 }
@@ -42,4 +52,120 @@ pub(crate) fn as_sql(value: u64) -> i64 {
 /// A count as a database kept it.
 pub(crate) fn from_sql(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
+}
+
+/// Where a value is stored, as sealing binds it: a sealed value opens only there.
+pub(crate) fn place(column: &str, row: &str) -> String {
+    format!("{column}:{row}")
+}
+
+/// A pending call as a database keeps it: the call (sealed with keys), its decision (sealed
+/// too: an edit holds arguments), and its ticket in clear, redacted, for the reviewers' queue.
+pub(crate) struct StoredCall {
+    pub(crate) call: String,
+    pub(crate) decision: Option<String>,
+    pub(crate) ticket: String,
+}
+
+impl StoredCall {
+    pub(crate) fn of(sealing: &Sealing, pending: &PendingCall) -> Result<Self, serde_json::Error> {
+        let id = &pending.ticket.id;
+        Ok(StoredCall {
+            call: sealing.write(
+                &place("pending_calls.call", id),
+                serde_json::to_string(pending)?,
+            ),
+            decision: pending
+                .decision
+                .as_ref()
+                .map(|decision| stored_decision(sealing, id, decision))
+                .transpose()?,
+            ticket: serde_json::to_string(&pending.ticket)?,
+        })
+    }
+}
+
+/// A decision on ticket `id` as a database keeps it.
+pub(crate) fn stored_decision(
+    sealing: &Sealing,
+    id: &str,
+    decision: &SignedDecision,
+) -> Result<String, serde_json::Error> {
+    Ok(sealing.write(
+        &place("pending_calls.decision", id),
+        serde_json::to_string(decision)?,
+    ))
+}
+
+/// The pending call of ticket `id` read back from its stored call and decision.
+pub(crate) fn read_call(
+    sealing: &Sealing,
+    id: &str,
+    call: &str,
+    decision: Option<&str>,
+) -> Result<PendingCall, Failure> {
+    let mut pending: PendingCall =
+        serde_json::from_str(&sealing.read(&place("pending_calls.call", id), call)?)?;
+    pending.decision = decision
+        .map(|decision| {
+            let decision = sealing.read(&place("pending_calls.decision", id), decision)?;
+            Ok::<_, Failure>(serde_json::from_str(&decision)?)
+        })
+        .transpose()?;
+    Ok(pending)
+}
+
+/// The ticket of a pending call: from its own column, or, for a call stored before it had
+/// one, from the call.
+pub(crate) fn read_ticket(
+    sealing: &Sealing,
+    id: &str,
+    call: &str,
+    ticket: Option<&str>,
+) -> Result<Ticket, Failure> {
+    match ticket {
+        Some(ticket) => Ok(serde_json::from_str(ticket)?),
+        None => Ok(read_call(sealing, id, call, None)?.ticket),
+    }
+}
+
+/// A claim's state as a database keeps it (sealed with keys: an outcome holds a tool's
+/// output), for the claim `key` (the stored call key).
+pub(crate) fn stored_state(
+    sealing: &Sealing,
+    key: &str,
+    state: &ClaimState,
+) -> Result<String, serde_json::Error> {
+    Ok(sealing.write(&place("claims.state", key), serde_json::to_string(state)?))
+}
+
+/// A claim's state read back.
+pub(crate) fn read_state(sealing: &Sealing, key: &str, state: &str) -> Result<ClaimState, Failure> {
+    Ok(serde_json::from_str(
+        &sealing.read(&place("claims.state", key), state)?,
+    )?)
+}
+
+/// A transaction's context as a database keeps it (sealed with keys: it holds the user's
+/// request).
+pub(crate) fn stored_context(
+    sealing: &Sealing,
+    id: &str,
+    ctx: &CallContext,
+) -> Result<String, serde_json::Error> {
+    Ok(sealing.write(&place("transactions.ctx", id), serde_json::to_string(ctx)?))
+}
+
+/// A transaction's step as a database keeps it (sealed with keys: it holds the call's
+/// canonical arguments and output). Bound to the transaction, not to its place in it, which
+/// the database counts as it inserts.
+pub(crate) fn stored_step(
+    sealing: &Sealing,
+    id: &str,
+    step: &StoredStep,
+) -> Result<String, serde_json::Error> {
+    Ok(sealing.write(
+        &place("transaction_steps.payload", id),
+        serde_json::to_string(step)?,
+    ))
 }

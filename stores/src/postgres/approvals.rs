@@ -8,19 +8,24 @@ use portcullis_core::{
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use super::{Failure, PostgresStore, failed, to_text};
-use crate::refusals::approvals_unavailable;
-use crate::values::{as_sql, from_sql, now_ms};
+use super::{Failure, PostgresStore, failed};
+use crate::refusals::{approvals_failed, approvals_unavailable};
+use crate::seal::Sealing;
+use crate::values::{
+    StoredCall, as_sql, from_sql, now_ms, read_call, read_ticket, stored_decision,
+};
 
 /// The columns a pending call is read from.
-const CALL: &str = "call, decision";
+const CALL: &str = "ticket_id, call, decision, ticket";
 
 /// Reads a pending call and its decision from `row`.
-fn call_of(row: &Row) -> Result<PendingCall, Failure> {
-    let mut call: PendingCall = serde_json::from_str(row.try_get::<_, &str>(0)?)?;
-    let decision: Option<&str> = row.try_get(1)?;
-    call.decision = decision.map(serde_json::from_str).transpose()?;
-    Ok(call)
+fn call_of(sealing: &Sealing, row: &Row) -> Result<PendingCall, Failure> {
+    read_call(sealing, row.try_get(0)?, row.try_get(1)?, row.try_get(2)?)
+}
+
+/// Reads the ticket of a pending call from `row`.
+fn ticket_of(sealing: &Sealing, row: &Row) -> Result<Ticket, Failure> {
+    read_ticket(sealing, row.try_get(0)?, row.try_get(1)?, row.try_get(3)?)
 }
 
 impl PostgresStore {
@@ -59,20 +64,21 @@ impl PostgresStore {
         if let Err(full) = limits.admit(from_sql(of_task), from_sql(of_actor)) {
             return Ok(Err(full));
         }
-        let decision = pending.decision.as_ref().map(to_text).transpose()?;
+        let stored = StoredCall::of(&self.sealing, pending)?;
         transaction
             .execute(
                 "INSERT INTO pending_calls
-                     (ticket_id, task, actor, created_ms, expires_ms, call, decision)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                     (ticket_id, task, actor, created_ms, expires_ms, call, decision, ticket)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
                 &[
                     &pending.ticket.id,
                     &task,
                     &actor,
                     &as_sql(pending.ticket.created_ms),
                     &as_sql(pending.ticket.expires_ms),
-                    &to_text(pending)?,
-                    &decision,
+                    &stored.call,
+                    &stored.decision,
+                    &stored.ticket,
                 ],
             )
             .await?;
@@ -94,7 +100,7 @@ impl PostgresStore {
                 "UPDATE pending_calls SET decision = $2
                  WHERE ticket_id = $1 AND decision IS NULL AND expires_ms > $3
                  RETURNING ticket_id",
-                &[&id, &to_text(decision)?, &now],
+                &[&id, &stored_decision(&self.sealing, id, decision)?, &now],
             )
             .await?;
         if recorded.is_some() {
@@ -129,8 +135,40 @@ impl PostgresStore {
         };
         read.await.map_err(|error| {
             failed("read pending calls", &error);
-            approvals_unavailable("the pending calls could not be read")
+            approvals_failed(error.as_ref(), "the pending calls could not be read")
         })
+    }
+
+    /// Takes every call whose ticket expired at `now_ms` and that reads back; one that does
+    /// not (or that this store cannot open without its seal key) is reported and left for an
+    /// operator. Rows another worker is taking are skipped.
+    async fn take_expired_calls(&self, now_ms: u64) -> Result<Vec<PendingCall>, Failure> {
+        let mut client = self.client().await?;
+        let transaction = client.transaction().await?;
+        let rows = transaction
+            .query(
+                &format!(
+                    "SELECT {CALL} FROM pending_calls WHERE expires_ms <= $1
+                     FOR UPDATE SKIP LOCKED"
+                ),
+                &[&as_sql(now_ms)],
+            )
+            .await?;
+        let mut taken = Vec::with_capacity(rows.len());
+        for row in &rows {
+            match call_of(&self.sealing, row) {
+                Ok(call) => {
+                    let id: &str = row.try_get(0)?;
+                    transaction
+                        .execute("DELETE FROM pending_calls WHERE ticket_id = $1", &[&id])
+                        .await?;
+                    taken.push(call);
+                }
+                Err(error) => failed("read an expired pending call", &error),
+            }
+        }
+        transaction.commit().await?;
+        Ok(taken)
     }
 
     /// Takes the call of ticket `id`: removed only once it reads back, so that a row this
@@ -148,7 +186,7 @@ impl PostgresStore {
         let Some(row) = taken else {
             return Ok(None);
         };
-        let call = call_of(&row)?;
+        let call = call_of(&self.sealing, &row)?;
         transaction.commit().await?;
         Ok(Some(call))
     }
@@ -176,9 +214,10 @@ impl ApprovalStore for PostgresStore {
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<PendingCall>, Rejection>> {
         Box::pin(async move {
             let rows = self.rows("ticket_id = $1", &[&id]).await?;
-            rows.first().map(call_of).transpose().map_err(|error| {
+            let read = rows.first().map(|row| call_of(&self.sealing, row));
+            read.transpose().map_err(|error| {
                 failed("read a pending call", &error);
-                approvals_unavailable("the pending call could not be read")
+                approvals_failed(error.as_ref(), "the pending call could not be read")
             })
         })
     }
@@ -203,41 +242,22 @@ impl ApprovalStore for PostgresStore {
         Box::pin(async move {
             self.take_call(id).await.map_err(|error| {
                 failed("take a pending call", &error);
-                approvals_unavailable("the pending call could not be taken, so nothing ran")
+                approvals_failed(
+                    error.as_ref(),
+                    "the pending call could not be taken, so nothing ran",
+                )
             })
         })
     }
 
     fn take_expired(&self, now_ms: u64) -> BoxFuture<'_, Vec<PendingCall>> {
         Box::pin(async move {
-            let taken = async {
-                let rows = self
-                    .client()
-                    .await?
-                    .query(
-                        &format!(
-                            "DELETE FROM pending_calls WHERE expires_ms <= $1 RETURNING {CALL}"
-                        ),
-                        &[&as_sql(now_ms)],
-                    )
-                    .await?;
-                Ok::<_, Failure>(rows)
-            };
-            match taken.await {
-                // An expired call that does not read back cannot be ended: reported, dropped.
-                Ok(rows) => rows
-                    .iter()
-                    .filter_map(|row| {
-                        call_of(row)
-                            .map_err(|error| failed("read an expired pending call", &error))
-                            .ok()
-                    })
-                    .collect(),
-                Err(error) => {
+            self.take_expired_calls(now_ms)
+                .await
+                .unwrap_or_else(|error| {
                     failed("take expired pending calls", &error);
                     Vec::new()
-                }
-            }
+                })
         })
     }
 
@@ -248,11 +268,10 @@ impl ApprovalStore for PostgresStore {
                 .iter()
                 .filter_map(|row| {
                     // Reported, and left out of the queue: `get` refuses it by its id.
-                    call_of(row)
+                    ticket_of(&self.sealing, row)
                         .map_err(|error| failed("read a pending call", &error))
                         .ok()
                 })
-                .map(|call| call.ticket)
                 .collect())
         })
     }

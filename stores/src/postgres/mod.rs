@@ -16,6 +16,8 @@ use tokio_postgres::{GenericClient, NoTls};
 
 use crate::OpenError;
 use crate::group_commit::GroupCommit;
+use crate::seal::{SealKeys, Sealing};
+use crate::values::Failure;
 
 /// The schema, one migration per version, applied in order when a store connects. Never edit
 /// a migration that shipped: add the next one.
@@ -81,6 +83,8 @@ const MIGRATIONS: &[&str] = &[
     );",
     // 2: when a call was claimed, for its lease; claims from before count as long abandoned.
     "ALTER TABLE claims ADD COLUMN claimed_ms BIGINT NOT NULL DEFAULT 0;",
+    // 3: a pending call's ticket in clear, redacted, for the queue: the call may be sealed.
+    "ALTER TABLE pending_calls ADD COLUMN ticket TEXT;",
 ];
 
 /// The schema a store uses unless told otherwise.
@@ -92,9 +96,6 @@ pub const DEFAULT_CONNECTIONS: usize = 16;
 /// Keys of the advisory locks that order what must happen one at a time across workers.
 const MIGRATION_LOCK: &str = "portcullis:migrations";
 const AUDIT_LOCK: &str = "portcullis:audit";
-
-/// A database failure, from the pool or from PostgreSQL.
-type Failure = Box<dyn std::error::Error + Send + Sync>;
 
 /// State kept in a PostgreSQL database: an [`ApprovalStore`](portcullis_core::ApprovalStore),
 /// a [`RepeatStore`](portcullis_core::RepeatStore), a
@@ -115,6 +116,7 @@ pub struct PostgresStore {
     /// do not wait for this one's.
     schema: Arc<str>,
     audit: Arc<GroupCommit>,
+    sealing: Sealing,
 }
 
 impl PostgresStore {
@@ -181,7 +183,17 @@ impl PostgresStore {
             pool,
             schema: schema.into(),
             audit: Arc::default(),
+            sealing: Sealing::default(),
         })
+    }
+
+    /// Seals what the store keeps that may hold secrets (a pending call's arguments and its
+    /// decision, a claim's outcome, a transaction's context and steps) with `keys`, and opens
+    /// what they sealed; see [`SealKeys`]. Without keys, those values are kept in clear, and a
+    /// sealed one is refused with `seal_key_missing` and left as it is.
+    pub fn sealed_with(mut self, keys: SealKeys) -> Self {
+        self.sealing = Sealing::with(keys);
+        self
     }
 
     async fn client(&self) -> Result<Object, Failure> {

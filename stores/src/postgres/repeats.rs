@@ -2,8 +2,8 @@
 
 use portcullis_core::{BoxFuture, CallKey, Claim, ClaimState, RepeatStore, existing_claim};
 
-use super::{Failure, PostgresStore, failed, to_text};
-use crate::values::{from_sql, now_ms};
+use super::{PostgresStore, failed, to_text};
+use crate::values::{Failure, from_sql, now_ms, read_state, stored_state};
 
 impl PostgresStore {
     async fn claim_call(
@@ -14,7 +14,8 @@ impl PostgresStore {
     ) -> Result<Claim, Failure> {
         let client = self.client().await?;
         let key = to_text(key)?;
-        let running = to_text(&ClaimState::Running)?;
+        let running = stored_state(&self.sealing, &key, &ClaimState::Running)?;
+        let new_fingerprint = self.sealing.comparable(fingerprint, None);
         // A claim released between the insert and the read is claimed again.
         for _ in 0..3 {
             let inserted = client
@@ -22,7 +23,7 @@ impl PostgresStore {
                     "INSERT INTO claims (call_key, fingerprint, state, settled, claimed_ms)
                      VALUES ($1, $2, $3, FALSE, $4)
                      ON CONFLICT (call_key) DO NOTHING RETURNING call_key",
-                    &[&key, &fingerprint, &running, &now_ms()],
+                    &[&key, &new_fingerprint, &running, &now_ms()],
                 )
                 .await?;
             if inserted.is_some() {
@@ -35,10 +36,11 @@ impl PostgresStore {
                 )
                 .await?;
             if let Some(row) = held {
+                let known: &str = row.try_get(0)?;
                 return Ok(existing_claim(
-                    row.try_get(0)?,
-                    fingerprint,
-                    serde_json::from_str(row.try_get(1)?)?,
+                    known,
+                    &self.sealing.comparable(fingerprint, Some(known)),
+                    read_state(&self.sealing, &key, row.try_get(1)?)?,
                     from_sql(row.try_get(2)?),
                     lease_start_ms,
                 ));
@@ -74,7 +76,11 @@ impl RepeatStore for PostgresStore {
                     .execute(
                         "UPDATE claims SET state = $2, settled = $3
                          WHERE call_key = $1 AND NOT settled",
-                        &[&to_text(key)?, &to_text(&state)?, &settled],
+                        &[
+                            &to_text(key)?,
+                            &stored_state(&self.sealing, &to_text(key)?, &state)?,
+                            &settled,
+                        ],
                     )
                     .await?;
                 Ok::<_, Failure>(())

@@ -5,8 +5,8 @@ use std::io;
 
 use portcullis_core::{Abandoned, BoxFuture, CallContext, StoredStep, TransactionStore};
 
-use super::{Failure, PostgresStore, failed, to_text};
-use crate::values::{as_sql, read_abandoned};
+use super::{PostgresStore, failed};
+use crate::values::{Failure, as_sql, read_abandoned, stored_context, stored_step};
 
 impl PostgresStore {
     async fn record(
@@ -22,14 +22,18 @@ impl PostgresStore {
             .execute(
                 "INSERT INTO transactions (id, ctx, lease_until_ms) VALUES ($1, $2, $3)
                  ON CONFLICT (id) DO UPDATE SET lease_until_ms = $3",
-                &[&id, &to_text(ctx)?, &as_sql(lease_until_ms)],
+                &[
+                    &id,
+                    &stored_context(&self.sealing, id, ctx)?,
+                    &as_sql(lease_until_ms),
+                ],
             )
             .await?;
         transaction
             .execute(
                 "INSERT INTO transaction_steps (id, step, payload)
                  VALUES ($1, (SELECT count(*) FROM transaction_steps WHERE id = $1), $2)",
-                &[&id, &to_text(step)?],
+                &[&id, &stored_step(&self.sealing, id, step)?],
             )
             .await?;
         transaction.commit().await?;
@@ -67,7 +71,7 @@ impl PostgresStore {
                 .iter()
                 .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
                 .collect::<Result<Vec<(String, bool)>, tokio_postgres::Error>>()?;
-            match read_abandoned(&id, &ctx, &steps) {
+            match read_abandoned(&self.sealing, &id, &ctx, &steps) {
                 Ok(open) => abandoned.push(open),
                 // Left leased: an operator must look at a transaction that does not read back.
                 Err(error) => failed(&format!("read abandoned transaction {id}"), &error),

@@ -10,31 +10,33 @@ use portcullis_core::{
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::{SqliteStore, as_sql, failed, from_sql, now_ms};
-use crate::refusals::approvals_unavailable;
+use crate::refusals::{approvals_failed, approvals_unavailable};
+use crate::seal::Sealing;
+use crate::values::{Failure, StoredCall, read_call, read_ticket, stored_decision};
 
-/// A stored call and its decision, as two texts.
-type Row = (String, Option<String>);
+/// A stored call: its ticket's id, the call, its decision and its ticket, as texts.
+type Row = (String, String, Option<String>, Option<String>);
 
 /// The columns a [`Row`] is read from.
-const ROW: &str = "call, decision";
+const ROW: &str = "ticket_id, call, decision, ticket";
 
 fn row(row: &rusqlite::Row<'_>) -> Result<Row, rusqlite::Error> {
-    Ok((row.get(0)?, row.get(1)?))
+    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
 }
 
-/// A database or reading failure.
-type Failure = Box<dyn std::error::Error + Send + Sync>;
-
 /// The pending call stored in `row`.
-fn call_of((call, decision): Row) -> Result<PendingCall, serde_json::Error> {
-    let mut call: PendingCall = serde_json::from_str(&call)?;
-    call.decision = decision.as_deref().map(serde_json::from_str).transpose()?;
-    Ok(call)
+fn call_of(sealing: &Sealing, (id, call, decision, _): &Row) -> Result<PendingCall, Failure> {
+    read_call(sealing, id, call, decision.as_deref())
 }
 
 /// Takes the call of ticket `id`: removed only once it reads back, so that a row this build
-/// cannot read stays for an operator rather than vanishing.
-fn take(connection: &mut Connection, id: &str) -> Result<Option<PendingCall>, Failure> {
+/// cannot read (or cannot open without its seal key) stays for an operator rather than
+/// vanishing.
+fn take(
+    connection: &mut Connection,
+    sealing: &Sealing,
+    id: &str,
+) -> Result<Option<PendingCall>, Failure> {
     let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let stored = transaction
         .query_row(
@@ -46,20 +48,52 @@ fn take(connection: &mut Connection, id: &str) -> Result<Option<PendingCall>, Fa
     let Some(stored) = stored else {
         return Ok(None);
     };
-    let call = call_of(stored)?;
+    let call = call_of(sealing, &stored)?;
     transaction.execute("DELETE FROM pending_calls WHERE ticket_id = ?1", [id])?;
     transaction.commit()?;
     Ok(Some(call))
 }
 
-fn to_text<T: serde::Serialize>(value: &T) -> Result<String, rusqlite::Error> {
-    serde_json::to_string(value)
-        .map_err(|error| rusqlite::Error::ToSqlConversionFailure(Box::new(error)))
+/// Takes every call whose ticket expired at `now_ms` and that reads back; one that does not
+/// is reported and left for an operator.
+fn take_expired(
+    connection: &mut Connection,
+    sealing: &Sealing,
+    now_ms: u64,
+) -> Result<Vec<PendingCall>, rusqlite::Error> {
+    let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let rows: Vec<Row> = {
+        let mut statement = transaction.prepare(&format!(
+            "SELECT {ROW} FROM pending_calls WHERE expires_ms <= ?1"
+        ))?;
+        let rows = statement.query_map([as_sql(now_ms)], row)?;
+        rows.collect::<Result<_, _>>()?
+    };
+    let mut taken = Vec::with_capacity(rows.len());
+    for stored in &rows {
+        match call_of(sealing, stored) {
+            Ok(call) => {
+                transaction.execute(
+                    "DELETE FROM pending_calls WHERE ticket_id = ?1",
+                    [&stored.0],
+                )?;
+                taken.push(call);
+            }
+            Err(error) => failed("read an expired pending call", &error),
+        }
+    }
+    transaction.commit()?;
+    Ok(taken)
+}
+
+fn to_sql_error(error: serde_json::Error) -> rusqlite::Error {
+    rusqlite::Error::ToSqlConversionFailure(Box::new(error))
 }
 
 /// Keeps `pending` if `limits` admit it; `Ok(Err(_))` is the limits' refusal.
 fn insert(
     connection: &mut Connection,
+    sealing: &Sealing,
     pending: &PendingCall,
     limits: PendingLimits,
 ) -> Result<Result<(), Rejection>, rusqlite::Error> {
@@ -78,19 +112,20 @@ fn insert(
     if let Err(full) = limits.admit(from_sql(of_task), from_sql(of_actor)) {
         return Ok(Err(full));
     }
-    let decision = pending.decision.as_ref().map(to_text).transpose()?;
+    let stored = StoredCall::of(sealing, pending).map_err(to_sql_error)?;
     transaction.execute(
         "INSERT INTO pending_calls
-             (ticket_id, task, actor, created_ms, expires_ms, call, decision)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+             (ticket_id, task, actor, created_ms, expires_ms, call, decision, ticket)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         params![
             pending.ticket.id,
             task,
             actor,
             as_sql(pending.ticket.created_ms),
             as_sql(pending.ticket.expires_ms),
-            to_text(pending)?,
-            decision
+            stored.call,
+            stored.decision,
+            stored.ticket,
         ],
     )?;
     transaction.commit()?;
@@ -99,6 +134,7 @@ fn insert(
 
 fn decide(
     connection: &mut Connection,
+    sealing: &Sealing,
     id: &str,
     decision: &SignedDecision,
     now_ms: u64,
@@ -116,9 +152,10 @@ fn decide(
         Some((Some(_), _)) => Recorded::AlreadyDecided,
         Some((None, expires_ms)) if as_sql(now_ms) >= expires_ms => Recorded::Expired,
         Some((None, _)) => {
+            let decision = stored_decision(sealing, id, decision).map_err(to_sql_error)?;
             transaction.execute(
                 "UPDATE pending_calls SET decision = ?2 WHERE ticket_id = ?1",
-                params![id, to_text(decision)?],
+                params![id, decision],
             )?;
             Recorded::Recorded
         }
@@ -133,7 +170,7 @@ impl ApprovalStore for SqliteStore {
         pending: PendingCall,
         limits: PendingLimits,
     ) -> BoxFuture<'_, Result<(), Rejection>> {
-        let result = match insert(&mut self.lock(), &pending, limits) {
+        let result = match insert(&mut self.lock(), &self.sealing, &pending, limits) {
             Ok(admitted) => admitted,
             Err(error) => {
                 failed("keep a pending call", &error);
@@ -147,10 +184,13 @@ impl ApprovalStore for SqliteStore {
 
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<PendingCall>, Rejection>> {
         let call = self.rows("ticket_id = ?1", [id]).and_then(|rows| {
-            let read = rows.into_iter().map(call_of).next().transpose();
+            let read = rows
+                .first()
+                .map(|stored| call_of(&self.sealing, stored))
+                .transpose();
             read.map_err(|error| {
                 failed("read a pending call", &error);
-                approvals_unavailable("the pending call could not be read")
+                approvals_failed(error.as_ref(), "the pending call could not be read")
             })
         });
         Box::pin(ready(call))
@@ -158,37 +198,22 @@ impl ApprovalStore for SqliteStore {
 
     fn take<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<PendingCall>, Rejection>> {
         // One IMMEDIATE transaction: of two processes taking the ticket at once, one gets it.
-        let taken = take(&mut self.lock(), id).map_err(|error| {
+        let taken = take(&mut self.lock(), &self.sealing, id).map_err(|error| {
             failed("take a pending call", &error);
-            approvals_unavailable("the pending call could not be taken, so nothing ran")
+            approvals_failed(
+                error.as_ref(),
+                "the pending call could not be taken, so nothing ran",
+            )
         });
         Box::pin(ready(taken))
     }
 
     fn take_expired(&self, now_ms: u64) -> BoxFuture<'_, Vec<PendingCall>> {
-        let taken = (|| {
-            let connection = self.lock();
-            let mut statement = connection.prepare(&format!(
-                "DELETE FROM pending_calls WHERE expires_ms <= ?1 RETURNING {ROW}"
-            ))?;
-            let rows = statement.query_map([as_sql(now_ms)], row)?;
-            rows.collect::<Result<Vec<Row>, _>>()
-        })();
-        let expired = match taken {
-            // An expired call that does not read back cannot be ended: reported, and dropped.
-            Ok(rows) => rows
-                .into_iter()
-                .filter_map(|stored| {
-                    call_of(stored)
-                        .map_err(|error| failed("read an expired pending call", &error))
-                        .ok()
-                })
-                .collect(),
-            Err(error) => {
+        let expired =
+            take_expired(&mut self.lock(), &self.sealing, now_ms).unwrap_or_else(|error| {
                 failed("take expired pending calls", &error);
                 Vec::new()
-            }
-        };
+            });
         Box::pin(ready(expired))
     }
 
@@ -198,23 +223,23 @@ impl ApprovalStore for SqliteStore {
         decision: &'a SignedDecision,
         now_ms: u64,
     ) -> BoxFuture<'a, Recorded> {
-        let recorded = decide(&mut self.lock(), id, decision, now_ms).unwrap_or_else(|error| {
-            failed("record a decision", &error);
-            Recorded::Unavailable
-        });
+        let recorded = decide(&mut self.lock(), &self.sealing, id, decision, now_ms)
+            .unwrap_or_else(|error| {
+                failed("record a decision", &error);
+                Recorded::Unavailable
+            });
         Box::pin(ready(recorded))
     }
 
     fn pending(&self) -> BoxFuture<'_, Result<Vec<Ticket>, Rejection>> {
         let tickets = self.rows("decision IS NULL", []).map(|rows| {
-            rows.into_iter()
-                .filter_map(|stored| {
+            rows.iter()
+                .filter_map(|(id, call, _, ticket)| {
                     // Reported, and left out of the queue: `get` refuses it by its id.
-                    call_of(stored)
+                    read_ticket(&self.sealing, id, call, ticket.as_deref())
                         .map_err(|error| failed("read a pending call", &error))
                         .ok()
                 })
-                .map(|call| call.ticket)
                 .collect()
         });
         Box::pin(ready(tickets))
@@ -232,7 +257,7 @@ impl ApprovalStore for SqliteStore {
         })();
         Box::pin(ready(ids.map_err(|error| {
             failed("list decided calls", &error);
-            approvals_unavailable("the decided calls could not be listed")
+            approvals_failed(&error, "the decided calls could not be listed")
         })))
     }
 }
@@ -254,7 +279,7 @@ impl SqliteStore {
         };
         read().map_err(|error| {
             failed("read pending calls", &error);
-            approvals_unavailable("the pending calls could not be read")
+            approvals_failed(&error, "the pending calls could not be read")
         })
     }
 }

@@ -15,6 +15,7 @@ use portcullis_core::audit::RoundWriter;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use crate::OpenError;
+use crate::seal::{SealKeys, Sealing};
 pub(crate) use crate::values::{as_sql, from_sql, now_ms};
 
 /// The schema, one migration per version, applied in order when a store opens. Never edit a
@@ -85,6 +86,8 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE pending_calls ADD COLUMN decision TEXT;",
     // 6: when a call was claimed, for its lease; claims from before count as long abandoned.
     "ALTER TABLE claims ADD COLUMN claimed_ms INTEGER NOT NULL DEFAULT 0;",
+    // 7: a pending call's ticket in clear, redacted, for the queue: the call may be sealed.
+    "ALTER TABLE pending_calls ADD COLUMN ticket TEXT;",
 ];
 
 /// How long a writer waits for another process's transaction before it gives up.
@@ -103,11 +106,16 @@ pub struct SqliteStore {
     connection: Arc<Mutex<Connection>>,
     /// The thread that stores audit records, started by the first.
     audit: Arc<OnceLock<RoundWriter>>,
+    sealing: Sealing,
 }
 
 impl SqliteStore {
-    /// Opens (or creates) the store at `path` and brings its schema up to date.
+    /// Opens (or creates) the store at `path` and brings its schema up to date. A new file is
+    /// created readable and writable by its owner only (`0600`); SQLite gives its `-wal` and
+    /// `-shm` files the same mode.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, OpenError> {
+        let path = path.as_ref();
+        create_private(path)?;
         let mut connection = Connection::open(path)?;
         connection.busy_timeout(BUSY_TIMEOUT)?;
         // Every commit is on the disk before the decision it records is acted on.
@@ -132,6 +140,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             connection: Arc::new(Mutex::new(connection)),
             audit: Arc::default(),
+            sealing: Sealing::default(),
         })
     }
 
@@ -156,7 +165,17 @@ impl SqliteStore {
         Ok(SqliteStore {
             connection: Arc::new(Mutex::new(connection)),
             audit: Arc::default(),
+            sealing: Sealing::default(),
         })
+    }
+
+    /// Seals what the store keeps that may hold secrets (a pending call's arguments and its
+    /// decision, a claim's outcome, a transaction's context and steps) with `keys`, and opens
+    /// what they sealed; see [`SealKeys`]. Without keys, those values are kept in clear, and a
+    /// sealed one is refused with `seal_key_missing` and left as it is.
+    pub fn sealed_with(mut self, keys: SealKeys) -> Self {
+        self.sealing = Sealing::with(keys);
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, Connection> {
@@ -164,6 +183,23 @@ impl SqliteStore {
         self.connection
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Creates an empty file at `path` that only its owner may read or write, unless one is there:
+/// SQLite would create it with the process's umask, commonly readable by every local user.
+fn create_private(path: &Path) -> Result<(), OpenError> {
+    if path.as_os_str() == ":memory:" {
+        return Ok(());
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(error) => Err(OpenError::Database(Box::new(error))),
     }
 }
 
@@ -229,7 +265,7 @@ mod tests {
             error,
             OpenError::NewerSchema {
                 found: 99,
-                known: 6
+                known: 7
             }
         ));
         assert!(error.to_string().contains("upgrade portcullis"), "{error}");
@@ -239,6 +275,26 @@ mod tests {
         drop(connection);
         let error = SqliteStore::open(&path).err().unwrap();
         assert!(matches!(error, OpenError::NotMigrated { found: -1, .. }));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The database, its write-ahead log and its shared memory file are their owner's alone,
+    /// whatever the process's umask.
+    #[cfg(unix)]
+    #[test]
+    fn a_new_store_is_readable_by_its_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("portcullis-mode-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("state.db");
+        let store = SqliteStore::open(&path).unwrap();
+        for suffix in ["", "-wal", "-shm"] {
+            let file = format!("{}{suffix}", path.display());
+            let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600, "{file}");
+        }
+        drop(store);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -6,21 +6,22 @@ use portcullis_core::{BoxFuture, CallKey, Claim, ClaimState, RepeatStore, existi
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::{SqliteStore, failed, from_sql, now_ms};
+use crate::seal::Sealing;
+use crate::values::{read_state, stored_state};
 
 /// The claim's key as stored: the call key's JSON, which tells every tenant, actor, task, tool
 /// and call id apart.
 fn stored_key(key: &CallKey) -> Result<String, rusqlite::Error> {
-    serde_json::to_string(key)
-        .map_err(|error| rusqlite::Error::ToSqlConversionFailure(Box::new(error)))
+    serde_json::to_string(key).map_err(to_sql_error)
 }
 
-fn stored_state(state: &ClaimState) -> Result<String, rusqlite::Error> {
-    serde_json::to_string(state)
-        .map_err(|error| rusqlite::Error::ToSqlConversionFailure(Box::new(error)))
+fn to_sql_error(error: serde_json::Error) -> rusqlite::Error {
+    rusqlite::Error::ToSqlConversionFailure(Box::new(error))
 }
 
 fn claim(
     connection: &mut Connection,
+    sealing: &Sealing,
     key: &CallKey,
     fingerprint: &str,
     lease_start_ms: u64,
@@ -35,10 +36,10 @@ fn claim(
         )
         .optional()?;
     let claim = match held {
-        Some((known, state, claimed_ms)) => match serde_json::from_str(&state) {
+        Some((known, state, claimed_ms)) => match read_state(sealing, &key, &state) {
             Ok(state) => existing_claim(
                 &known,
-                fingerprint,
+                &sealing.comparable(fingerprint, Some(&known)),
                 state,
                 from_sql(claimed_ms),
                 lease_start_ms,
@@ -54,8 +55,8 @@ fn claim(
                  VALUES (?1, ?2, ?3, 0, ?4)",
                 params![
                     key,
-                    fingerprint,
-                    stored_state(&ClaimState::Running)?,
+                    sealing.comparable(fingerprint, None),
+                    stored_state(sealing, &key, &ClaimState::Running).map_err(to_sql_error)?,
                     now_ms()
                 ],
             )?;
@@ -73,7 +74,13 @@ impl RepeatStore for SqliteStore {
         fingerprint: &'a str,
         lease_start_ms: u64,
     ) -> BoxFuture<'a, Claim> {
-        let claimed = claim(&mut self.lock(), key, fingerprint, lease_start_ms);
+        let claimed = claim(
+            &mut self.lock(),
+            &self.sealing,
+            key,
+            fingerprint,
+            lease_start_ms,
+        );
         let claim = claimed.unwrap_or_else(|error| {
             failed("claim a call", &error);
             Claim::Unavailable
@@ -84,9 +91,11 @@ impl RepeatStore for SqliteStore {
     fn update<'a>(&'a self, key: &'a CallKey, state: ClaimState) -> BoxFuture<'a, ()> {
         let settled = matches!(state, ClaimState::Settled(_));
         let updated = (|| {
+            let key = stored_key(key)?;
+            let state = stored_state(&self.sealing, &key, &state).map_err(to_sql_error)?;
             self.lock().execute(
                 "UPDATE claims SET state = ?2, settled = ?3 WHERE call_key = ?1 AND settled = 0",
-                params![stored_key(key)?, stored_state(&state)?, settled],
+                params![key, state, settled],
             )
         })();
         if let Err(error) = updated {

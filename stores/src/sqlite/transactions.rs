@@ -8,15 +8,16 @@ use portcullis_core::{Abandoned, BoxFuture, CallContext, StoredStep, Transaction
 use rusqlite::{Connection, TransactionBehavior, params};
 
 use super::{SqliteStore, as_sql, failed};
-use crate::values::read_abandoned;
+use crate::seal::Sealing;
+use crate::values::{read_abandoned, stored_context, stored_step};
 
-fn to_text<T: serde::Serialize>(value: &T) -> Result<String, rusqlite::Error> {
-    serde_json::to_string(value)
-        .map_err(|error| rusqlite::Error::ToSqlConversionFailure(Box::new(error)))
+fn to_sql_error(error: serde_json::Error) -> rusqlite::Error {
+    rusqlite::Error::ToSqlConversionFailure(Box::new(error))
 }
 
 fn record_step(
     connection: &mut Connection,
+    sealing: &Sealing,
     id: &str,
     ctx: &CallContext,
     step: &StoredStep,
@@ -26,18 +27,23 @@ fn record_step(
     transaction.execute(
         "INSERT INTO transactions (id, ctx, lease_until_ms) VALUES (?1, ?2, ?3)
          ON CONFLICT (id) DO UPDATE SET lease_until_ms = ?3",
-        params![id, to_text(ctx)?, as_sql(lease_until_ms)],
+        params![
+            id,
+            stored_context(sealing, id, ctx).map_err(to_sql_error)?,
+            as_sql(lease_until_ms)
+        ],
     )?;
     transaction.execute(
         "INSERT INTO transaction_steps (id, step, payload)
          VALUES (?1, (SELECT count(*) FROM transaction_steps WHERE id = ?1), ?2)",
-        params![id, to_text(step)?],
+        params![id, stored_step(sealing, id, step).map_err(to_sql_error)?],
     )?;
     transaction.commit()
 }
 
 fn take_abandoned(
     connection: &mut Connection,
+    sealing: &Sealing,
     now_ms: u64,
     lease_until_ms: u64,
 ) -> Result<Vec<Abandoned>, rusqlite::Error> {
@@ -61,7 +67,7 @@ fn take_abandoned(
             let rows = statement.query_map([&id], |row| Ok((row.get(0)?, row.get(1)?)))?;
             rows.collect::<Result<_, _>>()?
         };
-        match read_abandoned(&id, &ctx, &steps) {
+        match read_abandoned(sealing, &id, &ctx, &steps) {
             Ok(open) => abandoned.push(open),
             // Left leased: an operator must look at a transaction that does not read back.
             Err(error) => failed(&format!("read abandoned transaction {id}"), &error),
@@ -79,8 +85,15 @@ impl TransactionStore for SqliteStore {
         step: &'a StoredStep,
         lease_until_ms: u64,
     ) -> BoxFuture<'a, io::Result<()>> {
-        let recorded =
-            record_step(&mut self.lock(), id, ctx, step, lease_until_ms).map_err(io::Error::other);
+        let recorded = record_step(
+            &mut self.lock(),
+            &self.sealing,
+            id,
+            ctx,
+            step,
+            lease_until_ms,
+        )
+        .map_err(io::Error::other);
         Box::pin(ready(recorded))
     }
 
@@ -111,8 +124,8 @@ impl TransactionStore for SqliteStore {
     }
 
     fn take_abandoned(&self, now_ms: u64, lease_until_ms: u64) -> BoxFuture<'_, Vec<Abandoned>> {
-        let taken =
-            take_abandoned(&mut self.lock(), now_ms, lease_until_ms).unwrap_or_else(|error| {
+        let taken = take_abandoned(&mut self.lock(), &self.sealing, now_ms, lease_until_ms)
+            .unwrap_or_else(|error| {
                 failed("take abandoned transactions", &error);
                 Vec::new()
             });

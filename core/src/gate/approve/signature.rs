@@ -234,7 +234,7 @@ fn key_bytes(text: &str) -> Result<[u8; 32], KeyError> {
 }
 
 fn unhex(digits: &str) -> Option<Vec<u8>> {
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return None;
     }
     (0..digits.len())
