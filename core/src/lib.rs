@@ -44,7 +44,7 @@ pub use gate::approve::signature::{
     DecisionKey, DecisionPublicKey, DecisionSignature, KeyError, Keyring, SignedDecision,
 };
 pub use gate::approve::store::{
-    ApprovalStore, Approver, AutoApprove, AutoReject, InMemoryApprovalStore, PendingCall,
+    ApprovalStore, Approver, AutoApprove, AutoReject, InMemoryApprovalStore, Lease, PendingCall,
     PendingLimits, Ticket,
 };
 pub use gate::authorize::policy::{Decision, Policy, PolicyError, PolicyRequest, ReadOnlyRequests};

@@ -35,6 +35,7 @@ use serde_json::Value;
 use crate::audit::{Decided, Snapshots, sha256_hex};
 use crate::gate::approve::decision::{already_decided, expired, not_pending, record_decision};
 use crate::gate::approve::now_ms;
+use crate::gate::approve::store::Lease;
 use crate::gate::authorize::{authorize, authorize_caller};
 use crate::gate::bound::{Bound, BoundCall};
 use crate::gate::decode::{self, Canonical, DecodeLimits, Decoded};
@@ -46,9 +47,8 @@ use crate::manifest::contract_hash;
 use crate::registry::{Registered, Settings};
 use crate::tool::BoxFuture;
 use crate::{
-    ApprovalDecision, Arguments, CallContext, Gate, Outcome, PendingCall, PendingLimits, Progress,
-    Registry, Rejection, RejectionCode, SignedDecision, Ticket, Tool, ToolCall, ToolContract,
-    ToolError,
+    ApprovalDecision, Arguments, CallContext, Gate, Outcome, PendingCall, Progress, Registry,
+    Rejection, RejectionCode, SignedDecision, Ticket, Tool, ToolCall, ToolContract, ToolError,
 };
 
 /// A tool with its types erased, so that tools of different argument types live in one map.
@@ -104,6 +104,9 @@ pub(crate) struct Facts {
     pub(crate) snapshots: Snapshots,
     /// The outcome is that of an earlier call with the same id: nothing ran now.
     pub(crate) repeated: AtomicBool,
+    /// The lease on the decided call being carried out (its ticket's id and the lease's),
+    /// released from the store just before the call runs.
+    pub(crate) lease: OnceLock<(String, String)>,
 }
 
 impl<T: Tool> ErasedTool for T {
@@ -361,6 +364,18 @@ async fn admit<'a>(
         .with_hint("try again later"));
     }
 
+    // A decided call leaves the approval store as it runs, not before, so that a worker that
+    // stops on the way leaves it for another; and only under its lease, so that it runs once.
+    if let Err(refusal) = registry.unlease(facts).await {
+        if reserved {
+            settings
+                .budget
+                .release(ctx, contract.name(), contract.cost())
+                .await;
+        }
+        return Err(refusal);
+    }
+
     // 9. execute, with the state it changes seen before and after.
     if let Some(snapshot) = bound.snapshot(ctx) {
         Snapshots::keep(&facts.snapshots.before, snapshot.await);
@@ -385,6 +400,16 @@ async fn admit<'a>(
         }
     }
     Ok(outcome)
+}
+
+/// The refusal of a decided call whose lease ran out before it could run: another worker took
+/// it, and runs it.
+fn lease_lost() -> Rejection {
+    Rejection::new(
+        RejectionCode::TicketDecided,
+        "the decided call was taken by another worker while this one prepared it; it runs there",
+    )
+    .with_retryable(false)
 }
 
 /// The state after a call ran, seen through its canonical arguments bound again (the tool took
@@ -803,17 +828,13 @@ impl Registry {
     async fn run_decision(&self, ticket_id: &str, facts: &Facts) -> Option<Outcome> {
         let settings = self.settings();
         let store = &settings.approvals.store;
-        let pending = match store.take(ticket_id).await {
-            Ok(taken) => taken?,
+        let lease = Lease::new(settings.approvals.lease);
+        let pending = match store.lease(ticket_id, &lease).await {
+            Ok(leased) => leased?,
             Err(rejection) => return Some(Outcome::Rejected(rejection)),
         };
-        let Some(decision) = pending.decision.clone() else {
-            // Only a decided call is taken to run; an undecided one goes back to wait.
-            if let Err(rejection) = store.insert(pending, PendingLimits::UNLIMITED).await {
-                tracing::error!(%rejection, "an undecided call could not wait again");
-            }
-            return None;
-        };
+        let decision = pending.decision.clone()?;
+        let _ = facts.lease.set((ticket_id.to_owned(), lease.id));
         Some(self.carry_out(pending, decision, facts).await)
     }
 
@@ -835,7 +856,7 @@ impl Registry {
             Err(refusal) => {
                 let named = decision.reviewer().id();
                 return self
-                    .end_pending(&pending, refusal, format!("refused to {named}"))
+                    .end_leased(&pending, refusal, format!("refused to {named}"), facts)
                     .await;
             }
         };
@@ -851,12 +872,12 @@ impl Registry {
         let Some(edited) = edited.filter(|_| !pending.ticket.is_expired(now_ms())) else {
             let (refusal, resolution) = unrun(Some(&decision));
             return self
-                .end_pending(&pending, refusal, format!("{resolution}, {signed}"))
+                .end_leased(&pending, refusal, format!("{resolution}, {signed}"), facts)
                 .await;
         };
         if contract.map(contract_hash).as_deref() != Some(pending.ticket.contract_hash.as_str()) {
             return self
-                .end_pending(
+                .end_leased(
                     &pending,
                     Rejection::new(
                         RejectionCode::ContractChanged,
@@ -864,6 +885,7 @@ impl Registry {
                     )
                     .with_retryable(false),
                     format!("contract changed before {} decided", reviewer.id()),
+                    facts,
                 )
                 .await;
         }
@@ -891,22 +913,38 @@ impl Registry {
         };
         let Dispatched { outcome, contract } = self.decide(ctx, &call, road, facts).await;
         let key = CallKey::new(ctx, &pending.ticket.tool, &pending.ticket.call_id);
-        if outcome.code() == Some(RejectionCode::AuditUnavailable) {
-            // Nothing ran: the call waits again under its ticket and its decision, claimed as
-            // pending, for `run_decided` once the audit can record it. An approved call keeps
-            // its reservation; an edited one was given back and is counted again then.
+        let unrecorded = outcome.code() == Some(RejectionCode::AuditUnavailable);
+        let left = matches!(
+            outcome.code(),
+            Some(
+                RejectionCode::ApprovalsUnavailable
+                    | RejectionCode::SealKeyMissing
+                    | RejectionCode::TicketDecided
+            )
+        );
+        if unrecorded || left {
+            // Nothing ran: the call stays under its ticket and its decision, claimed as
+            // pending. Given back when its audit could not be written, for `run_decided` once
+            // it can; left under the lease when the store could not remove it (the lease runs
+            // out, and a worker runs it then) or another worker holds it. An approved call
+            // keeps its reservation; an edited one was given back and is counted again then.
             let mut decided = Decided::plain(ctx, &call, contract, &outcome);
             decided.resolution = Some(resolution);
             settings.record(decided).await;
-            let mut pending = pending;
-            if road == Road::Edited {
-                pending.reserved_cost = None;
-            }
-            if let Err(rejection) = store.insert(pending, PendingLimits::UNLIMITED).await {
-                tracing::error!(%rejection, "an approved call could not wait again for its audit");
+            if let (true, Some((ticket_id, lease_id))) = (unrecorded, facts.lease.get()) {
+                let mut pending = pending;
+                if road == Road::Edited {
+                    pending.reserved_cost = None;
+                }
+                if let Err(rejection) = store.give_back(ticket_id, lease_id, &pending).await {
+                    tracing::error!(%rejection, "an approved call could not wait again for its audit");
+                }
             }
             return outcome;
         }
+        // A call the gates refused before it ran is still in the store: it ends here (a call
+        // that ran left it already).
+        let _ = self.unlease(facts).await;
         if road == Road::Approved
             && !ran(&outcome)
             && let Some(cost) = pending.reserved_cost
@@ -930,6 +968,35 @@ impl Registry {
             })
             .await;
         outcome
+    }
+
+    /// Ends a leased call that will not run: takes it out of the store under its lease, then
+    /// as [`end_pending`](Self::end_pending). A call whose lease ran out is left to the worker
+    /// that holds it now.
+    async fn end_leased(
+        &self,
+        pending: &PendingCall,
+        refusal: Rejection,
+        resolution: String,
+        facts: &Facts,
+    ) -> Outcome {
+        if let Err(left) = self.unlease(facts).await {
+            return Outcome::Rejected(left);
+        }
+        self.end_pending(pending, refusal, resolution).await
+    }
+
+    /// Removes the decided call this worker leased from the approval store: `lease_lost` when
+    /// another worker took it since, the store's refusal when it could not be written.
+    pub(crate) async fn unlease(&self, facts: &Facts) -> Result<(), Rejection> {
+        let Some((ticket_id, lease_id)) = facts.lease.get() else {
+            return Ok(());
+        };
+        let store = &self.settings().approvals.store;
+        match store.remove(ticket_id, lease_id).await? {
+            true => Ok(()),
+            false => Err(lease_lost()),
+        }
     }
 
     /// Every gate, in order, for a call that came by `road`.

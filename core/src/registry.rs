@@ -108,6 +108,7 @@ impl Registry {
                     self_approval: false,
                     limits: PendingLimits::default(),
                     trust: Trust::Unsigned,
+                    lease: Duration::from_secs(60),
                 },
                 audit: None,
                 audit_key: None,
@@ -331,6 +332,15 @@ impl RegistryBuilder {
     pub fn accept_unsigned_decisions(mut self) -> Self {
         self.settings.approvals.trust = Trust::Unsigned;
         self.trust_declared = true;
+        self
+    }
+
+    /// Sets how long a worker holds a decided call it took to run (default one minute): the
+    /// call stays in the store until it runs, and if the worker stops first, another worker
+    /// runs it once the lease ran out. Choose it longer than the gates take before the call
+    /// runs (its policies, its write-ahead audit record).
+    pub fn approval_lease(mut self, lease: Duration) -> Self {
+        self.settings.approvals.lease = lease;
         self
     }
 

@@ -6,7 +6,7 @@ use std::io;
 use portcullis_core::audit::{AuditRecord, AuditSink, Unchained};
 use portcullis_core::{
     Abandoned, ApprovalStore, BoxFuture, BudgetLimits, BudgetStore, CallContext, CallKey, Charge,
-    Claim, ClaimState, PendingCall, PendingLimits, Recorded, Rejection, RepeatStore,
+    Claim, ClaimState, Lease, PendingCall, PendingLimits, Recorded, Rejection, RepeatStore,
     SignedDecision, StoredStep, Ticket, TransactionStore,
 };
 
@@ -124,8 +124,29 @@ impl ApprovalStore for Store {
         on_store!(self, store => store.decide(id, decision, now_ms))
     }
 
-    fn take<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<PendingCall>, Rejection>> {
-        on_store!(self, store => store.take(id))
+    fn lease<'a>(
+        &'a self,
+        id: &'a str,
+        lease: &'a Lease,
+    ) -> BoxFuture<'a, Result<Option<PendingCall>, Rejection>> {
+        on_store!(self, store => store.lease(id, lease))
+    }
+
+    fn remove<'a>(
+        &'a self,
+        id: &'a str,
+        lease_id: &'a str,
+    ) -> BoxFuture<'a, Result<bool, Rejection>> {
+        on_store!(self, store => store.remove(id, lease_id))
+    }
+
+    fn give_back<'a>(
+        &'a self,
+        id: &'a str,
+        lease_id: &'a str,
+        pending: &'a PendingCall,
+    ) -> BoxFuture<'a, Result<(), Rejection>> {
+        on_store!(self, store => store.give_back(id, lease_id, pending))
     }
 
     fn take_expired(&self, now_ms: u64) -> BoxFuture<'_, Vec<PendingCall>> {

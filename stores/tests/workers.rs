@@ -83,7 +83,64 @@ on_both!(
     a_store_that_fails_refuses_and_nothing_runs,
     opening_an_existing_store_creates_nothing,
     a_call_whose_worker_stopped_is_never_run_again,
+    a_decided_call_whose_worker_stopped_before_it_ran_runs_once_elsewhere,
 );
+
+/// A worker takes a decided payout to run and stops before running it (its lease is all that
+/// is left of it): while the lease holds, no worker runs it; once it ran out, another worker
+/// runs it, once, and the dead worker's lease no longer holds it.
+async fn a_decided_call_whose_worker_stopped_before_it_ran_runs_once_elsewhere(backend: Backend) {
+    use portcullis::{ApprovalStore, Lease};
+    use std::time::Duration;
+
+    let supplier = format!("leased-{}", backend.tag());
+    let ctx = CallContext::new("agent").with_task_id("t-lease");
+    let registry = worker(&backend).await;
+    let ticket = registry
+        .dispatch(&ctx, &payout(&supplier))
+        .await
+        .ticket()
+        .unwrap()
+        .id
+        .clone();
+    let store = backend.open().await;
+    record_decision(&store, &ticket, approve()).await.unwrap();
+
+    let dying = backend.open().await;
+    let lease = Lease::new(Duration::from_millis(300));
+    let leased = ApprovalStore::lease(&dying, &ticket, &lease).await.unwrap();
+    assert!(leased.is_some(), "the dying worker took the call");
+    let second = Lease::new(Duration::from_secs(60));
+    assert!(
+        ApprovalStore::lease(&store, &ticket, &second)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        registry.run_decided().await.unwrap().is_empty(),
+        "the lease holds"
+    );
+    assert_eq!(payouts_to(&supplier), 0);
+
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let ran = registry.run_decided().await.unwrap();
+    assert_eq!(ran.len(), 1);
+    assert_eq!(
+        ran[0].1.output(),
+        Some(&json!(format!("paid 900 to {supplier}")))
+    );
+    assert_eq!(payouts_to(&supplier), 1);
+    assert!(
+        !ApprovalStore::remove(&dying, &ticket, &lease.id)
+            .await
+            .unwrap()
+    );
+    assert!(registry.run_decided().await.unwrap().is_empty());
+    let repeated = registry.dispatch(&ctx, &payout(&supplier)).await;
+    assert_eq!(repeated, ran[0].1);
+    assert_eq!(payouts_to(&supplier), 1);
+}
 
 async fn a_pending_call_survives_a_restart_and_runs_once(backend: Backend) {
     let supplier = format!("acme-{}", backend.tag());

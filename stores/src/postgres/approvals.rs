@@ -2,8 +2,8 @@
 //! whichever machine asks.
 
 use portcullis_core::{
-    ApprovalStore, BoxFuture, PendingCall, PendingLimits, Recorded, Rejection, SignedDecision,
-    Ticket,
+    ApprovalStore, BoxFuture, Lease, PendingCall, PendingLimits, Recorded, Rejection,
+    SignedDecision, Ticket,
 };
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
@@ -148,7 +148,8 @@ impl PostgresStore {
         let rows = transaction
             .query(
                 &format!(
-                    "SELECT {CALL} FROM pending_calls WHERE expires_ms <= $1
+                    "SELECT {CALL} FROM pending_calls
+                     WHERE expires_ms <= $1 AND leased_until_ms <= $1
                      FOR UPDATE SKIP LOCKED"
                 ),
                 &[&as_sql(now_ms)],
@@ -171,22 +172,33 @@ impl PostgresStore {
         Ok(taken)
     }
 
-    /// Takes the call of ticket `id`: removed only once it reads back, so that a row this
-    /// build cannot read stays for an operator rather than vanishing.
-    async fn take_call(&self, id: &str) -> Result<Option<PendingCall>, Failure> {
+    /// Leases the decided call of ticket `id`, unless another lease on it holds: given only
+    /// once it reads back, so that a row this build cannot read (or cannot open without its
+    /// seal key) is reported rather than leased.
+    async fn lease_call(&self, id: &str, lease: &Lease) -> Result<Option<PendingCall>, Failure> {
         let mut client = self.client().await?;
         let transaction = client.transaction().await?;
-        // Of two workers taking the ticket at once, one gets the row.
-        let taken = transaction
+        // Of two workers leasing at once, one locks the row; the other finds it leased.
+        let row = transaction
             .query_opt(
-                &format!("DELETE FROM pending_calls WHERE ticket_id = $1 RETURNING {CALL}"),
-                &[&id],
+                &format!(
+                    "SELECT {CALL} FROM pending_calls
+                     WHERE ticket_id = $1 AND decision IS NOT NULL AND leased_until_ms <= $2
+                     FOR UPDATE"
+                ),
+                &[&id, &as_sql(lease.now_ms)],
             )
             .await?;
-        let Some(row) = taken else {
+        let Some(row) = row else {
             return Ok(None);
         };
         let call = call_of(&self.sealing, &row)?;
+        transaction
+            .execute(
+                "UPDATE pending_calls SET lease_id = $2, leased_until_ms = $3 WHERE ticket_id = $1",
+                &[&id, &lease.id, &as_sql(lease.until_ms)],
+            )
+            .await?;
         transaction.commit().await?;
         Ok(Some(call))
     }
@@ -238,14 +250,70 @@ impl ApprovalStore for PostgresStore {
         })
     }
 
-    fn take<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<PendingCall>, Rejection>> {
+    fn lease<'a>(
+        &'a self,
+        id: &'a str,
+        lease: &'a Lease,
+    ) -> BoxFuture<'a, Result<Option<PendingCall>, Rejection>> {
         Box::pin(async move {
-            self.take_call(id).await.map_err(|error| {
-                failed("take a pending call", &error);
+            self.lease_call(id, lease).await.map_err(|error| {
+                failed("lease a decided call", &error);
                 approvals_failed(
                     error.as_ref(),
-                    "the pending call could not be taken, so nothing ran",
+                    "the decided call could not be taken to run, so nothing ran",
                 )
+            })
+        })
+    }
+
+    fn remove<'a>(
+        &'a self,
+        id: &'a str,
+        lease_id: &'a str,
+    ) -> BoxFuture<'a, Result<bool, Rejection>> {
+        Box::pin(async move {
+            let removed = async {
+                let rows = self
+                    .client()
+                    .await?
+                    .execute(
+                        "DELETE FROM pending_calls WHERE ticket_id = $1 AND lease_id = $2",
+                        &[&id, &lease_id],
+                    )
+                    .await?;
+                Ok::<_, Failure>(rows == 1)
+            };
+            removed.await.map_err(|error| {
+                failed("remove a decided call", &error);
+                approvals_unavailable(
+                    "the decided call could not leave the store, so it did not run",
+                )
+            })
+        })
+    }
+
+    fn give_back<'a>(
+        &'a self,
+        id: &'a str,
+        lease_id: &'a str,
+        pending: &'a PendingCall,
+    ) -> BoxFuture<'a, Result<(), Rejection>> {
+        Box::pin(async move {
+            let released = async {
+                let stored = StoredCall::of(&self.sealing, pending)?;
+                self.client()
+                    .await?
+                    .execute(
+                        "UPDATE pending_calls SET call = $3, lease_id = NULL, leased_until_ms = 0
+                         WHERE ticket_id = $1 AND lease_id = $2",
+                        &[&id, &lease_id, &stored.call],
+                    )
+                    .await?;
+                Ok::<_, Failure>(())
+            };
+            released.await.map_err(|error| {
+                failed("give back a decided call", &error);
+                approvals_unavailable("the decided call could not be given back")
             })
         })
     }
@@ -283,9 +351,10 @@ impl ApprovalStore for PostgresStore {
                     .client()
                     .await?
                     .query(
-                        "SELECT ticket_id FROM pending_calls WHERE decision IS NOT NULL
+                        "SELECT ticket_id FROM pending_calls
+                         WHERE decision IS NOT NULL AND leased_until_ms <= $1
                          ORDER BY created_ms, ticket_id",
-                        &[],
+                        &[&now_ms()],
                     )
                     .await?;
                 rows.iter()

@@ -83,8 +83,11 @@ const MIGRATIONS: &[&str] = &[
     );",
     // 2: when a call was claimed, for its lease; claims from before count as long abandoned.
     "ALTER TABLE claims ADD COLUMN claimed_ms BIGINT NOT NULL DEFAULT 0;",
-    // 3: a pending call's ticket in clear, redacted, for the queue: the call may be sealed.
-    "ALTER TABLE pending_calls ADD COLUMN ticket TEXT;",
+    // 3: a pending call's ticket in clear, redacted, for the queue: the call may be sealed;
+    // the lease of the worker about to run a decided call.
+    "ALTER TABLE pending_calls ADD COLUMN ticket TEXT;
+    ALTER TABLE pending_calls ADD COLUMN lease_id TEXT;
+    ALTER TABLE pending_calls ADD COLUMN leased_until_ms BIGINT NOT NULL DEFAULT 0;",
 ];
 
 /// The schema a store uses unless told otherwise.

@@ -4,8 +4,8 @@
 use std::future::ready;
 
 use portcullis_core::{
-    ApprovalStore, BoxFuture, PendingCall, PendingLimits, Recorded, Rejection, SignedDecision,
-    Ticket,
+    ApprovalStore, BoxFuture, Lease, PendingCall, PendingLimits, Recorded, Rejection,
+    SignedDecision, Ticket,
 };
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
@@ -29,19 +29,23 @@ fn call_of(sealing: &Sealing, (id, call, decision, _): &Row) -> Result<PendingCa
     read_call(sealing, id, call, decision.as_deref())
 }
 
-/// Takes the call of ticket `id`: removed only once it reads back, so that a row this build
-/// cannot read (or cannot open without its seal key) stays for an operator rather than
-/// vanishing.
-fn take(
+/// Leases the decided call of ticket `id`, unless another lease on it holds: given only once
+/// it reads back, so that a row this build cannot read (or cannot open without its seal key)
+/// is reported rather than leased.
+fn lease(
     connection: &mut Connection,
     sealing: &Sealing,
     id: &str,
+    lease: &Lease,
 ) -> Result<Option<PendingCall>, Failure> {
     let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let stored = transaction
         .query_row(
-            &format!("SELECT {ROW} FROM pending_calls WHERE ticket_id = ?1"),
-            [id],
+            &format!(
+                "SELECT {ROW} FROM pending_calls
+                 WHERE ticket_id = ?1 AND decision IS NOT NULL AND leased_until_ms <= ?2"
+            ),
+            params![id, as_sql(lease.now_ms)],
             row,
         )
         .optional()?;
@@ -49,9 +53,29 @@ fn take(
         return Ok(None);
     };
     let call = call_of(sealing, &stored)?;
-    transaction.execute("DELETE FROM pending_calls WHERE ticket_id = ?1", [id])?;
+    transaction.execute(
+        "UPDATE pending_calls SET lease_id = ?2, leased_until_ms = ?3 WHERE ticket_id = ?1",
+        params![id, lease.id, as_sql(lease.until_ms)],
+    )?;
     transaction.commit()?;
     Ok(Some(call))
+}
+
+/// Gives back the call of ticket `id` held by `lease_id`, stored as `pending` again.
+fn give_back(
+    connection: &mut Connection,
+    sealing: &Sealing,
+    id: &str,
+    lease_id: &str,
+    pending: &PendingCall,
+) -> Result<(), Failure> {
+    let stored = StoredCall::of(sealing, pending)?;
+    connection.execute(
+        "UPDATE pending_calls SET call = ?3, lease_id = NULL, leased_until_ms = 0
+         WHERE ticket_id = ?1 AND lease_id = ?2",
+        params![id, lease_id, stored.call],
+    )?;
+    Ok(())
 }
 
 /// Takes every call whose ticket expired at `now_ms` and that reads back; one that does not
@@ -64,7 +88,7 @@ fn take_expired(
     let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let rows: Vec<Row> = {
         let mut statement = transaction.prepare(&format!(
-            "SELECT {ROW} FROM pending_calls WHERE expires_ms <= ?1"
+            "SELECT {ROW} FROM pending_calls WHERE expires_ms <= ?1 AND leased_until_ms <= ?1"
         ))?;
         let rows = statement.query_map([as_sql(now_ms)], row)?;
         rows.collect::<Result<_, _>>()?
@@ -196,16 +220,55 @@ impl ApprovalStore for SqliteStore {
         Box::pin(ready(call))
     }
 
-    fn take<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<PendingCall>, Rejection>> {
-        // One IMMEDIATE transaction: of two processes taking the ticket at once, one gets it.
-        let taken = take(&mut self.lock(), &self.sealing, id).map_err(|error| {
-            failed("take a pending call", &error);
+    fn lease<'a>(
+        &'a self,
+        id: &'a str,
+        lease: &'a Lease,
+    ) -> BoxFuture<'a, Result<Option<PendingCall>, Rejection>> {
+        // One IMMEDIATE transaction: of two processes leasing the call at once, one gets it.
+        let leased = self::lease(&mut self.lock(), &self.sealing, id, lease).map_err(|error| {
+            failed("lease a decided call", &error);
             approvals_failed(
                 error.as_ref(),
-                "the pending call could not be taken, so nothing ran",
+                "the decided call could not be taken to run, so nothing ran",
             )
         });
-        Box::pin(ready(taken))
+        Box::pin(ready(leased))
+    }
+
+    fn remove<'a>(
+        &'a self,
+        id: &'a str,
+        lease_id: &'a str,
+    ) -> BoxFuture<'a, Result<bool, Rejection>> {
+        let removed = self
+            .lock()
+            .execute(
+                "DELETE FROM pending_calls WHERE ticket_id = ?1 AND lease_id = ?2",
+                params![id, lease_id],
+            )
+            .map(|rows| rows == 1)
+            .map_err(|error| {
+                failed("remove a decided call", &error);
+                approvals_unavailable(
+                    "the decided call could not leave the store, so it did not run",
+                )
+            });
+        Box::pin(ready(removed))
+    }
+
+    fn give_back<'a>(
+        &'a self,
+        id: &'a str,
+        lease_id: &'a str,
+        pending: &'a PendingCall,
+    ) -> BoxFuture<'a, Result<(), Rejection>> {
+        let released = self::give_back(&mut self.lock(), &self.sealing, id, lease_id, pending)
+            .map_err(|error| {
+                failed("give back a decided call", &error);
+                approvals_unavailable("the decided call could not be given back")
+            });
+        Box::pin(ready(released))
     }
 
     fn take_expired(&self, now_ms: u64) -> BoxFuture<'_, Vec<PendingCall>> {
@@ -249,10 +312,11 @@ impl ApprovalStore for SqliteStore {
         let ids = (|| {
             let connection = self.lock();
             let mut statement = connection.prepare(
-                "SELECT ticket_id FROM pending_calls WHERE decision IS NOT NULL
+                "SELECT ticket_id FROM pending_calls
+                 WHERE decision IS NOT NULL AND leased_until_ms <= ?1
                  ORDER BY created_ms, ticket_id",
             )?;
-            let ids = statement.query_map([], |row| row.get::<_, String>(0))?;
+            let ids = statement.query_map([now_ms()], |row| row.get::<_, String>(0))?;
             ids.collect::<Result<Vec<String>, _>>()
         })();
         Box::pin(ready(ids.map_err(|error| {

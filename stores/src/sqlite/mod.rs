@@ -86,8 +86,11 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE pending_calls ADD COLUMN decision TEXT;",
     // 6: when a call was claimed, for its lease; claims from before count as long abandoned.
     "ALTER TABLE claims ADD COLUMN claimed_ms INTEGER NOT NULL DEFAULT 0;",
-    // 7: a pending call's ticket in clear, redacted, for the queue: the call may be sealed.
-    "ALTER TABLE pending_calls ADD COLUMN ticket TEXT;",
+    // 7: a pending call's ticket in clear, redacted, for the queue: the call may be sealed;
+    // the lease of the worker about to run a decided call.
+    "ALTER TABLE pending_calls ADD COLUMN ticket TEXT;
+    ALTER TABLE pending_calls ADD COLUMN lease_id TEXT;
+    ALTER TABLE pending_calls ADD COLUMN leased_until_ms INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// How long a writer waits for another process's transaction before it gives up.

@@ -30,6 +30,8 @@ pub(crate) struct Approvals {
     pub(crate) limits: PendingLimits,
     /// Which decisions count.
     pub(crate) trust: Trust,
+    /// How long a worker holds a decided call it is about to run before another may take it.
+    pub(crate) lease: Duration,
 }
 
 /// Which decisions a registry counts.

@@ -2,8 +2,9 @@
 //! or rejects it, or it expires.
 //!
 //! A ticket is bound to the exact call it shows: [`Registry::resume`](crate::Registry::resume)
-//! runs the call stored with the ticket, never another, and takes the ticket out of the
-//! [`ApprovalStore`] as it decides, so no ticket is decided twice. Edited arguments go through
+//! runs the call stored with the ticket, never another, and records one decision on it in the
+//! [`ApprovalStore`], so no ticket is decided twice; a worker leases the decided call and
+//! removes it as the call runs, so that it runs once, whichever worker stops. Edited arguments go through
 //! decode, validate, authorize and budget again: a reviewer cannot smuggle in what the gates
 //! refuse. Ticket ids are 128 random bits from the operating system: knowing one ticket tells
 //! nothing of another.
@@ -164,9 +165,35 @@ impl Default for PendingLimits {
     }
 }
 
+/// A worker's hold on a decided call it is about to run: the call stays in the store until it
+/// runs, so that if the worker stops first, another leases it once the lease ran out, and runs
+/// it once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// The lease's id, 128 random bits: only its holder may remove or give back the call.
+    pub id: String,
+    /// When the lease was taken, in milliseconds since the Unix epoch: a lease of another
+    /// worker that ran out before it no longer holds.
+    pub now_ms: u64,
+    /// Until when it holds, in milliseconds since the Unix epoch.
+    pub until_ms: u64,
+}
+
+impl Lease {
+    /// A new lease, from now for `length`.
+    pub fn new(length: Duration) -> Self {
+        let now = now_ms();
+        Lease {
+            id: random_id("lease"),
+            now_ms: now,
+            until_ms: expiry_ms(now, length),
+        }
+    }
+}
+
 /// Keeps pending calls until they are decided and run. `insert` must check the limits and keep
 /// the call in one atomic step, `decide` must record a decision only on a ticket that has none
-/// (of two concurrent decisions, one is recorded), and `take` must remove atomically (of two
+/// (of two concurrent decisions, one is recorded), and `lease` must lease atomically (of two
 /// workers, one gets the call).
 pub trait ApprovalStore: Send + Sync + 'static {
     /// Keeps a pending call, unless its task or its actor already has as many waiting as
@@ -187,33 +214,77 @@ pub trait ApprovalStore: Send + Sync + 'static {
         decision: &'a SignedDecision,
         now_ms: u64,
     ) -> BoxFuture<'a, Recorded>;
-    /// Removes and returns the pending call of ticket `id`, if it is still there.
-    fn take<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<PendingCall>, Rejection>>;
-    /// Removes and returns every call whose ticket expired at `now_ms`.
+    /// Leases the decided call of ticket `id` under `lease` and returns it, left in place; of
+    /// two workers, one gets it. `None` when no decided call is there, or another lease on it
+    /// still holds at `lease.now_ms`.
+    fn lease<'a>(
+        &'a self,
+        id: &'a str,
+        lease: &'a Lease,
+    ) -> BoxFuture<'a, Result<Option<PendingCall>, Rejection>>;
+    /// Removes the call of ticket `id` if the lease `lease_id` still holds it: the call runs
+    /// now, or ended without running. `false`: the lease ran out and another worker took it.
+    fn remove<'a>(
+        &'a self,
+        id: &'a str,
+        lease_id: &'a str,
+    ) -> BoxFuture<'a, Result<bool, Rejection>>;
+    /// Gives back the call of ticket `id` held by the lease `lease_id`, as `pending` (its
+    /// reservation may have changed), for a worker to run later.
+    fn give_back<'a>(
+        &'a self,
+        id: &'a str,
+        lease_id: &'a str,
+        pending: &'a PendingCall,
+    ) -> BoxFuture<'a, Result<(), Rejection>>;
+    /// Removes and returns every call whose ticket expired at `now_ms` and that no lease holds.
     fn take_expired(&self, now_ms: u64) -> BoxFuture<'_, Vec<PendingCall>>;
     /// The tickets waiting for a decision, oldest first, for a reviewer's queue.
     fn pending(&self) -> BoxFuture<'_, Result<Vec<Ticket>, Rejection>>;
-    /// The ids of tickets decided but whose call no worker took yet, oldest first.
+    /// The ids of tickets decided whose call no lease holds, oldest first.
     fn decided(&self) -> BoxFuture<'_, Result<Vec<String>, Rejection>>;
 }
 
 /// An [`ApprovalStore`] in memory, for one process.
 #[derive(Debug, Clone, Default)]
 pub struct InMemoryApprovalStore {
-    calls: Arc<Mutex<HashMap<String, PendingCall>>>,
+    kept: Arc<Mutex<Kept>>,
+}
+
+/// The calls waiting, and the leases on those about to run.
+#[derive(Debug, Default)]
+struct Kept {
+    calls: HashMap<String, PendingCall>,
+    /// Ticket id to the lease's id and until when it holds.
+    leases: HashMap<String, (String, u64)>,
+}
+
+impl Kept {
+    fn leased(&self, id: &str, now_ms: u64) -> bool {
+        self.leases
+            .get(id)
+            .is_some_and(|(_, until_ms)| *until_ms > now_ms)
+    }
+
+    fn held_by(&self, id: &str, lease_id: &str) -> bool {
+        self.leases
+            .get(id)
+            .is_some_and(|(held, _)| held == lease_id)
+    }
 }
 
 impl InMemoryApprovalStore {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, PendingCall>> {
-        self.calls.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.kept.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The tickets of the calls `which` selects, oldest first.
-    fn oldest_first(&self, which: impl Fn(&PendingCall) -> bool) -> Vec<Ticket> {
-        let mut tickets: Vec<Ticket> = self
-            .lock()
+    fn oldest_first(&self, which: impl Fn(&Kept, &PendingCall) -> bool) -> Vec<Ticket> {
+        let kept = self.lock();
+        let mut tickets: Vec<Ticket> = kept
+            .calls
             .values()
-            .filter(|pending| which(pending))
+            .filter(|pending| which(&kept, pending))
             .map(|pending| pending.ticket.clone())
             .collect();
         tickets.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
@@ -227,22 +298,25 @@ impl ApprovalStore for InMemoryApprovalStore {
         pending: PendingCall,
         limits: PendingLimits,
     ) -> BoxFuture<'_, Result<(), Rejection>> {
-        let mut calls = self.lock();
+        let mut kept = self.lock();
         let now = now_ms();
-        let waiting = calls.values().filter(|other| !other.ticket.is_expired(now));
+        let waiting = kept
+            .calls
+            .values()
+            .filter(|other| !other.ticket.is_expired(now));
         let (mut of_task, mut of_actor) = (0, 0);
         for other in waiting {
             of_task += u64::from(other.ctx.task_id() == pending.ctx.task_id());
             of_actor += u64::from(other.ticket.actor == pending.ticket.actor);
         }
         let result = limits.admit(of_task, of_actor).map(|()| {
-            calls.insert(pending.ticket.id.clone(), pending);
+            kept.calls.insert(pending.ticket.id.clone(), pending);
         });
         Box::pin(ready(result))
     }
 
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<PendingCall>, Rejection>> {
-        Box::pin(ready(Ok(self.lock().get(id).cloned())))
+        Box::pin(ready(Ok(self.lock().calls.get(id).cloned())))
     }
 
     fn decide<'a>(
@@ -251,7 +325,7 @@ impl ApprovalStore for InMemoryApprovalStore {
         decision: &'a SignedDecision,
         now_ms: u64,
     ) -> BoxFuture<'a, Recorded> {
-        let recorded = match self.lock().get_mut(id) {
+        let recorded = match self.lock().calls.get_mut(id) {
             None => Recorded::NotPending,
             Some(pending) if pending.decision.is_some() => Recorded::AlreadyDecided,
             Some(pending) if pending.ticket.is_expired(now_ms) => Recorded::Expired,
@@ -263,29 +337,81 @@ impl ApprovalStore for InMemoryApprovalStore {
         Box::pin(ready(recorded))
     }
 
-    fn take<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<PendingCall>, Rejection>> {
-        Box::pin(ready(Ok(self.lock().remove(id))))
+    fn lease<'a>(
+        &'a self,
+        id: &'a str,
+        lease: &'a Lease,
+    ) -> BoxFuture<'a, Result<Option<PendingCall>, Rejection>> {
+        let mut kept = self.lock();
+        let leasable = kept
+            .calls
+            .get(id)
+            .filter(|pending| pending.decision.is_some())
+            .cloned()
+            .filter(|_| !kept.leased(id, lease.now_ms));
+        if leasable.is_some() {
+            kept.leases
+                .insert(id.to_owned(), (lease.id.clone(), lease.until_ms));
+        }
+        Box::pin(ready(Ok(leasable)))
+    }
+
+    fn remove<'a>(
+        &'a self,
+        id: &'a str,
+        lease_id: &'a str,
+    ) -> BoxFuture<'a, Result<bool, Rejection>> {
+        let mut kept = self.lock();
+        let held = kept.held_by(id, lease_id);
+        if held {
+            kept.calls.remove(id);
+            kept.leases.remove(id);
+        }
+        Box::pin(ready(Ok(held)))
+    }
+
+    fn give_back<'a>(
+        &'a self,
+        id: &'a str,
+        lease_id: &'a str,
+        pending: &'a PendingCall,
+    ) -> BoxFuture<'a, Result<(), Rejection>> {
+        let mut kept = self.lock();
+        if kept.held_by(id, lease_id) {
+            kept.leases.remove(id);
+            kept.calls.insert(id.to_owned(), pending.clone());
+        }
+        Box::pin(ready(Ok(())))
     }
 
     fn take_expired(&self, now_ms: u64) -> BoxFuture<'_, Vec<PendingCall>> {
-        let mut calls = self.lock();
-        let expired: Vec<String> = calls
+        let mut kept = self.lock();
+        let expired: Vec<String> = kept
+            .calls
             .values()
             .filter(|pending| pending.ticket.is_expired(now_ms))
             .map(|pending| pending.ticket.id.clone())
+            .filter(|id| !kept.leased(id, now_ms))
             .collect();
-        let taken = expired.iter().filter_map(|id| calls.remove(id)).collect();
+        let mut taken = Vec::with_capacity(expired.len());
+        for id in expired {
+            kept.leases.remove(&id);
+            taken.extend(kept.calls.remove(&id));
+        }
         Box::pin(ready(taken))
     }
 
     fn pending(&self) -> BoxFuture<'_, Result<Vec<Ticket>, Rejection>> {
         Box::pin(ready(Ok(
-            self.oldest_first(|pending| pending.decision.is_none())
+            self.oldest_first(|_, pending| pending.decision.is_none())
         )))
     }
 
     fn decided(&self) -> BoxFuture<'_, Result<Vec<String>, Rejection>> {
-        let tickets = self.oldest_first(|pending| pending.decision.is_some());
+        let now = now_ms();
+        let tickets = self.oldest_first(|kept, pending| {
+            pending.decision.is_some() && !kept.leased(&pending.ticket.id, now)
+        });
         Box::pin(ready(Ok(tickets
             .into_iter()
             .map(|ticket| ticket.id)
