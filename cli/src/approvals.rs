@@ -7,6 +7,7 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
+use portcullis_core::audit::{AuditSink, Unchained};
 use portcullis_core::{
     ApprovalDecision, ApprovalStore, Rejection, RejectionCode, Reviewer, SignedDecision, Ticket,
     record_decision,
@@ -15,7 +16,7 @@ use portcullis_stores::Store;
 use serde_json::{Map, Value};
 
 use crate::table::{self, now_ms, remaining, shorten};
-use crate::{CliError, keys, store, write_json};
+use crate::{CliError, audit, keys, store, write_json};
 
 /// The reviewer's commands.
 #[derive(Debug, Subcommand)]
@@ -89,6 +90,10 @@ pub struct ReviewerArgs {
     /// only signed decisions, with the roles their keyring gives the key.
     #[arg(long, env = "PORTCULLIS_REVIEWER_KEY_FILE", value_name = "FILE")]
     key_file: Option<PathBuf>,
+    /// The audit key the application passes to `AuditKey::new`: a refused decision is
+    /// recorded in the store's audit log, linked as the log is.
+    #[arg(long, env = "PORTCULLIS_AUDIT_KEY_FILE", value_name = "FILE")]
+    audit_key_file: Option<PathBuf>,
 }
 
 impl ReviewerArgs {
@@ -363,9 +368,13 @@ async fn decide(
         }
         None => SignedDecision::from(decision),
     };
-    let pending = record_decision(&store, ticket_id, decision)
-        .await
-        .map_err(CliError::Refused)?;
+    let pending = match record_decision(&store, ticket_id, decision).await {
+        Ok(pending) => pending,
+        Err(refusal) => {
+            audit_refusal(&store, ticket_id, &reviewer, &refusal, reviewer_args).await?;
+            return Err(CliError::Refused(refusal));
+        }
+    };
     let signed = match key {
         Some(key) => format!("signed with {}", key.public_key()),
         None => "unsigned: only workers that accept unsigned decisions run it".to_owned(),
@@ -379,6 +388,46 @@ async fn decide(
         table::printable(&reviewer),
     )?;
     Ok(())
+}
+
+/// Records in the store's audit log that `reviewer`'s decision on ticket `ticket_id` was
+/// refused, when the ticket is there to tell which call it was. Linked with the audit key
+/// given, and only if the log's last record is linked the same way: a record linked otherwise
+/// would break the application's chain, so the operator is told instead.
+async fn audit_refusal(
+    store: &Store,
+    ticket_id: &str,
+    reviewer: &str,
+    refusal: &Rejection,
+    reviewer_args: &ReviewerArgs,
+) -> Result<(), CliError> {
+    if refusal.code() == RejectionCode::ApprovalsUnavailable {
+        return Ok(());
+    }
+    let Ok(Some(pending)) = store.get(ticket_id).await else {
+        return Ok(());
+    };
+    let key = reviewer_args
+        .audit_key_file
+        .as_deref()
+        .map(audit::read_key)
+        .transpose()?;
+    let end = audit::log_end(store).await?;
+    if end > 0 {
+        let last = store::audit_records(store, end - 1, Some(1)).await?;
+        if last
+            .first()
+            .is_some_and(|last| !last.is_linked_with(key.as_ref()))
+        {
+            eprintln!(
+                "portcullis: the refusal was not audited: the audit log is linked with another \
+                 key; pass the application's audit key with --audit-key-file"
+            );
+            return Ok(());
+        }
+    }
+    let record = Unchained::refused_decision(&pending, reviewer, refusal, key);
+    store.append(record).await.map_err(CliError::StoreRead)
 }
 
 /// Edited arguments: a JSON object, as a tool takes its arguments.

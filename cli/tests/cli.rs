@@ -374,6 +374,28 @@ async fn a_ticket_decided_on_the_command_line_runs_once_in_a_worker() {
         "{}",
         stderr(&own_call)
     );
+    // Both refusals are in the store's audit log: who tried, on which call, why; the
+    // sensitive argument redacted as the ticket shows it.
+    let audited = SqliteStore::open_existing(&database)
+        .unwrap()
+        .audit_records(0, None)
+        .unwrap();
+    let refused: Vec<(Option<&str>, Option<&str>)> = audited
+        .iter()
+        .map(|record| (record.code.as_deref(), record.resolution.as_deref()))
+        .collect();
+    assert_eq!(
+        refused,
+        [
+            (Some("reviewer_not_allowed"), Some("refused to rita")),
+            (Some("self_approval"), Some("refused to agent")),
+        ]
+    );
+    assert!(
+        audited.iter().all(|record| record.tool == "pay_supplier"
+            && record.arguments["iban"] == json!("[redacted]"))
+    );
+    portcullis::audit::verify(&audited, None).unwrap();
     let no_reviewer = portcullis(&["--store", store, "approvals", "approve", &ticket]);
     assert_eq!(code(&no_reviewer), 2, "{}", stderr(&no_reviewer));
     let not_an_object = portcullis(&[

@@ -40,7 +40,7 @@ use crate::gate::decode::longer_than;
 use crate::pipeline::Facts;
 use crate::rejection::shorten;
 use crate::tool::BoxFuture;
-use crate::{Arguments, CallContext, Outcome, ToolCall, ToolContract};
+use crate::{Arguments, CallContext, Outcome, PendingCall, Rejection, ToolCall, ToolContract};
 
 pub use round_writer::RoundWriter;
 pub use sinks::{JsonLinesAuditSink, MemoryAuditSink, TracingAuditSink, read_json_lines};
@@ -115,6 +115,13 @@ pub struct AuditRecord {
 }
 
 impl AuditRecord {
+    /// Whether the record's link in the chain was made with `key` (with SHA-256 alone,
+    /// without one): a writer beside the application tells from the log's last record how
+    /// the log is linked, and does not break a keyed chain with a link of another kind.
+    pub fn is_linked_with(&self, key: Option<&AuditKey>) -> bool {
+        self.hash == link(key, self.sequence, &self.previous_hash, &self.digest())
+    }
+
     /// The SHA-256 of the record's fields, its place in the chain left out: computed before
     /// the record is ordered, so that no writer waits for it. A record not yet placed (the
     /// writer's case) is hashed as it is, without a copy.
@@ -254,6 +261,32 @@ pub struct Unchained {
 }
 
 impl Unchained {
+    /// The record of a decision that `reviewer` tried to record on `pending` from outside a
+    /// registry (an operator's command line), and that was refused: who tried, on which call
+    /// (its arguments as the ticket shows them, sensitive values redacted), and why. Linked
+    /// with `key`, as the log's other records are.
+    pub fn refused_decision(
+        pending: &PendingCall,
+        reviewer: &str,
+        refusal: &Rejection,
+        key: Option<AuditKey>,
+    ) -> Self {
+        let call = ToolCall {
+            id: pending.ticket.call_id.clone(),
+            name: pending.ticket.tool.clone(),
+            arguments: Arguments::Json(pending.ticket.arguments.clone()),
+        };
+        let outcome = Outcome::Rejected(refusal.clone());
+        let mut decided = Decided::plain(&pending.ctx, &call, None, &outcome);
+        decided.resolution = Some(format!("refused to {reviewer}"));
+        let record = record_of(&decided);
+        Unchained {
+            digest: record.digest(),
+            record,
+            key,
+        }
+    }
+
     /// The record, as the next after `head`.
     pub fn chain_after(self, head: &Checkpoint) -> AuditRecord {
         let Unchained {
