@@ -1,9 +1,9 @@
 //! Nothing around the gates: repeats, approvals and the audit log cannot be replayed, forged or
 //! cut. One test per road an attacker found around the gates, each asserting the exact outcome.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use portcullis::audit::{
     AuditKey, AuditRecord, AuditSink, ChainBreak, Checkpoint, JsonLinesAuditSink, MemoryAuditSink,
@@ -11,8 +11,8 @@ use portcullis::audit::{
 };
 use portcullis::prelude::*;
 use portcullis::{
-    ApprovalDecision, BoxFuture, BudgetLimits, InMemoryApprovalStore, PendingLimits, Reviewer,
-    Transaction,
+    ApprovalDecision, BoxFuture, BudgetLimits, InMemoryApprovalStore, InMemoryBudgetStore,
+    PendingLimits, RefusalLimit, Reviewer, Transaction,
 };
 use serde_json::{Value, json};
 
@@ -784,32 +784,92 @@ async fn the_existence_of_a_tool_cannot_be_probed() {
     assert_eq!(told.code(), Some(RejectionCode::RoleDenied));
 }
 
-/// A model that keeps sending refused calls is stopped; a task of its own starts afresh.
-#[tokio::test]
-async fn an_endless_retrier_is_stopped() {
-    let registry = Registry::builder()
-        .tool(FindCustomer)
-        .refusal_limit(Some(5))
-        .build()
-        .unwrap();
-    let ctx = CallContext::new("agent").with_task_id("loop");
-    for index in 0..5 {
+/// A clock for an in-memory budget store, moved by hand: milliseconds since it was made.
+fn hand_clock() -> (InMemoryBudgetStore, Arc<AtomicU64>) {
+    let start = Instant::now();
+    let elapsed_ms = Arc::new(AtomicU64::new(0));
+    let hand = Arc::clone(&elapsed_ms);
+    let store = InMemoryBudgetStore::with_clock(move || {
+        start + Duration::from_millis(hand.load(Ordering::SeqCst))
+    });
+    (store, elapsed_ms)
+}
+
+/// Sends `count` calls that decode refuses in `ctx`'s task.
+async fn refused_calls(registry: &Registry, ctx: &CallContext, count: usize, round: &str) {
+    for index in 0..count {
         let bad = call(
-            &format!("b{index}"),
+            &format!("{round}{index}"),
             "find_customer",
             json!({"customer_id": "x"}),
         );
         assert_eq!(
-            registry.dispatch(&ctx, &bad).await.code(),
+            registry.dispatch(ctx, &bad).await.code(),
             Some(RejectionCode::InvalidType)
         );
     }
+}
+
+/// A model that keeps sending refused calls is stopped; a task of its own starts afresh. Once
+/// its refusals are older than the window, the task may call again, and an endless retrier is
+/// stopped again after as many refusals: it is held to 5 refusals every 10 minutes.
+#[tokio::test]
+async fn an_endless_retrier_is_stopped_for_as_long_as_its_refusals_are_recent() {
+    let (store, clock) = hand_clock();
+    let registry = Registry::builder()
+        .tool(FindCustomer)
+        .budget_store(store)
+        .refusal_limit(Some(RefusalLimit {
+            refusals: 5,
+            per: Duration::from_secs(600),
+        }))
+        .build()
+        .unwrap();
+    let ctx = CallContext::new("agent").with_task_id("loop");
+    refused_calls(&registry, &ctx, 5, "b").await;
     let good = call("g", "find_customer", json!({"customer_id": 1}));
     let stopped = registry.dispatch(&ctx, &good).await;
     assert_eq!(stopped.code(), Some(RejectionCode::TooManyRefusals));
     assert!(!stopped.rejection().unwrap().retryable());
     let fresh = CallContext::new("agent").with_task_id("next");
     assert!(registry.dispatch(&fresh, &good).await.is_completed());
+
+    // Calls while stopped do not count: the stop ends when the 5 refusals are old.
+    clock.store(599_999, Ordering::SeqCst);
+    let still = call("g2", "find_customer", json!({"customer_id": 1}));
+    let still = registry.dispatch(&ctx, &still).await;
+    assert_eq!(still.code(), Some(RejectionCode::TooManyRefusals));
+    clock.store(600_000, Ordering::SeqCst);
+    let later = call("g3", "find_customer", json!({"customer_id": 1}));
+    assert!(registry.dispatch(&ctx, &later).await.is_completed());
+
+    // The retrier that goes on is stopped again.
+    refused_calls(&registry, &ctx, 5, "c").await;
+    let again = call("g4", "find_customer", json!({"customer_id": 1}));
+    assert_eq!(
+        registry.dispatch(&ctx, &again).await.code(),
+        Some(RejectionCode::TooManyRefusals)
+    );
+}
+
+/// A refusal limit over the task's whole life stops the task for good.
+#[tokio::test]
+async fn a_whole_task_refusal_limit_never_lets_go() {
+    let (store, clock) = hand_clock();
+    let registry = Registry::builder()
+        .tool(FindCustomer)
+        .budget_store(store)
+        .refusal_limit(Some(RefusalLimit::whole_task(3)))
+        .build()
+        .unwrap();
+    let ctx = CallContext::new("agent").with_task_id("loop");
+    refused_calls(&registry, &ctx, 3, "b").await;
+    clock.store(365 * 24 * 3600 * 1000, Ordering::SeqCst);
+    let good = call("g", "find_customer", json!({"customer_id": 1}));
+    assert_eq!(
+        registry.dispatch(&ctx, &good).await.code(),
+        Some(RejectionCode::TooManyRefusals)
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -21,11 +21,16 @@ use crate::pipeline::ErasedTool;
 use crate::transaction::store::{DurableTransactions, TransactionStore};
 use crate::{
     ApprovalStore, Approver, BudgetLimits, BudgetStore, CallContext, ContractError, DecodeLimits,
-    InMemoryApprovalStore, InMemoryBudgetStore, Policy, Rejection, Ticket, Tool, ToolContract,
+    InMemoryApprovalStore, InMemoryBudgetStore, Policy, RefusalLimit, Rejection, Ticket, Tool,
+    ToolContract,
 };
 
-/// Refusals a task may collect before it is stopped, unless the registry says otherwise.
-pub const DEFAULT_REFUSAL_LIMIT: u64 = 50;
+/// Refusals a task may collect within a window before it is stopped, unless the registry says
+/// otherwise: 50 every 10 minutes.
+pub const DEFAULT_REFUSAL_LIMIT: RefusalLimit = RefusalLimit {
+    refusals: 50,
+    per: Duration::from_secs(600),
+};
 
 /// How long a claimed call may run before a repeat finds its outcome unknown, unless the
 /// registry says otherwise: 10 minutes.
@@ -71,8 +76,8 @@ pub(crate) struct Settings {
     pub(crate) repeats: Box<dyn RepeatStore>,
     /// How long a claimed call may run before a repeat finds its outcome unknown.
     pub(crate) claim_lease_ms: u64,
-    /// Refusals a task may collect before it is stopped; `None`: no limit.
-    pub(crate) refusal_limit: Option<u64>,
+    /// Refusals a task may collect within a window before it is stopped; `None`: no limit.
+    pub(crate) refusal_limit: Option<RefusalLimit>,
     /// Whether a caller learns that a tool it may not use exists (`role_denied`).
     pub(crate) reveal_denied_tools: bool,
     /// Where transactions keep their steps, if anywhere but their worker's memory.
@@ -379,11 +384,27 @@ impl RegistryBuilder {
         self
     }
 
-    /// Sets how many refusals a task may collect before its calls are refused with
-    /// `too_many_refusals` (default [`DEFAULT_REFUSAL_LIMIT`]; `None` for no limit), so that a
-    /// model cannot retry refused calls forever. Refusals of the tool's own failures do not
-    /// count: the circuit breaker handles those.
-    pub fn refusal_limit(mut self, limit: Option<u64>) -> Self {
+    /// Sets how many refusals a task may collect within a window before its calls are refused
+    /// with `too_many_refusals` (default [`DEFAULT_REFUSAL_LIMIT`], 50 every 10 minutes;
+    /// `None` for no limit), so that a model cannot retry refused calls forever. The window
+    /// slides: a task stopped by its refusals may call again once the oldest of them is older
+    /// than the window, so a long session is not stopped for good by old refusals, while a
+    /// model that keeps retrying is held to `refusals` refused calls every `per`. Use
+    /// [`RefusalLimit::whole_task`] to stop a task for good. Refusals of the tool's own failures
+    /// do not count (the circuit breaker handles those), nor do the store's own
+    /// (`budget_unavailable`, `budget_store_full`, ...) or `too_many_refusals` itself.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use portcullis_core::{RefusalLimit, Registry};
+    ///
+    /// let registry = Registry::builder()
+    ///     .refusal_limit(Some(RefusalLimit { refusals: 20, per: Duration::from_secs(300) }))
+    ///     .build()
+    ///     .unwrap();
+    /// # drop(registry);
+    /// ```
+    pub fn refusal_limit(mut self, limit: Option<RefusalLimit>) -> Self {
         self.settings.refusal_limit = limit;
         self
     }

@@ -72,6 +72,10 @@ pub enum RejectionCode {
     /// The store of budgets could not be reached, so the call could not be counted and did
     /// not run.
     BudgetUnavailable,
+    /// A bounded store of budgets holds as many tasks (or callers) as its capacity allows and
+    /// not this one, so the call could not be counted and did not run; see
+    /// [`BudgetCapacity`](crate::BudgetCapacity).
+    BudgetStoreFull,
     /// A call with the same id is running now; send it again later to read its outcome.
     CallInProgress,
     /// The call id was used before, by this caller in this task, for other arguments.
@@ -142,6 +146,7 @@ impl RejectionCode {
             RejectionCode::CircuitOpen => "circuit_open",
             RejectionCode::TooManyRefusals => "too_many_refusals",
             RejectionCode::BudgetUnavailable => "budget_unavailable",
+            RejectionCode::BudgetStoreFull => "budget_store_full",
             RejectionCode::CallInProgress => "call_in_progress",
             RejectionCode::CallIdReused => "call_id_reused",
             RejectionCode::OutcomeUnknown => "outcome_unknown",
@@ -188,7 +193,8 @@ impl RejectionCode {
             | RejectionCode::RateLimited
             | RejectionCode::CircuitOpen
             | RejectionCode::TooManyRefusals
-            | RejectionCode::BudgetUnavailable => Gate::Budget,
+            | RejectionCode::BudgetUnavailable
+            | RejectionCode::BudgetStoreFull => Gate::Budget,
             RejectionCode::CallInProgress
             | RejectionCode::CallIdReused
             | RejectionCode::OutcomeUnknown

@@ -1,7 +1,7 @@
 //! Values as the databases keep them: counts and times as signed 64-bit integers, times in
 //! milliseconds since the Unix epoch, records as JSON text.
 
-use portcullis_core::{Abandoned, StoredStep};
+use portcullis_core::{Abandoned, RefusalLimit, Rejection, RejectionCode, StoredStep};
 
 /// An abandoned transaction read back from its stored context and its steps (each a payload
 /// and whether it was compensated), in order.
@@ -42,4 +42,18 @@ pub(crate) fn as_sql(value: u64) -> i64 {
 /// A count as a database kept it.
 pub(crate) fn from_sql(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
+}
+
+/// The time at and before which a refusal is outside `limit`'s window at `now`.
+pub(crate) fn window_start(now: i64, limit: &RefusalLimit) -> i64 {
+    now.saturating_sub(as_sql(limit.per_ms()))
+}
+
+/// The refusal of a call whose task's refusals could not be read.
+pub(crate) fn refusals_unknown() -> Rejection {
+    Rejection::new(
+        RejectionCode::BudgetUnavailable,
+        "the task's refusals could not be counted, so the call did not run",
+    )
+    .with_hint("try again later")
 }

@@ -108,6 +108,7 @@ impl Gate {
                 CircuitOpen,
                 TooManyRefusals,
                 BudgetUnavailable,
+                BudgetStoreFull,
             ],
             Gate::Repeat => &[CallInProgress, CallIdReused, ClaimsUnavailable],
             Gate::Approve => &[

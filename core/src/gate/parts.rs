@@ -49,7 +49,6 @@ impl<T> LockedParts<T> {
     }
 
     /// Every part, one after another, each locked while `visit` reads it.
-    #[cfg(test)]
     pub(crate) fn each(&self, mut visit: impl FnMut(&T)) {
         for part in &self.parts {
             visit(&part.0.lock().unwrap_or_else(PoisonError::into_inner));
