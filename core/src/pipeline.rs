@@ -1059,6 +1059,7 @@ fn counts_as_refusal(outcome: &Outcome) -> bool {
                     | RejectionCode::TooManyRefusals
                     | RejectionCode::AuditUnavailable
                     | RejectionCode::ClaimsUnavailable
+                    | RejectionCode::ClaimStoreFull
                     | RejectionCode::BudgetUnavailable
                     | RejectionCode::BudgetStoreFull
                     | RejectionCode::ApprovalsUnavailable

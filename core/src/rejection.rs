@@ -86,6 +86,10 @@ pub enum RejectionCode {
     /// The store of claims could not be reached, so the call could not be claimed and did not
     /// run.
     ClaimsUnavailable,
+    /// A bounded store of claims holds as many open calls (running, or waiting for approval)
+    /// as its capacity allows, so the call could not be claimed and did not run; see
+    /// [`InMemoryRepeatStore`](crate::InMemoryRepeatStore).
+    ClaimStoreFull,
     /// The store of pending calls could not be reached, so the call could not wait and did
     /// not run.
     ApprovalsUnavailable,
@@ -151,6 +155,7 @@ impl RejectionCode {
             RejectionCode::CallIdReused => "call_id_reused",
             RejectionCode::OutcomeUnknown => "outcome_unknown",
             RejectionCode::ClaimsUnavailable => "claims_unavailable",
+            RejectionCode::ClaimStoreFull => "claim_store_full",
             RejectionCode::ApprovalsUnavailable => "approvals_unavailable",
             RejectionCode::TooManyPending => "too_many_pending",
             RejectionCode::ReviewerNotAllowed => "reviewer_not_allowed",
@@ -198,7 +203,8 @@ impl RejectionCode {
             RejectionCode::CallInProgress
             | RejectionCode::CallIdReused
             | RejectionCode::OutcomeUnknown
-            | RejectionCode::ClaimsUnavailable => Gate::Repeat,
+            | RejectionCode::ClaimsUnavailable
+            | RejectionCode::ClaimStoreFull => Gate::Repeat,
             RejectionCode::ApprovalRejected
             | RejectionCode::ApprovalExpired
             | RejectionCode::TicketNotPending

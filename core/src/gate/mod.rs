@@ -110,7 +110,12 @@ impl Gate {
                 BudgetUnavailable,
                 BudgetStoreFull,
             ],
-            Gate::Repeat => &[CallInProgress, CallIdReused, ClaimsUnavailable],
+            Gate::Repeat => &[
+                CallInProgress,
+                CallIdReused,
+                ClaimsUnavailable,
+                ClaimStoreFull,
+            ],
             Gate::Approve => &[
                 ApprovalRejected,
                 ApprovalExpired,
