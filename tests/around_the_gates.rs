@@ -1116,3 +1116,65 @@ async fn decisions_outlive_their_ticket_as_they_should() {
     assert!(resolutions.contains(&Some("expired after rita decided".to_owned())));
     assert_eq!(SETTLED.load(Ordering::SeqCst), 0);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Bounded memory
+
+/// An in-memory approval store holds at most its capacity of pending calls, whatever the
+/// tasks and actors: one more is refused, and never waits.
+#[tokio::test]
+async fn a_full_approval_store_refuses_one_more_pending_call() {
+    let registry = Registry::builder()
+        .tool(PaySupplier)
+        .approval_store(InMemoryApprovalStore::with_capacity(3))
+        .build()
+        .unwrap();
+    for index in 0..3 {
+        let ctx = CallContext::new(format!("agent{index}")).with_task_id(format!("t{index}"));
+        assert!(
+            registry
+                .dispatch(&ctx, &payout("p", 1))
+                .await
+                .ticket()
+                .is_some()
+        );
+    }
+    let ctx = CallContext::new("agent9").with_task_id("t9");
+    let refused = registry.dispatch(&ctx, &payout("p", 1)).await;
+    assert_eq!(refused.code(), Some(RejectionCode::TooManyPending));
+    assert_eq!(registry.pending_tickets().await.unwrap().len(), 3);
+}
+
+static ARCHIVED: AtomicUsize = AtomicUsize::new(0);
+
+/// Archive a record.
+#[tool(risk = "medium")]
+fn archive_record(record_id: u64) -> Result<u64, ToolError> {
+    ARCHIVED.fetch_add(1, Ordering::SeqCst);
+    Ok(record_id)
+}
+
+/// A full memory audit sink forgets no record: a call that must be recorded before it runs is
+/// refused and does not run.
+#[tokio::test]
+async fn a_full_memory_audit_sink_stops_calls_that_must_be_recorded_first() {
+    let sink = MemoryAuditSink::with_capacity(2);
+    let registry = Registry::builder()
+        .tool(ArchiveRecord)
+        .audit(sink.clone())
+        .build()
+        .unwrap();
+    let ctx = CallContext::new("agent");
+    let first = call("a1", "archive_record", json!({"record_id": 1}));
+    assert!(registry.dispatch(&ctx, &first).await.is_completed());
+    let second = call("a2", "archive_record", json!({"record_id": 2}));
+    let refused = registry.dispatch(&ctx, &second).await;
+    assert_eq!(refused.code(), Some(RejectionCode::AuditUnavailable));
+    assert_eq!(
+        ARCHIVED.load(Ordering::SeqCst),
+        1,
+        "the second was not archived"
+    );
+    assert_eq!(sink.records().len(), 2);
+    verify(&sink.records(), None).unwrap();
+}

@@ -192,13 +192,39 @@ pub trait ApprovalStore: Send + Sync + 'static {
     fn decided(&self) -> BoxFuture<'_, Result<Vec<String>, Rejection>>;
 }
 
-/// An [`ApprovalStore`] in memory, for one process.
-#[derive(Debug, Clone, Default)]
+/// An [`ApprovalStore`] in memory, for one process. It holds at most `capacity` pending calls
+/// (10,000 by default), all tasks and actors together, besides the limits per task and per
+/// actor ([`PendingLimits`]): a call that would wait in a full store is refused with
+/// `too_many_pending`. A pending call is forgotten only as it ends: taken to run, or expired
+/// ([`Registry::expire_tickets`](crate::Registry::expire_tickets), which runs whenever a new
+/// call begins to wait).
+#[derive(Debug, Clone)]
 pub struct InMemoryApprovalStore {
     calls: Arc<Mutex<HashMap<String, PendingCall>>>,
+    capacity: usize,
+}
+
+impl Default for InMemoryApprovalStore {
+    fn default() -> Self {
+        InMemoryApprovalStore::with_capacity(10_000)
+    }
 }
 
 impl InMemoryApprovalStore {
+    /// A store that holds at most `capacity` pending calls at once.
+    pub fn with_capacity(capacity: usize) -> Self {
+        InMemoryApprovalStore {
+            calls: Arc::default(),
+            capacity,
+        }
+    }
+
+    /// How many pending calls the store holds now.
+    #[doc(hidden)]
+    pub fn held(&self) -> usize {
+        self.lock().len()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, PendingCall>> {
         self.calls.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -223,6 +249,16 @@ impl ApprovalStore for InMemoryApprovalStore {
         limits: PendingLimits,
     ) -> BoxFuture<'_, Result<(), Rejection>> {
         let mut calls = self.lock();
+        if calls.len() >= self.capacity {
+            return Box::pin(ready(Err(Rejection::new(
+                RejectionCode::TooManyPending,
+                format!(
+                    "{} calls wait for approval, as many as this store holds",
+                    calls.len()
+                ),
+            )
+            .with_hint("wait for a reviewer to decide the calls already waiting"))));
+        }
         let now = now_ms();
         let waiting = calls.values().filter(|other| !other.ticket.is_expired(now));
         let (mut of_task, mut of_actor) = (0, 0);
