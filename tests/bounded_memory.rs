@@ -69,7 +69,7 @@ async fn one_task(stores: &Stores, task: u64, limit: &RefusalLimit) {
         calls: 1_000,
         per: Duration::from_secs(60),
     };
-    let budgeted = task % 2 == 0;
+    let budgeted = task.is_multiple_of(2);
     let limits = BudgetLimits {
         max_calls_per_task: budgeted.then_some(10),
         rate_limit: Some(rate),

@@ -312,8 +312,9 @@ impl RegistryBuilder {
     /// Sets how many decided calls of tools that are not idempotent the in-memory repeat
     /// store remembers at least ([`InMemoryRepeatStore::with_capacity`]), so that a repeated
     /// call id returns the first outcome instead of running the tool again (default 10,000).
-    /// Calls running or waiting for approval are always remembered; with 0, a call id may run
-    /// again once its call is decided.
+    /// Calls running or waiting for approval are remembered while open, up to
+    /// [`InMemoryRepeatStore::OPEN_CLAIMS`] at once (one more is refused with
+    /// `claim_store_full`); with 0, a call id may run again once its call is decided.
     pub fn remembered_calls(mut self, capacity: usize) -> Self {
         self.settings.repeats = Box::new(InMemoryRepeatStore::with_capacity(capacity));
         self

@@ -43,7 +43,6 @@ impl<T> LockedParts<T> {
     }
 
     /// How many parts there are.
-    #[cfg(test)]
     pub(crate) fn count(&self) -> usize {
         self.parts.len()
     }

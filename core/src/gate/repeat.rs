@@ -103,9 +103,9 @@ pub trait RepeatStore: Send + Sync + 'static {
 }
 
 /// A [`RepeatStore`] in memory, for one process. It keeps the outcomes of at least the latest
-/// `capacity` decided calls, older outcomes forgotten oldest first, and up to `capacity` open
-/// claims (calls running or waiting for approval), none forgotten while open within its
-/// lease.
+/// `capacity` decided calls, older outcomes forgotten oldest first, and up to 10,000 open
+/// claims (calls running or waiting for approval; [`with_open_claims`](Self::with_open_claims)),
+/// none forgotten while open within its lease.
 ///
 /// What is forgotten, and when: a decided call's outcome, after `capacity` later calls were
 /// decided (a repeat of its id then runs as a new call: keep `capacity` above the calls a
@@ -119,14 +119,14 @@ pub trait RepeatStore: Send + Sync + 'static {
 /// [`InMemoryRepeatStore::PARTS`] parts, each with a lock of its own, so that threads claiming
 /// different calls do not wait on each other. A call's part is chosen by a hash keyed at
 /// random when the store is made, so no caller can steer calls into one part. Each part keeps
-/// twice its share of `capacity` outcomes and as many open claims (so the store holds up to
-/// twice `capacity` of each), and the
-/// chance of a call's outcome being forgotten before `capacity` later calls were decided is
+/// twice its share of `capacity` outcomes and of the open claims (so the store holds up to
+/// twice as many of each), and the chance of a call's outcome being forgotten before `capacity` later calls were decided is
 /// below 10⁻¹⁰ (a Chernoff bound; smaller the larger the store).
 #[derive(Clone)]
 pub struct InMemoryRepeatStore {
     parts: Arc<LockedParts<Claims>>,
     capacity_per_part: usize,
+    open_per_part: usize,
     /// Random bytes of this store's own, hashed before every key: see [`KeyDigest`].
     salt: [u8; 16],
 }
@@ -141,11 +141,11 @@ struct Claims {
 }
 
 impl Claims {
-    /// Whether one more open claim fits within `capacity`, once the claims still running
+    /// Whether one more open claim fits within `open`, once the claims still running
     /// that were claimed before `lease_start_ms` are decided as `outcome_unknown` (what a
     /// repeat of them is told already).
-    fn room(&mut self, capacity: usize, lease_start_ms: u64) -> bool {
-        if self.open < capacity {
+    fn room(&mut self, open: usize, capacity: usize, lease_start_ms: u64) -> bool {
+        if self.open < open {
             return true;
         }
         for (digest, held) in &mut self.calls {
@@ -156,7 +156,7 @@ impl Claims {
             }
         }
         self.forget_beyond(capacity);
-        self.open < capacity
+        self.open < open
     }
 
     /// Forgets the oldest outcomes beyond `capacity`.
@@ -239,20 +239,33 @@ impl InMemoryRepeatStore {
     /// The number of parts of a split store.
     pub const PARTS: usize = 16;
 
-    /// A store that keeps the outcomes of at least the latest `capacity` decided calls.
+    /// Open claims a store holds at once unless told otherwise.
+    pub const OPEN_CLAIMS: usize = 10_000;
+
+    /// A store that keeps the outcomes of at least the latest `capacity` decided calls, and
+    /// up to [`OPEN_CLAIMS`](Self::OPEN_CLAIMS) open claims.
     pub fn with_capacity(capacity: usize) -> Self {
-        let (parts, capacity_per_part) = if capacity < Self::SPLIT_FROM {
-            (1, capacity)
+        let parts = if capacity < Self::SPLIT_FROM {
+            1
         } else {
-            (Self::PARTS, 2 * capacity.div_ceil(Self::PARTS))
+            Self::PARTS
         };
         let mut salt = [0u8; 16];
         getrandom::fill(&mut salt).expect("the operating system's random source is available");
         InMemoryRepeatStore {
             parts: Arc::new(LockedParts::new(parts)),
-            capacity_per_part,
+            capacity_per_part: share(capacity, parts),
+            open_per_part: share(Self::OPEN_CLAIMS, parts),
             salt,
         }
+    }
+
+    /// This store, holding up to `open` open claims (calls running or waiting for approval)
+    /// instead: call it as the store is made. Keep it above the calls that may run or wait at
+    /// once; one more is refused with `claim_store_full`.
+    pub fn with_open_claims(mut self, open: usize) -> Self {
+        self.open_per_part = share(open, self.parts.count());
+        self
     }
 
     /// How many claims the store holds now, open and settled: what its capacity bounds.
@@ -298,7 +311,7 @@ impl RepeatStore for InMemoryRepeatStore {
             );
             return Box::pin(ready(claim));
         }
-        if !claims.room(self.capacity_per_part, lease_start_ms) {
+        if !claims.room(self.open_per_part, self.capacity_per_part, lease_start_ms) {
             return Box::pin(ready(Claim::Full));
         }
         claims.calls.insert(
@@ -340,6 +353,16 @@ impl RepeatStore for InMemoryRepeatStore {
             claims.open -= 1;
         }
         Box::pin(ready(()))
+    }
+}
+
+/// What one of `parts` parts keeps of `total`: all of it in one part, or twice its share, so
+/// that a part fills only when the whole store nearly has.
+fn share(total: usize, parts: usize) -> usize {
+    if parts == 1 {
+        total
+    } else {
+        2 * total.div_ceil(parts)
     }
 }
 
@@ -457,7 +480,7 @@ mod tests {
 
     #[test]
     fn claims_once_and_keeps_the_latest_outcomes() {
-        let store = InMemoryRepeatStore::with_capacity(1);
+        let store = InMemoryRepeatStore::with_capacity(1).with_open_claims(1);
         let first = key("alice", "1");
         assert_eq!(claim(&store, &first, "a"), Claim::New);
         assert_eq!(
@@ -553,7 +576,7 @@ mod tests {
 
     #[test]
     fn open_claims_are_bounded_and_a_full_store_refuses_new_calls() {
-        let store = InMemoryRepeatStore::with_capacity(3);
+        let store = InMemoryRepeatStore::with_capacity(3).with_open_claims(3);
         let calls: Vec<CallKey> = (0..4).map(|id| key("alice", &id.to_string())).collect();
         for call in &calls[..3] {
             assert_eq!(claim(&store, call, "a"), Claim::New);
