@@ -135,6 +135,15 @@ impl Registry {
         Some(&tools[index].1)
     }
 
+    /// Tells the budget store that task `task_id` ended and that its id is never used again,
+    /// so that a bounded store forgets what it counted for it
+    /// ([`BudgetStore::forget_task`]). The MCP server does so as a session closes, since its
+    /// task id was made for it. Never for a task that may go on: its budget and its refusals
+    /// would start afresh.
+    pub async fn end_task(&self, task_id: &str) {
+        self.inner.settings.budget.store.forget_task(task_id).await;
+    }
+
     /// The calls waiting for a human, oldest first; `approvals_unavailable` when the store
     /// cannot be read.
     pub async fn pending_tickets(&self) -> Result<Vec<Ticket>, Rejection> {

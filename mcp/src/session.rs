@@ -140,6 +140,22 @@ impl Session {
     }
 }
 
+impl Drop for Session {
+    /// The session's task ends with it: its id was made for the session, so no call comes in
+    /// it again, and a bounded budget store may forget it.
+    fn drop(&mut self) {
+        let Some((_, session)) = self.caller.get() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let registry = Arc::clone(&self.shared.registry);
+        let task = session.task_id().to_owned();
+        runtime.spawn(async move { registry.end_task(&task).await });
+    }
+}
+
 /// The MCP result of `outcome`; a call still waiting tells the model how to learn its outcome.
 fn tool_result(outcome: &Outcome) -> Result<CallToolResult, ErrorData> {
     let value = match outcome {

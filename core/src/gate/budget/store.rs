@@ -150,6 +150,14 @@ pub trait BudgetStore: Send + Sync + 'static {
     /// none older than the window: only those can stop the task.
     fn count_refusal<'a>(&'a self, task: &'a str, limit: &'a RefusalLimit) -> BoxFuture<'a, u64>;
 
+    /// Forgets what was counted for `task`, which ended and whose id is never used again
+    /// ([`Registry::end_task`](crate::Registry::end_task)). The default keeps it: a durable
+    /// store is bounded by its disk, and keeping a budget never allows more.
+    fn forget_task<'a>(&'a self, task: &'a str) -> BoxFuture<'a, ()> {
+        let _ = task;
+        Box::pin(ready(()))
+    }
+
     /// How many refusals `task` collected within `limit`'s window; a refusal when the store
     /// cannot tell (`budget_unavailable`, or `budget_store_full` from a bounded store that does
     /// not hold the task and has no room for it), and the task's call is then refused.
@@ -730,6 +738,11 @@ impl BudgetStore for InMemoryBudgetStore {
 
     fn count_refusal<'a>(&'a self, task: &'a str, limit: &'a RefusalLimit) -> BoxFuture<'a, u64> {
         Box::pin(ready(self.count(task, limit)))
+    }
+
+    fn forget_task<'a>(&'a self, task: &'a str) -> BoxFuture<'a, ()> {
+        InMemoryBudgetStore::forget_task(self, task);
+        Box::pin(ready(()))
     }
 
     fn refusals<'a>(
