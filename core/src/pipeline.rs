@@ -592,7 +592,7 @@ impl Registry {
                 format!("this task collected {refusals} refused calls and is stopped")
             } else {
                 format!(
-                    "this task collected {refusals} refused calls within {} s and is stopped until they are older",
+                    "this task collected {refusals} refused calls in the last {} s and is stopped until they are older",
                     limit.per.as_secs()
                 )
             };

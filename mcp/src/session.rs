@@ -142,11 +142,12 @@ impl Session {
 
 impl Drop for Session {
     /// The session's task ends with it: its id was made for the session, so no call comes in
-    /// it again, and a bounded budget store may forget it.
+    /// it again, and a bounded budget store may forget it; nor is it told of tool changes.
     fn drop(&mut self) {
         let Some((_, session)) = self.caller.get() else {
             return;
         };
+        self.shared.unlisten(session.task_id());
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };

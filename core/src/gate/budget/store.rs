@@ -544,7 +544,8 @@ impl InMemoryBudgetStore {
         }
     }
 
-    /// Drops what was counted for `task`, once it has ended. Its budget starts afresh should
+    /// Drops what was counted for `task`, once it has ended (what
+    /// [`Registry::end_task`](crate::Registry::end_task) does). Its budget starts afresh should
     /// its id come again: forget only a task whose id is never used again (a session's task,
     /// once the session closed).
     pub fn forget_task(&self, task: &str) {
