@@ -11,8 +11,8 @@ use portcullis::audit::{
 };
 use portcullis::prelude::*;
 use portcullis::{
-    ApprovalDecision, BoxFuture, BudgetLimits, InMemoryApprovalStore, InMemoryBudgetStore,
-    PendingLimits, RefusalLimit, Reviewer, Transaction,
+    ApprovalDecision, BoxFuture, BudgetCapacity, BudgetLimits, InMemoryApprovalStore,
+    InMemoryBudgetStore, PendingLimits, RefusalLimit, Reviewer, Transaction,
 };
 use serde_json::{Value, json};
 
@@ -1177,4 +1177,48 @@ async fn a_full_memory_audit_sink_stops_calls_that_must_be_recorded_first() {
     );
     assert_eq!(sink.records().len(), 2);
     verify(&sink.records(), None).unwrap();
+}
+
+/// A full budget store refuses new tasks and never forgets a spent budget to make room:
+/// flooding it with tasks gives no task its calls back. Tasks that ended make room.
+#[tokio::test]
+async fn flooding_a_full_budget_store_gives_no_task_its_budget_back() {
+    let budget = InMemoryBudgetStore::default().with_capacity(BudgetCapacity {
+        tasks: 64,
+        actors: 64,
+    });
+    let registry = Registry::builder()
+        .tool(FindCustomer)
+        .budget(BudgetLimits {
+            max_calls_per_task: Some(1),
+            ..BudgetLimits::default()
+        })
+        .budget_store(budget.clone())
+        .build()
+        .unwrap();
+    let lookup = |id: &str| call(id, "find_customer", json!({"customer_id": 1}));
+    let spent = CallContext::new("agent").with_task_id("spent");
+    assert!(registry.dispatch(&spent, &lookup("1")).await.is_completed());
+    let refused = registry.dispatch(&spent, &lookup("2")).await;
+    assert_eq!(refused.code(), Some(RejectionCode::BudgetCallsExceeded));
+
+    let mut full = 0;
+    for index in 0..1000 {
+        let flood = CallContext::new("agent").with_task_id(format!("flood{index}"));
+        match registry.dispatch(&flood, &lookup("1")).await.code() {
+            None => {}
+            Some(RejectionCode::BudgetStoreFull) => full += 1,
+            Some(other) => panic!("{other}"),
+        }
+    }
+    assert!(full >= 1000 - 64, "{full} refused as the store was full");
+    assert!(budget.held().0 <= 64);
+    let still = registry.dispatch(&spent, &lookup("3")).await;
+    assert_eq!(still.code(), Some(RejectionCode::BudgetCallsExceeded));
+
+    for index in 0..1000 {
+        registry.end_task(&format!("flood{index}")).await;
+    }
+    let next = CallContext::new("agent").with_task_id("next");
+    assert!(registry.dispatch(&next, &lookup("1")).await.is_completed());
 }
