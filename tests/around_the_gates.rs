@@ -1,9 +1,9 @@
 //! Nothing around the gates: repeats, approvals and the audit log cannot be replayed, forged or
 //! cut. One test per road an attacker found around the gates, each asserting the exact outcome.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use portcullis::audit::{
     AuditKey, AuditRecord, AuditSink, ChainBreak, Checkpoint, JsonLinesAuditSink, MemoryAuditSink,
@@ -11,8 +11,8 @@ use portcullis::audit::{
 };
 use portcullis::prelude::*;
 use portcullis::{
-    ApprovalDecision, BoxFuture, BudgetLimits, InMemoryApprovalStore, PendingLimits, Reviewer,
-    Transaction,
+    ApprovalDecision, BoxFuture, BudgetCapacity, BudgetLimits, InMemoryApprovalStore,
+    InMemoryBudgetStore, PendingLimits, RefusalLimit, Reviewer, Transaction,
 };
 use serde_json::{Value, json};
 
@@ -786,32 +786,92 @@ async fn the_existence_of_a_tool_cannot_be_probed() {
     assert_eq!(told.code(), Some(RejectionCode::RoleDenied));
 }
 
-/// A model that keeps sending refused calls is stopped; a task of its own starts afresh.
-#[tokio::test]
-async fn an_endless_retrier_is_stopped() {
-    let registry = Registry::builder()
-        .tool(FindCustomer)
-        .refusal_limit(Some(5))
-        .build()
-        .unwrap();
-    let ctx = CallContext::new("agent").with_task_id("loop");
-    for index in 0..5 {
+/// A clock for an in-memory budget store, moved by hand: milliseconds since it was made.
+fn hand_clock() -> (InMemoryBudgetStore, Arc<AtomicU64>) {
+    let start = Instant::now();
+    let elapsed_ms = Arc::new(AtomicU64::new(0));
+    let hand = Arc::clone(&elapsed_ms);
+    let store = InMemoryBudgetStore::with_clock(move || {
+        start + Duration::from_millis(hand.load(Ordering::SeqCst))
+    });
+    (store, elapsed_ms)
+}
+
+/// Sends `count` calls that decode refuses in `ctx`'s task.
+async fn refused_calls(registry: &Registry, ctx: &CallContext, count: usize, round: &str) {
+    for index in 0..count {
         let bad = call(
-            &format!("b{index}"),
+            &format!("{round}{index}"),
             "find_customer",
             json!({"customer_id": "x"}),
         );
         assert_eq!(
-            registry.dispatch(&ctx, &bad).await.code(),
+            registry.dispatch(ctx, &bad).await.code(),
             Some(RejectionCode::InvalidType)
         );
     }
+}
+
+/// A model that keeps sending refused calls is stopped; a task of its own starts afresh. Once
+/// its refusals are older than the window, the task may call again, and an endless retrier is
+/// stopped again after as many refusals: it is held to 5 refusals every 10 minutes.
+#[tokio::test]
+async fn an_endless_retrier_is_stopped_for_as_long_as_its_refusals_are_recent() {
+    let (store, clock) = hand_clock();
+    let registry = Registry::builder()
+        .tool(FindCustomer)
+        .budget_store(store)
+        .refusal_limit(Some(RefusalLimit {
+            refusals: 5,
+            per: Duration::from_secs(600),
+        }))
+        .build()
+        .unwrap();
+    let ctx = CallContext::new("agent").with_task_id("loop");
+    refused_calls(&registry, &ctx, 5, "b").await;
     let good = call("g", "find_customer", json!({"customer_id": 1}));
     let stopped = registry.dispatch(&ctx, &good).await;
     assert_eq!(stopped.code(), Some(RejectionCode::TooManyRefusals));
     assert!(!stopped.rejection().unwrap().retryable());
     let fresh = CallContext::new("agent").with_task_id("next");
     assert!(registry.dispatch(&fresh, &good).await.is_completed());
+
+    // Calls while stopped do not count: the stop ends when the 5 refusals are old.
+    clock.store(599_999, Ordering::SeqCst);
+    let still = call("g2", "find_customer", json!({"customer_id": 1}));
+    let still = registry.dispatch(&ctx, &still).await;
+    assert_eq!(still.code(), Some(RejectionCode::TooManyRefusals));
+    clock.store(600_000, Ordering::SeqCst);
+    let later = call("g3", "find_customer", json!({"customer_id": 1}));
+    assert!(registry.dispatch(&ctx, &later).await.is_completed());
+
+    // The retrier that goes on is stopped again.
+    refused_calls(&registry, &ctx, 5, "c").await;
+    let again = call("g4", "find_customer", json!({"customer_id": 1}));
+    assert_eq!(
+        registry.dispatch(&ctx, &again).await.code(),
+        Some(RejectionCode::TooManyRefusals)
+    );
+}
+
+/// A refusal limit over the task's whole life stops the task for good.
+#[tokio::test]
+async fn a_whole_task_refusal_limit_never_lets_go() {
+    let (store, clock) = hand_clock();
+    let registry = Registry::builder()
+        .tool(FindCustomer)
+        .budget_store(store)
+        .refusal_limit(Some(RefusalLimit::whole_task(3)))
+        .build()
+        .unwrap();
+    let ctx = CallContext::new("agent").with_task_id("loop");
+    refused_calls(&registry, &ctx, 3, "b").await;
+    clock.store(365 * 24 * 3600 * 1000, Ordering::SeqCst);
+    let good = call("g", "find_customer", json!({"customer_id": 1}));
+    assert_eq!(
+        registry.dispatch(&ctx, &good).await.code(),
+        Some(RejectionCode::TooManyRefusals)
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1060,4 +1120,111 @@ async fn decisions_outlive_their_ticket_as_they_should() {
     assert!(resolutions.contains(&Some("rejected by rita".to_owned())));
     assert!(resolutions.contains(&Some("expired after rita decided".to_owned())));
     assert_eq!(SETTLED.load(Ordering::SeqCst), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bounded memory
+
+/// An in-memory approval store holds at most its capacity of pending calls, whatever the
+/// tasks and actors: one more is refused, and never waits.
+#[tokio::test]
+async fn a_full_approval_store_refuses_one_more_pending_call() {
+    let registry = Registry::builder()
+        .tool(PaySupplier)
+        .approval_store(InMemoryApprovalStore::with_capacity(3))
+        .accept_unsigned_decisions()
+        .build()
+        .unwrap();
+    for index in 0..3 {
+        let ctx = CallContext::new(format!("agent{index}")).with_task_id(format!("t{index}"));
+        assert!(
+            registry
+                .dispatch(&ctx, &payout("p", 1))
+                .await
+                .ticket()
+                .is_some()
+        );
+    }
+    let ctx = CallContext::new("agent9").with_task_id("t9");
+    let refused = registry.dispatch(&ctx, &payout("p", 1)).await;
+    assert_eq!(refused.code(), Some(RejectionCode::TooManyPending));
+    assert_eq!(registry.pending_tickets().await.unwrap().len(), 3);
+}
+
+static ARCHIVED: AtomicUsize = AtomicUsize::new(0);
+
+/// Archive a record.
+#[tool(risk = "medium")]
+fn archive_record(record_id: u64) -> Result<u64, ToolError> {
+    ARCHIVED.fetch_add(1, Ordering::SeqCst);
+    Ok(record_id)
+}
+
+/// A full memory audit sink forgets no record: a call that must be recorded before it runs is
+/// refused and does not run.
+#[tokio::test]
+async fn a_full_memory_audit_sink_stops_calls_that_must_be_recorded_first() {
+    let sink = MemoryAuditSink::with_capacity(2);
+    let registry = Registry::builder()
+        .tool(ArchiveRecord)
+        .audit(sink.clone())
+        .build()
+        .unwrap();
+    let ctx = CallContext::new("agent");
+    let first = call("a1", "archive_record", json!({"record_id": 1}));
+    assert!(registry.dispatch(&ctx, &first).await.is_completed());
+    let second = call("a2", "archive_record", json!({"record_id": 2}));
+    let refused = registry.dispatch(&ctx, &second).await;
+    assert_eq!(refused.code(), Some(RejectionCode::AuditUnavailable));
+    assert_eq!(
+        ARCHIVED.load(Ordering::SeqCst),
+        1,
+        "the second was not archived"
+    );
+    assert_eq!(sink.records().len(), 2);
+    verify(&sink.records(), None).unwrap();
+}
+
+/// A full budget store refuses new tasks and never forgets a spent budget to make room:
+/// flooding it with tasks gives no task its calls back. Tasks that ended make room.
+#[tokio::test]
+async fn flooding_a_full_budget_store_gives_no_task_its_budget_back() {
+    let budget = InMemoryBudgetStore::default().with_capacity(BudgetCapacity {
+        tasks: 64,
+        actors: 64,
+    });
+    let registry = Registry::builder()
+        .tool(FindCustomer)
+        .budget(BudgetLimits {
+            max_calls_per_task: Some(1),
+            ..BudgetLimits::default()
+        })
+        .budget_store(budget.clone())
+        .build()
+        .unwrap();
+    let lookup = |id: &str| call(id, "find_customer", json!({"customer_id": 1}));
+    let spent = CallContext::new("agent").with_task_id("spent");
+    assert!(registry.dispatch(&spent, &lookup("1")).await.is_completed());
+    let refused = registry.dispatch(&spent, &lookup("2")).await;
+    assert_eq!(refused.code(), Some(RejectionCode::BudgetCallsExceeded));
+
+    let mut full = 0;
+    for index in 0..1000 {
+        let flood = CallContext::new("agent").with_task_id(format!("flood{index}"));
+        match registry.dispatch(&flood, &lookup("1")).await.code() {
+            None => {}
+            Some(RejectionCode::BudgetStoreFull) => full += 1,
+            Some(other) => panic!("{other}"),
+        }
+    }
+    assert!(full >= 1000 - 64, "{full} refused as the store was full");
+    assert!(budget.held().0 <= 64);
+    let still = registry.dispatch(&spent, &lookup("3")).await;
+    assert_eq!(still.code(), Some(RejectionCode::BudgetCallsExceeded));
+
+    for index in 0..1000 {
+        registry.end_task(&format!("flood{index}")).await;
+    }
+    let next = CallContext::new("agent").with_task_id("next");
+    assert!(registry.dispatch(&next, &lookup("1")).await.is_completed());
 }

@@ -49,8 +49,8 @@ pub use gate::approve::store::{
 };
 pub use gate::authorize::policy::{Decision, Policy, PolicyError, PolicyRequest, ReadOnlyRequests};
 pub use gate::budget::store::{
-    Admitted, BudgetLimits, BudgetStore, Charge, CircuitBreaker, InMemoryBudgetStore, RateLimit,
-    Usage, judge_charge,
+    Admitted, BudgetCapacity, BudgetLimits, BudgetStore, Charge, CircuitBreaker,
+    InMemoryBudgetStore, RateLimit, RefusalLimit, Usage, judge_charge,
 };
 pub use gate::repeat::{
     CallKey, Claim, ClaimState, InMemoryRepeatStore, RepeatStore, existing_claim,

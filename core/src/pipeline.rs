@@ -558,8 +558,14 @@ impl Registry {
             canonical: facts.canonical.into_inner(),
             repeated,
         });
-        if counts_as_refusal(&kept.outcome) && settings.refusal_limit.is_some() {
-            settings.budget.store.count_refusal(ctx.task_id()).await;
+        if let Some(limit) = &settings.refusal_limit
+            && counts_as_refusal(&kept.outcome)
+        {
+            settings
+                .budget
+                .store
+                .count_refusal(ctx.task_id(), limit)
+                .await;
         }
         kept
     }
@@ -599,25 +605,26 @@ impl Registry {
         })
     }
 
-    /// The refusal of a task that collected as many refusals as the registry allows.
+    /// The refusal of a task that collected as many refusals within the window as the
+    /// registry allows, or whose refusals the store cannot tell.
     async fn stopped(&self, ctx: &CallContext) -> Option<Rejection> {
         let settings = self.settings();
-        let limit = settings.refusal_limit?;
-        let Some(refusals) = settings.budget.store.refusals(ctx.task_id()).await else {
-            return Some(
-                Rejection::new(
-                    RejectionCode::BudgetUnavailable,
-                    "the task's refusals could not be counted, so the call did not run",
-                )
-                .with_hint("try again later"),
-            );
+        let limit = settings.refusal_limit.as_ref()?;
+        let refusals = match settings.budget.store.refusals(ctx.task_id(), limit).await {
+            Ok(refusals) => refusals,
+            Err(refusal) => return Some(refusal),
         };
-        (refusals >= limit).then(|| {
-            Rejection::new(
-                RejectionCode::TooManyRefusals,
-                format!("this task collected {refusals} refused calls and is stopped"),
-            )
-            .with_hint("stop calling tools and tell the user what went wrong")
+        (refusals >= limit.refusals).then(|| {
+            let message = if limit.per == std::time::Duration::MAX {
+                format!("this task collected {refusals} refused calls and is stopped")
+            } else {
+                format!(
+                    "this task collected {refusals} refused calls in the last {} s and is stopped until they are older",
+                    limit.per.as_secs()
+                )
+            };
+            Rejection::new(RejectionCode::TooManyRefusals, message)
+                .with_hint("stop calling tools and tell the user what went wrong")
         })
     }
 
@@ -1160,7 +1167,9 @@ fn counts_as_refusal(outcome: &Outcome) -> bool {
                     | RejectionCode::TooManyRefusals
                     | RejectionCode::AuditUnavailable
                     | RejectionCode::ClaimsUnavailable
+                    | RejectionCode::ClaimStoreFull
                     | RejectionCode::BudgetUnavailable
+                    | RejectionCode::BudgetStoreFull
                     | RejectionCode::ApprovalsUnavailable
                     | RejectionCode::SealKeyMissing
             )

@@ -22,11 +22,16 @@ use crate::pipeline::ErasedTool;
 use crate::transaction::store::{DurableTransactions, TransactionStore};
 use crate::{
     ApprovalStore, Approver, BudgetLimits, BudgetStore, CallContext, ContractError, DecodeLimits,
-    InMemoryApprovalStore, InMemoryBudgetStore, Policy, Rejection, Ticket, Tool, ToolContract,
+    InMemoryApprovalStore, InMemoryBudgetStore, Policy, RefusalLimit, Rejection, Ticket, Tool,
+    ToolContract,
 };
 
-/// Refusals a task may collect before it is stopped, unless the registry says otherwise.
-pub const DEFAULT_REFUSAL_LIMIT: u64 = 50;
+/// Refusals a task may collect within a window before it is stopped, unless the registry says
+/// otherwise: 50 every 10 minutes.
+pub const DEFAULT_REFUSAL_LIMIT: RefusalLimit = RefusalLimit {
+    refusals: 50,
+    per: Duration::from_secs(600),
+};
 
 /// How long a claimed call may run before a repeat finds its outcome unknown, unless the
 /// registry says otherwise: 10 minutes.
@@ -72,8 +77,8 @@ pub(crate) struct Settings {
     pub(crate) repeats: Box<dyn RepeatStore>,
     /// How long a claimed call may run before a repeat finds its outcome unknown.
     pub(crate) claim_lease_ms: u64,
-    /// Refusals a task may collect before it is stopped; `None`: no limit.
-    pub(crate) refusal_limit: Option<u64>,
+    /// Refusals a task may collect within a window before it is stopped; `None`: no limit.
+    pub(crate) refusal_limit: Option<RefusalLimit>,
     /// Whether a caller learns that a tool it may not use exists (`role_denied`).
     pub(crate) reveal_denied_tools: bool,
     /// Where transactions keep their steps, if anywhere but their worker's memory.
@@ -133,6 +138,15 @@ impl Registry {
             .binary_search_by(|(candidate, _)| candidate.as_str().cmp(name))
             .ok()?;
         Some(&tools[index].1)
+    }
+
+    /// Tells the budget store that task `task_id` ended and that its id is never used again,
+    /// so that a bounded store forgets what it counted for it
+    /// ([`BudgetStore::forget_task`]). The MCP server does so as a session closes, since its
+    /// task id was made for it. Never for a task that may go on: its budget and its refusals
+    /// would start afresh.
+    pub async fn end_task(&self, task_id: &str) {
+        self.inner.settings.budget.store.forget_task(task_id).await;
     }
 
     /// The calls waiting for a human, oldest first; `approvals_unavailable` when the store
@@ -353,8 +367,9 @@ impl RegistryBuilder {
     /// Sets how many decided calls of tools that are not idempotent the in-memory repeat
     /// store remembers at least ([`InMemoryRepeatStore::with_capacity`]), so that a repeated
     /// call id returns the first outcome instead of running the tool again (default 10,000).
-    /// Calls running or waiting for approval are always remembered; with 0, a call id may run
-    /// again once its call is decided.
+    /// Calls running or waiting for approval are remembered while open, up to
+    /// [`InMemoryRepeatStore::OPEN_CLAIMS`] at once (one more is refused with
+    /// `claim_store_full`); with 0, a call id may run again once its call is decided.
     pub fn remembered_calls(mut self, capacity: usize) -> Self {
         self.settings.repeats = Box::new(InMemoryRepeatStore::with_capacity(capacity));
         self
@@ -425,11 +440,27 @@ impl RegistryBuilder {
         self
     }
 
-    /// Sets how many refusals a task may collect before its calls are refused with
-    /// `too_many_refusals` (default [`DEFAULT_REFUSAL_LIMIT`]; `None` for no limit), so that a
-    /// model cannot retry refused calls forever. Refusals of the tool's own failures do not
-    /// count: the circuit breaker handles those.
-    pub fn refusal_limit(mut self, limit: Option<u64>) -> Self {
+    /// Sets how many refusals a task may collect within a window before its calls are refused
+    /// with `too_many_refusals` (default [`DEFAULT_REFUSAL_LIMIT`], 50 every 10 minutes;
+    /// `None` for no limit), so that a model cannot retry refused calls forever. The window
+    /// slides: a task stopped by its refusals may call again once the oldest of them is older
+    /// than the window, so a long session is not stopped for good by old refusals, while a
+    /// model that keeps retrying is held to `refusals` refused calls every `per`. Use
+    /// [`RefusalLimit::whole_task`] to stop a task for good. Refusals of the tool's own failures
+    /// do not count (the circuit breaker handles those), nor do the store's own
+    /// (`budget_unavailable`, `budget_store_full`, ...) or `too_many_refusals` itself.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use portcullis_core::{RefusalLimit, Registry};
+    ///
+    /// let registry = Registry::builder()
+    ///     .refusal_limit(Some(RefusalLimit { refusals: 20, per: Duration::from_secs(300) }))
+    ///     .build()
+    ///     .unwrap();
+    /// # drop(registry);
+    /// ```
+    pub fn refusal_limit(mut self, limit: Option<RefusalLimit>) -> Self {
         self.settings.refusal_limit = limit;
         self
     }

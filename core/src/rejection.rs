@@ -72,6 +72,10 @@ pub enum RejectionCode {
     /// The store of budgets could not be reached, so the call could not be counted and did
     /// not run.
     BudgetUnavailable,
+    /// A bounded store of budgets holds as many tasks (or callers) as its capacity allows and
+    /// not this one, so the call could not be counted and did not run; see
+    /// [`BudgetCapacity`](crate::BudgetCapacity).
+    BudgetStoreFull,
     /// A call with the same id is running now; send it again later to read its outcome.
     CallInProgress,
     /// The call id was used before, by this caller in this task, for other arguments.
@@ -82,6 +86,10 @@ pub enum RejectionCode {
     /// The store of claims could not be reached, so the call could not be claimed and did not
     /// run.
     ClaimsUnavailable,
+    /// A bounded store of claims holds as many open calls (running, or waiting for approval)
+    /// as its capacity allows, so the call could not be claimed and did not run; see
+    /// [`InMemoryRepeatStore`](crate::InMemoryRepeatStore).
+    ClaimStoreFull,
     /// The store of pending calls could not be reached, so the call could not wait and did
     /// not run.
     ApprovalsUnavailable,
@@ -152,10 +160,12 @@ impl RejectionCode {
             RejectionCode::CircuitOpen => "circuit_open",
             RejectionCode::TooManyRefusals => "too_many_refusals",
             RejectionCode::BudgetUnavailable => "budget_unavailable",
+            RejectionCode::BudgetStoreFull => "budget_store_full",
             RejectionCode::CallInProgress => "call_in_progress",
             RejectionCode::CallIdReused => "call_id_reused",
             RejectionCode::OutcomeUnknown => "outcome_unknown",
             RejectionCode::ClaimsUnavailable => "claims_unavailable",
+            RejectionCode::ClaimStoreFull => "claim_store_full",
             RejectionCode::ApprovalsUnavailable => "approvals_unavailable",
             RejectionCode::SealKeyMissing => "seal_key_missing",
             RejectionCode::TooManyPending => "too_many_pending",
@@ -201,11 +211,13 @@ impl RejectionCode {
             | RejectionCode::RateLimited
             | RejectionCode::CircuitOpen
             | RejectionCode::TooManyRefusals
-            | RejectionCode::BudgetUnavailable => Gate::Budget,
+            | RejectionCode::BudgetUnavailable
+            | RejectionCode::BudgetStoreFull => Gate::Budget,
             RejectionCode::CallInProgress
             | RejectionCode::CallIdReused
             | RejectionCode::OutcomeUnknown
-            | RejectionCode::ClaimsUnavailable => Gate::Repeat,
+            | RejectionCode::ClaimsUnavailable
+            | RejectionCode::ClaimStoreFull => Gate::Repeat,
             RejectionCode::ApprovalRejected
             | RejectionCode::ApprovalExpired
             | RejectionCode::TicketNotPending

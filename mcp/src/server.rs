@@ -70,6 +70,14 @@ impl Shared {
         });
         listeners.push(listener);
     }
+
+    /// Forgets the tool list of the session of task `task_id`, which closed.
+    pub(crate) fn unlisten(&self, task_id: &str) {
+        self.listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|known| known.ctx.task_id() != task_id);
+    }
 }
 
 /// Builds an [`McpServer`].

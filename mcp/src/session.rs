@@ -34,6 +34,11 @@ pub(crate) enum Origin {
     Requests,
 }
 
+/// The waiting calls a session remembers. One it forgot still waits in the approval store and
+/// runs if a reviewer approves it; the same call sent again is then a call of its own, through
+/// every gate (and `too_many_pending` while the first waits).
+const WAITING_CALLS: usize = 100;
+
 /// The state of one session; rmcp makes one per MCP session.
 pub(crate) struct Session {
     shared: Arc<Shared>,
@@ -42,6 +47,7 @@ pub(crate) struct Session {
     caller: OnceLock<(CallContext, CallContext)>,
     /// The calls still waiting for approval when their request answered: a later call of the
     /// same tool with the same arguments, in this session, resumes one instead of asking again.
+    /// At most [`WAITING_CALLS`], the oldest forgotten first.
     waiting: Mutex<Vec<ToolCall>>,
     tasks: Tasks,
 }
@@ -118,7 +124,12 @@ impl Session {
         let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
         let known = waiting.iter().position(|earlier| earlier.id == call.id);
         match (outcome, known) {
-            (Outcome::Pending(_), None) => waiting.push(call.clone()),
+            (Outcome::Pending(_), None) => {
+                if waiting.len() >= WAITING_CALLS {
+                    waiting.remove(0);
+                }
+                waiting.push(call.clone());
+            }
             (Outcome::Pending(_), Some(_)) => {}
             (Outcome::Rejected(refusal), _) if refusal.retryable() => {}
             (_, Some(index)) => {
@@ -126,6 +137,23 @@ impl Session {
             }
             (_, None) => {}
         }
+    }
+}
+
+impl Drop for Session {
+    /// The session's task ends with it: its id was made for the session, so no call comes in
+    /// it again, and a bounded budget store may forget it; nor is it told of tool changes.
+    fn drop(&mut self) {
+        let Some((_, session)) = self.caller.get() else {
+            return;
+        };
+        self.shared.unlisten(session.task_id());
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let registry = Arc::clone(&self.shared.registry);
+        let task = session.task_id().to_owned();
+        runtime.spawn(async move { registry.end_task(&task).await });
     }
 }
 

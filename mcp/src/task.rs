@@ -14,7 +14,12 @@ use serde_json::{Value, json};
 use crate::approval;
 use crate::server::Shared;
 
-/// A session's tasks: calls that wait for an operator, by task id.
+/// The tasks a session remembers. When it has as many, opening one forgets the oldest that
+/// completed, or else the oldest: a forgotten task's call still waits, and runs if a reviewer
+/// approves it, but `tasks/get` no longer knows it.
+const TASKS: usize = 100;
+
+/// A session's tasks: calls that wait for an operator, by task id, at most [`TASKS`].
 #[derive(Default)]
 pub(crate) struct Tasks {
     tasks: Mutex<HashMap<String, Waiting>>,
@@ -52,7 +57,18 @@ impl Tasks {
         };
         let mut task = wire_task(shared, &ticket.id, &waiting, ticket.expires_ms);
         task["resultType"] = json!("task");
-        self.lock().insert(ticket.id.clone(), waiting);
+        let mut tasks = self.lock();
+        if tasks.len() >= TASKS {
+            let oldest = tasks
+                .iter()
+                .min_by_key(|(id, task)| (task.result.is_none(), &task.created, *id))
+                .map(|(id, _)| id.clone());
+            if let Some(oldest) = oldest {
+                tasks.remove(&oldest);
+            }
+        }
+        tasks.insert(ticket.id.clone(), waiting);
+        drop(tasks);
         serde_json::from_value(task)
             .map(CallToolResponse::Task)
             .map_err(|error| ErrorData::internal_error(format!("unrenderable task: {error}"), None))

@@ -6,8 +6,8 @@ use std::io;
 use portcullis_core::audit::{AuditRecord, AuditSink, Unchained};
 use portcullis_core::{
     Abandoned, ApprovalStore, BoxFuture, BudgetLimits, BudgetStore, CallContext, CallKey, Charge,
-    Claim, ClaimState, Lease, PendingCall, PendingLimits, Recorded, Rejection, RepeatStore,
-    SignedDecision, StoredStep, Ticket, TransactionStore,
+    Claim, ClaimState, Lease, PendingCall, PendingLimits, Recorded, RefusalLimit, Rejection,
+    RepeatStore, SignedDecision, StoredStep, Ticket, TransactionStore,
 };
 
 use crate::{OpenError, PostgresStore, SealKeys, SqliteStore};
@@ -203,12 +203,16 @@ impl BudgetStore for Store {
         on_store!(self, store => BudgetStore::release(store, charge))
     }
 
-    fn count_refusal<'a>(&'a self, task: &'a str) -> BoxFuture<'a, u64> {
-        on_store!(self, store => store.count_refusal(task))
+    fn count_refusal<'a>(&'a self, task: &'a str, limit: &'a RefusalLimit) -> BoxFuture<'a, u64> {
+        on_store!(self, store => store.count_refusal(task, limit))
     }
 
-    fn refusals<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Option<u64>> {
-        on_store!(self, store => store.refusals(task))
+    fn refusals<'a>(
+        &'a self,
+        task: &'a str,
+        limit: &'a RefusalLimit,
+    ) -> BoxFuture<'a, Result<u64, Rejection>> {
+        on_store!(self, store => store.refusals(task, limit))
     }
 }
 

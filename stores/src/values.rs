@@ -3,7 +3,8 @@
 //! secrets (see [`Sealing`]).
 
 use portcullis_core::{
-    Abandoned, CallContext, ClaimState, PendingCall, SignedDecision, StoredStep, Ticket,
+    Abandoned, CallContext, ClaimState, PendingCall, RefusalLimit, Rejection, RejectionCode,
+    SignedDecision, StoredStep, Ticket,
 };
 
 use crate::seal::Sealing;
@@ -168,4 +169,18 @@ pub(crate) fn stored_step(
         &place("transaction_steps.payload", id),
         serde_json::to_string(step)?,
     ))
+}
+
+/// The time at and before which a refusal is outside `limit`'s window at `now`.
+pub(crate) fn window_start(now: i64, limit: &RefusalLimit) -> i64 {
+    now.saturating_sub(as_sql(limit.per_ms()))
+}
+
+/// The refusal of a call whose task's refusals could not be read.
+pub(crate) fn refusals_unknown() -> Rejection {
+    Rejection::new(
+        RejectionCode::BudgetUnavailable,
+        "the task's refusals could not be counted, so the call did not run",
+    )
+    .with_hint("try again later")
 }

@@ -396,7 +396,7 @@ async fn budgeted_worker(backend: &Backend) -> Registry {
             ..portcullis::BudgetLimits::default()
         })
         .budget_store(store)
-        .refusal_limit(Some(40))
+        .refusal_limit(Some(portcullis::RefusalLimit::whole_task(40)))
         .build()
         .unwrap()
 }

@@ -10,13 +10,32 @@ use super::round_writer::RoundWriter;
 use super::{AuditRecord, AuditSink, Checkpoint, Unchained};
 use crate::tool::BoxFuture;
 
-/// Keeps records in memory; clones share them, and one chain.
-#[derive(Debug, Clone, Default)]
+/// Keeps records in memory; clones share them, and one chain. It holds at most `capacity`
+/// records (100,000 by default) and never forgets one: once full, appends fail, so that a call
+/// that must be recorded before it runs does not run (`audit_unavailable`), and the failure of
+/// the other records is reported through `tracing`. For tests and short-lived tools; a server
+/// audits into a file or a database.
+#[derive(Debug, Clone)]
 pub struct MemoryAuditSink {
     records: Arc<Mutex<Vec<AuditRecord>>>,
+    capacity: usize,
+}
+
+impl Default for MemoryAuditSink {
+    fn default() -> Self {
+        MemoryAuditSink::with_capacity(100_000)
+    }
 }
 
 impl MemoryAuditSink {
+    /// A sink that holds at most `capacity` records.
+    pub fn with_capacity(capacity: usize) -> Self {
+        MemoryAuditSink {
+            records: Arc::default(),
+            capacity,
+        }
+    }
+
     /// Every record written so far, in order.
     pub fn records(&self) -> Vec<AuditRecord> {
         self.records
@@ -29,6 +48,15 @@ impl MemoryAuditSink {
 impl AuditSink for MemoryAuditSink {
     fn append(&self, entry: Unchained) -> BoxFuture<'_, io::Result<()>> {
         let mut records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
+        if records.len() >= self.capacity {
+            return Box::pin(ready(Err(io::Error::new(
+                io::ErrorKind::StorageFull,
+                format!(
+                    "the memory audit sink holds {} records, as many as it may",
+                    records.len()
+                ),
+            ))));
+        }
         let head = records
             .last()
             .map_or_else(Checkpoint::genesis, Checkpoint::after);

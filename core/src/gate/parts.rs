@@ -43,13 +43,11 @@ impl<T> LockedParts<T> {
     }
 
     /// How many parts there are.
-    #[cfg(test)]
     pub(crate) fn count(&self) -> usize {
         self.parts.len()
     }
 
     /// Every part, one after another, each locked while `visit` reads it.
-    #[cfg(test)]
     pub(crate) fn each(&self, mut visit: impl FnMut(&T)) {
         for part in &self.parts {
             visit(&part.0.lock().unwrap_or_else(PoisonError::into_inner));

@@ -10,7 +10,6 @@
 //! approval is claimed too, so resending it returns the same ticket. The same id with other
 //! arguments is refused with `call_id_reused`.
 
-use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::future::ready;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
@@ -78,6 +77,9 @@ pub enum Claim {
     /// The store could not be reached: the call is refused, since it cannot be known not to
     /// have run.
     Unavailable,
+    /// A bounded store holds as many open claims as it may: the call is new, but is not
+    /// claimed, and is refused (`claim_store_full`).
+    Full,
 }
 
 /// Keeps the claims of calls. Implementations must claim atomically: of two concurrent claims
@@ -100,29 +102,72 @@ pub trait RepeatStore: Send + Sync + 'static {
     fn release<'a>(&'a self, key: &'a CallKey) -> BoxFuture<'a, ()>;
 }
 
-/// A [`RepeatStore`] in memory, for one process. It keeps every open claim and the outcomes
-/// of at least the latest `capacity` decided calls; older outcomes are forgotten, oldest first.
+/// A [`RepeatStore`] in memory, for one process. It keeps the outcomes of at least the latest
+/// `capacity` decided calls, older outcomes forgotten oldest first, and up to 10,000 open
+/// claims (calls running or waiting for approval; [`with_open_claims`](Self::with_open_claims)),
+/// none forgotten while open within its lease.
+///
+/// What is forgotten, and when: a decided call's outcome, after `capacity` later calls were
+/// decided (a repeat of its id then runs as a new call: keep `capacity` above the calls a
+/// client may repeat, or use a durable store); a call still running past its lease, when room
+/// is needed (its dispatch was dropped, or its tool hangs): it is decided then as
+/// `outcome_unknown`, and forgotten as any outcome. A new call finding its part of the store
+/// holding its share of open claims, all within their lease, is refused with
+/// `claim_store_full`: nothing open is forgotten to make room for it.
 ///
 /// A store of [`InMemoryRepeatStore::SPLIT_FROM`] calls or more is split into
 /// [`InMemoryRepeatStore::PARTS`] parts, each with a lock of its own, so that threads claiming
 /// different calls do not wait on each other. A call's part is chosen by a hash keyed at
 /// random when the store is made, so no caller can steer calls into one part. Each part keeps
-/// twice its share of `capacity` (so the store holds up to twice `capacity` outcomes), and the
-/// chance of a call's outcome being forgotten before `capacity` later calls were decided is
+/// twice its share of `capacity` outcomes and of the open claims (so the store holds up to
+/// twice as many of each), and the chance of a call's outcome being forgotten before `capacity` later calls were decided is
 /// below 10⁻¹⁰ (a Chernoff bound; smaller the larger the store).
 #[derive(Clone)]
 pub struct InMemoryRepeatStore {
     parts: Arc<LockedParts<Claims>>,
     capacity_per_part: usize,
+    open_per_part: usize,
     /// Random bytes of this store's own, hashed before every key: see [`KeyDigest`].
     salt: [u8; 16],
 }
 
-/// The claims, by the digest of their key, and the digests of the settled calls, oldest first.
+/// The claims, by the digest of their key, the digests of the settled calls, oldest first,
+/// and how many claims are open (not settled).
 #[derive(Default)]
 struct Claims {
     calls: HashMap<KeyDigest, Held, BuildHasherDefault<FirstBytes>>,
     settled: VecDeque<KeyDigest>,
+    open: usize,
+}
+
+impl Claims {
+    /// Whether one more open claim fits within `open`, once the claims still running
+    /// that were claimed before `lease_start_ms` are decided as `outcome_unknown` (what a
+    /// repeat of them is told already).
+    fn room(&mut self, open: usize, capacity: usize, lease_start_ms: u64) -> bool {
+        if self.open < open {
+            return true;
+        }
+        for (digest, held) in &mut self.calls {
+            if matches!(held.state, ClaimState::Running) && held.claimed_ms < lease_start_ms {
+                held.state = ClaimState::Settled(Outcome::Rejected(outcome_unknown()));
+                self.settled.push_back(*digest);
+                self.open -= 1;
+            }
+        }
+        self.forget_beyond(capacity);
+        self.open < open
+    }
+
+    /// Forgets the oldest outcomes beyond `capacity`.
+    fn forget_beyond(&mut self, capacity: usize) {
+        while self.settled.len() > capacity {
+            let Some(oldest) = self.settled.pop_front() else {
+                break;
+            };
+            self.calls.remove(&oldest);
+        }
+    }
 }
 
 /// A claim: the call's fingerprint, where it stands, and when it was claimed.
@@ -194,20 +239,44 @@ impl InMemoryRepeatStore {
     /// The number of parts of a split store.
     pub const PARTS: usize = 16;
 
-    /// A store that keeps the outcomes of at least the latest `capacity` decided calls.
+    /// Open claims a store holds at once unless told otherwise.
+    pub const OPEN_CLAIMS: usize = 10_000;
+
+    /// A store that keeps the outcomes of at least the latest `capacity` decided calls, and
+    /// up to [`OPEN_CLAIMS`](Self::OPEN_CLAIMS) open claims.
     pub fn with_capacity(capacity: usize) -> Self {
-        let (parts, capacity_per_part) = if capacity < Self::SPLIT_FROM {
-            (1, capacity)
+        let parts = if capacity < Self::SPLIT_FROM {
+            1
         } else {
-            (Self::PARTS, 2 * capacity.div_ceil(Self::PARTS))
+            Self::PARTS
         };
         let mut salt = [0u8; 16];
         getrandom::fill(&mut salt).expect("the operating system's random source is available");
         InMemoryRepeatStore {
             parts: Arc::new(LockedParts::new(parts)),
-            capacity_per_part,
+            capacity_per_part: share(capacity, parts),
+            open_per_part: share(Self::OPEN_CLAIMS, parts),
             salt,
         }
+    }
+
+    /// This store, holding up to `open` open claims (calls running or waiting for approval)
+    /// instead: call it as the store is made. Keep it above the calls that may run or wait at
+    /// once; one more is refused with `claim_store_full`.
+    pub fn with_open_claims(mut self, open: usize) -> Self {
+        self.open_per_part = share(open, self.parts.count());
+        self
+    }
+
+    /// How many claims the store holds now, open and settled: what its capacity bounds.
+    #[doc(hidden)]
+    pub fn held(&self) -> (usize, usize) {
+        let (mut open, mut settled) = (0, 0);
+        self.parts.each(|part| {
+            open += part.open;
+            settled += part.settled.len();
+        });
+        (open, settled)
     }
 
     /// The digest of `key` in this store, and the part that holds its claim, locked.
@@ -232,61 +301,80 @@ impl RepeatStore for InMemoryRepeatStore {
         lease_start_ms: u64,
     ) -> BoxFuture<'a, Claim> {
         let (digest, mut claims) = self.lock(key);
-        let claim = match claims.calls.entry(digest) {
-            Entry::Occupied(held) => {
-                let held = held.get();
-                existing_claim(
-                    &held.fingerprint,
-                    fingerprint,
-                    held.state.clone(),
-                    held.claimed_ms,
-                    lease_start_ms,
-                )
-            }
-            Entry::Vacant(vacant) => {
-                vacant.insert(Held {
-                    fingerprint: fingerprint.to_owned(),
-                    state: ClaimState::Running,
-                    claimed_ms: now_ms(),
-                });
-                Claim::New
-            }
-        };
-        Box::pin(ready(claim))
+        if let Some(held) = claims.calls.get(&digest) {
+            let claim = existing_claim(
+                &held.fingerprint,
+                fingerprint,
+                held.state.clone(),
+                held.claimed_ms,
+                lease_start_ms,
+            );
+            return Box::pin(ready(claim));
+        }
+        if !claims.room(self.open_per_part, self.capacity_per_part, lease_start_ms) {
+            return Box::pin(ready(Claim::Full));
+        }
+        claims.calls.insert(
+            digest,
+            Held {
+                fingerprint: fingerprint.to_owned(),
+                state: ClaimState::Running,
+                claimed_ms: now_ms(),
+            },
+        );
+        claims.open += 1;
+        Box::pin(ready(Claim::New))
     }
 
     fn update<'a>(&'a self, key: &'a CallKey, state: ClaimState) -> BoxFuture<'a, ()> {
-        let (digest, mut guard) = self.lock(key);
-        let Claims { calls, settled } = &mut *guard;
+        let (digest, mut claims) = self.lock(key);
         let settles = matches!(state, ClaimState::Settled(_));
-        if let Some(held) = calls.get_mut(&digest)
+        if let Some(held) = claims.calls.get_mut(&digest)
             && !matches!(held.state, ClaimState::Settled(_))
         {
             held.state = state;
             if settles {
-                settled.push_back(digest);
+                claims.settled.push_back(digest);
+                claims.open -= 1;
             }
         }
-        while settled.len() > self.capacity_per_part {
-            let Some(oldest) = settled.pop_front() else {
-                break;
-            };
-            calls.remove(&oldest);
-        }
+        claims.forget_beyond(self.capacity_per_part);
         Box::pin(ready(()))
     }
 
     fn release<'a>(&'a self, key: &'a CallKey) -> BoxFuture<'a, ()> {
         let (digest, mut claims) = self.lock(key);
-        if !claims
+        let open = claims
             .calls
             .get(&digest)
-            .is_some_and(|held| matches!(held.state, ClaimState::Settled(_)))
-        {
+            .is_some_and(|held| !matches!(held.state, ClaimState::Settled(_)));
+        if open {
             claims.calls.remove(&digest);
+            claims.open -= 1;
         }
         Box::pin(ready(()))
     }
+}
+
+/// What one of `parts` parts keeps of `total`: all of it in one part, or twice its share, so
+/// that a part fills only when the whole store nearly has.
+fn share(total: usize, parts: usize) -> usize {
+    if parts == 1 {
+        total
+    } else {
+        2 * total.div_ceil(parts)
+    }
+}
+
+/// The refusal of a call that an earlier attempt claimed and never reported on.
+fn outcome_unknown() -> Rejection {
+    Rejection::new(
+        RejectionCode::OutcomeUnknown,
+        "an earlier attempt of this call began and never reported how it ended: it may have \
+         run, so it does not run again",
+    )
+    .with_hint("do not send it again; tell the user that an operator must check whether it ran")
+    .with_retryable(false)
 }
 
 /// What a call with `fingerprint` finds where a claim for `held_fingerprint` stands in
@@ -327,16 +415,14 @@ pub(crate) fn answer(claim: Claim) -> Option<Outcome> {
             )
             .with_hint("try again later"),
         )),
-        Claim::Abandoned => Some(Outcome::Rejected(
+        Claim::Abandoned => Some(Outcome::Rejected(outcome_unknown())),
+        Claim::Full => Some(Outcome::Rejected(
             Rejection::new(
-                RejectionCode::OutcomeUnknown,
-                "an earlier attempt of this call began and never reported how it ended: it may \
-                 have run, so it does not run again",
+                RejectionCode::ClaimStoreFull,
+                "the store of claims holds as many open calls as it may, so the call was not \
+                 claimed and did not run",
             )
-            .with_hint(
-                "do not send it again; tell the user that an operator must check whether it ran",
-            )
-            .with_retryable(false),
+            .with_hint("try again later"),
         )),
         Claim::OtherArguments => Some(Outcome::Rejected(
             Rejection::new(
@@ -394,7 +480,7 @@ mod tests {
 
     #[test]
     fn claims_once_and_keeps_the_latest_outcomes() {
-        let store = InMemoryRepeatStore::with_capacity(1);
+        let store = InMemoryRepeatStore::with_capacity(1).with_open_claims(1);
         let first = key("alice", "1");
         assert_eq!(claim(&store, &first, "a"), Claim::New);
         assert_eq!(
@@ -402,9 +488,15 @@ mod tests {
             Claim::Existing(ClaimState::Running)
         );
         assert_eq!(claim(&store, &first, "b"), Claim::OtherArguments);
-        assert_eq!(claim(&store, &key("bob", "1"), "a"), Claim::New);
         let done = ClaimState::Settled(Outcome::Completed(json!(1)));
         futures_executor(store.update(&first, done.clone()));
+        let bob = key("bob", "1");
+        assert_eq!(
+            claim(&store, &bob, "a"),
+            Claim::New,
+            "another caller's call"
+        );
+        futures_executor(store.release(&bob));
         assert_eq!(claim(&store, &first, "a"), Claim::Existing(done.clone()));
         futures_executor(store.update(&first, ClaimState::Running));
         futures_executor(store.release(&first));
@@ -480,5 +572,43 @@ mod tests {
             });
             assert_eq!(new, 1, "call {id}");
         }
+    }
+
+    #[test]
+    fn open_claims_are_bounded_and_a_full_store_refuses_new_calls() {
+        let store = InMemoryRepeatStore::with_capacity(3).with_open_claims(3);
+        let calls: Vec<CallKey> = (0..4).map(|id| key("alice", &id.to_string())).collect();
+        for call in &calls[..3] {
+            assert_eq!(claim(&store, call, "a"), Claim::New);
+        }
+        assert_eq!(claim(&store, &calls[3], "a"), Claim::Full);
+        assert_eq!(
+            answer(Claim::Full).and_then(|outcome| outcome.code()),
+            Some(RejectionCode::ClaimStoreFull)
+        );
+        // A call that ends makes room; a call waiting for approval stays open.
+        futures_executor(store.release(&calls[0]));
+        assert_eq!(claim(&store, &calls[3], "a"), Claim::New);
+        assert_eq!(store.held(), (3, 0));
+        let done = ClaimState::Settled(Outcome::Completed(json!(1)));
+        futures_executor(store.update(&calls[1], done));
+        assert_eq!(store.held(), (2, 1));
+
+        // Claims running past their lease are decided as unknown when room is needed, and are
+        // then told so, never run again.
+        let later = now_ms() + 1;
+        assert_eq!(claim(&store, &calls[0], "a"), Claim::New);
+        let fresh = key("alice", "fresh");
+        assert_eq!(
+            futures_executor(store.claim(&fresh, "a", later)),
+            Claim::New
+        );
+        let unknown = futures_executor(store.claim(&calls[3], "a", 0));
+        let Claim::Existing(ClaimState::Settled(outcome)) = unknown else {
+            panic!("{unknown:?}");
+        };
+        assert_eq!(outcome.code(), Some(RejectionCode::OutcomeUnknown));
+        let (open, settled) = store.held();
+        assert!(open <= 3 && settled <= 3, "{open} open, {settled} settled");
     }
 }

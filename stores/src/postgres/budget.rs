@@ -3,11 +3,12 @@
 //! machines never overspend. The rules are core's ([`judge_charge`]), the same as in memory.
 
 use portcullis_core::{
-    BoxFuture, BudgetLimits, BudgetStore, Charge, Rejection, RejectionCode, Usage, judge_charge,
+    BoxFuture, BudgetLimits, BudgetStore, Charge, RefusalLimit, Rejection, RejectionCode, Usage,
+    judge_charge,
 };
 
 use super::{Failure, PostgresStore, failed};
-use crate::values::{as_sql, from_sql, now_ms};
+use crate::values::{as_sql, from_sql, now_ms, refusals_unknown, window_start};
 
 impl PostgresStore {
     /// Judges `charge` and records it if admitted; `Ok(Err(_))` is the budget's refusal.
@@ -187,9 +188,56 @@ impl PostgresStore {
         Ok(())
     }
 
-    async fn one_count(&self, statement: &str, task: &str) -> Result<Option<i64>, Failure> {
-        let row = self.client().await?.query_opt(statement, &[&task]).await?;
-        Ok(row.map(|row| row.try_get(0)).transpose()?)
+    /// Counts a refusal of `task` now, under the task's advisory lock, forgets its refusals
+    /// outside the window and all but its latest `limit.refusals`, and returns how many it has
+    /// within the window.
+    async fn count_refusal_now(&self, task: &str, limit: &RefusalLimit) -> Result<i64, Failure> {
+        let mut client = self.client().await?;
+        let transaction = client.transaction().await?;
+        self.lock(&transaction, &[&format!("budget-task:{task}")])
+            .await?;
+        let now = now_ms();
+        transaction
+            .execute(
+                "DELETE FROM budget_refusals WHERE task = $1 AND at_ms <= $2",
+                &[&task, &window_start(now, limit)],
+            )
+            .await?;
+        transaction
+            .execute(
+                "INSERT INTO budget_refusals (task, at_ms) VALUES ($1, $2)",
+                &[&task, &now],
+            )
+            .await?;
+        transaction
+            .execute(
+                "DELETE FROM budget_refusals WHERE task = $1 AND ctid NOT IN (
+                     SELECT ctid FROM budget_refusals WHERE task = $1
+                     ORDER BY at_ms DESC LIMIT $2)",
+                &[&task, &as_sql(limit.refusals)],
+            )
+            .await?;
+        let refusals: i64 = transaction
+            .query_one(
+                "SELECT count(*) FROM budget_refusals WHERE task = $1",
+                &[&task],
+            )
+            .await?
+            .try_get(0)?;
+        transaction.commit().await?;
+        Ok(refusals)
+    }
+
+    async fn refusals_within(&self, task: &str, limit: &RefusalLimit) -> Result<i64, Failure> {
+        let row = self
+            .client()
+            .await?
+            .query_one(
+                "SELECT count(*) FROM budget_refusals WHERE task = $1 AND at_ms > $2",
+                &[&task, &window_start(now_ms(), limit)],
+            )
+            .await?;
+        Ok(row.try_get(0)?)
     }
 }
 
@@ -234,18 +282,11 @@ impl BudgetStore for PostgresStore {
         })
     }
 
-    fn count_refusal<'a>(&'a self, task: &'a str) -> BoxFuture<'a, u64> {
+    fn count_refusal<'a>(&'a self, task: &'a str, limit: &'a RefusalLimit) -> BoxFuture<'a, u64> {
         Box::pin(async move {
-            let counted = self
-                .one_count(
-                    "INSERT INTO budget_tasks (task, refusals) VALUES ($1, 1)
-                     ON CONFLICT (task) DO UPDATE SET refusals = budget_tasks.refusals + 1
-                     RETURNING refusals",
-                    task,
-                )
-                .await;
-            counted
-                .map(|count| count.map_or(0, from_sql))
+            self.count_refusal_now(task, limit)
+                .await
+                .map(from_sql)
                 .unwrap_or_else(|error| {
                     failed("count a refusal", &error);
                     0
@@ -253,14 +294,19 @@ impl BudgetStore for PostgresStore {
         })
     }
 
-    fn refusals<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Option<u64>> {
+    fn refusals<'a>(
+        &'a self,
+        task: &'a str,
+        limit: &'a RefusalLimit,
+    ) -> BoxFuture<'a, Result<u64, Rejection>> {
         Box::pin(async move {
-            let read = self
-                .one_count("SELECT refusals FROM budget_tasks WHERE task = $1", task)
-                .await;
-            read.map(|count| count.map_or(0, from_sql))
-                .map_err(|error| failed("read a task's refusals", &error))
-                .ok()
+            self.refusals_within(task, limit)
+                .await
+                .map(from_sql)
+                .map_err(|error| {
+                    failed("read a task's refusals", &error);
+                    refusals_unknown()
+                })
         })
     }
 }

@@ -83,7 +83,17 @@ const MIGRATIONS: &[&str] = &[
     );",
     // 2: when a call was claimed, for its lease; claims from before count as long abandoned.
     "ALTER TABLE claims ADD COLUMN claimed_ms BIGINT NOT NULL DEFAULT 0;",
-    // 3: a pending call's ticket in clear, redacted, for the queue: the call may be sealed;
+    // 3: refusals as times, for a refusal limit over a window. The counts of before, which
+    // held for a task's whole life, become as many refusals made now (at most 10,000 a task):
+    // a task stopped before the upgrade stays stopped for a window after it.
+    "CREATE TABLE budget_refusals (task TEXT NOT NULL, at_ms BIGINT NOT NULL);
+    CREATE INDEX budget_refusals_by_task ON budget_refusals (task, at_ms);
+    INSERT INTO budget_refusals (task, at_ms)
+    SELECT task, (extract(epoch FROM now()) * 1000)::BIGINT
+    FROM budget_tasks, generate_series(1, least(refusals, 10000))
+    WHERE refusals > 0;
+    UPDATE budget_tasks SET refusals = 0 WHERE refusals <> 0;",
+    // 4: a pending call's ticket in clear, redacted, for the queue: the call may be sealed;
     // the lease of the worker about to run a decided call.
     "ALTER TABLE pending_calls ADD COLUMN ticket TEXT;
     ALTER TABLE pending_calls ADD COLUMN lease_id TEXT;

@@ -5,11 +5,13 @@
 use std::future::ready;
 
 use portcullis_core::{
-    BoxFuture, BudgetLimits, BudgetStore, Charge, Rejection, RejectionCode, Usage, judge_charge,
+    BoxFuture, BudgetLimits, BudgetStore, Charge, RefusalLimit, Rejection, RejectionCode, Usage,
+    judge_charge,
 };
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::{SqliteStore, as_sql, failed, from_sql, now_ms};
+use crate::values::{refusals_unknown, window_start};
 
 /// A task's row: calls, cost, and its last call's tool, arguments and times in a row.
 type TaskRow = (i64, i64, Option<String>, Option<String>, i64);
@@ -139,6 +141,38 @@ fn settle(
     Ok(())
 }
 
+/// Counts a refusal of `task` now, forgets its refusals outside the window and all but its
+/// latest `limit.refusals`, and returns how many it has within the window.
+fn count_refusal(
+    connection: &mut Connection,
+    task: &str,
+    limit: &RefusalLimit,
+) -> Result<i64, rusqlite::Error> {
+    let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let now = now_ms();
+    transaction.execute(
+        "DELETE FROM budget_refusals WHERE task = ?1 AND at_ms <= ?2",
+        params![task, window_start(now, limit)],
+    )?;
+    transaction.execute(
+        "INSERT INTO budget_refusals (task, at_ms) VALUES (?1, ?2)",
+        params![task, now],
+    )?;
+    transaction.execute(
+        "DELETE FROM budget_refusals WHERE task = ?1 AND rowid NOT IN (
+             SELECT rowid FROM budget_refusals WHERE task = ?1
+             ORDER BY at_ms DESC, rowid DESC LIMIT ?2)",
+        params![task, as_sql(limit.refusals)],
+    )?;
+    let refusals = transaction.query_row(
+        "SELECT count(*) FROM budget_refusals WHERE task = ?1",
+        [task],
+        |row| row.get(0),
+    )?;
+    transaction.commit()?;
+    Ok(refusals)
+}
+
 impl BudgetStore for SqliteStore {
     fn reserve<'a>(
         &'a self,
@@ -191,37 +225,30 @@ impl BudgetStore for SqliteStore {
         Box::pin(ready(()))
     }
 
-    fn count_refusal<'a>(&'a self, task: &'a str) -> BoxFuture<'a, u64> {
-        let counted = self.lock().query_row(
-            "INSERT INTO budget_tasks (task, refusals) VALUES (?1, 1)
-             ON CONFLICT (task) DO UPDATE SET refusals = refusals + 1
-             RETURNING refusals",
-            [task],
-            |row| row.get::<_, i64>(0),
-        );
-        let refusals = counted.map(from_sql).unwrap_or_else(|error| {
-            failed("count a refusal", &error);
-            0
-        });
+    fn count_refusal<'a>(&'a self, task: &'a str, limit: &'a RefusalLimit) -> BoxFuture<'a, u64> {
+        let refusals = count_refusal(&mut self.lock(), task, limit)
+            .map(from_sql)
+            .unwrap_or_else(|error| {
+                failed("count a refusal", &error);
+                0
+            });
         Box::pin(ready(refusals))
     }
 
-    fn refusals<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Option<u64>> {
-        let read = self
-            .lock()
-            .query_row(
-                "SELECT refusals FROM budget_tasks WHERE task = ?1",
-                [task],
-                |row| row.get::<_, i64>(0),
-            )
-            .optional();
-        let refusals = match read {
-            Ok(refusals) => Some(refusals.map_or(0, from_sql)),
-            Err(error) => {
-                failed("read a task's refusals", &error);
-                None
-            }
-        };
+    fn refusals<'a>(
+        &'a self,
+        task: &'a str,
+        limit: &'a RefusalLimit,
+    ) -> BoxFuture<'a, Result<u64, Rejection>> {
+        let read = self.lock().query_row(
+            "SELECT count(*) FROM budget_refusals WHERE task = ?1 AND at_ms > ?2",
+            params![task, window_start(now_ms(), limit)],
+            |row| row.get::<_, i64>(0),
+        );
+        let refusals = read.map(from_sql).map_err(|error| {
+            failed("read a task's refusals", &error);
+            refusals_unknown()
+        });
         Box::pin(ready(refusals))
     }
 }

@@ -86,7 +86,20 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE pending_calls ADD COLUMN decision TEXT;",
     // 6: when a call was claimed, for its lease; claims from before count as long abandoned.
     "ALTER TABLE claims ADD COLUMN claimed_ms INTEGER NOT NULL DEFAULT 0;",
-    // 7: a pending call's ticket in clear, redacted, for the queue: the call may be sealed;
+    // 7: refusals as times, for a refusal limit over a window. The counts of before, which
+    // held for a task's whole life, become as many refusals made now (at most 10,000 a task):
+    // a task stopped before the upgrade stays stopped for a window after it.
+    "CREATE TABLE budget_refusals (task TEXT NOT NULL, at_ms INTEGER NOT NULL);
+    CREATE INDEX budget_refusals_by_task ON budget_refusals (task, at_ms);
+    WITH RECURSIVE earlier (task, left_to_add) AS (
+        SELECT task, min(refusals, 10000) FROM budget_tasks WHERE refusals > 0
+        UNION ALL
+        SELECT task, left_to_add - 1 FROM earlier WHERE left_to_add > 1
+    )
+    INSERT INTO budget_refusals (task, at_ms)
+    SELECT task, CAST(strftime('%s', 'now') AS INTEGER) * 1000 FROM earlier;
+    UPDATE budget_tasks SET refusals = 0 WHERE refusals <> 0;",
+    // 8: a pending call's ticket in clear, redacted, for the queue: the call may be sealed;
     // the lease of the worker about to run a decided call.
     "ALTER TABLE pending_calls ADD COLUMN ticket TEXT;
     ALTER TABLE pending_calls ADD COLUMN lease_id TEXT;
@@ -268,7 +281,7 @@ mod tests {
             error,
             OpenError::NewerSchema {
                 found: 99,
-                known: 7
+                known: 8
             }
         ));
         assert!(error.to_string().contains("upgrade portcullis"), "{error}");

@@ -245,10 +245,22 @@ pub trait ApprovalStore: Send + Sync + 'static {
     fn decided(&self) -> BoxFuture<'_, Result<Vec<String>, Rejection>>;
 }
 
-/// An [`ApprovalStore`] in memory, for one process.
-#[derive(Debug, Clone, Default)]
+/// An [`ApprovalStore`] in memory, for one process. It holds at most `capacity` pending calls
+/// (10,000 by default), all tasks and actors together, besides the limits per task and per
+/// actor ([`PendingLimits`]): a call that would wait in a full store is refused with
+/// `too_many_pending`. A pending call is forgotten only as it ends: taken to run, or expired
+/// ([`Registry::expire_tickets`](crate::Registry::expire_tickets), which runs whenever a new
+/// call begins to wait).
+#[derive(Debug, Clone)]
 pub struct InMemoryApprovalStore {
     kept: Arc<Mutex<Kept>>,
+    capacity: usize,
+}
+
+impl Default for InMemoryApprovalStore {
+    fn default() -> Self {
+        InMemoryApprovalStore::with_capacity(10_000)
+    }
 }
 
 /// The calls waiting, and the leases on those about to run.
@@ -274,6 +286,20 @@ impl Kept {
 }
 
 impl InMemoryApprovalStore {
+    /// A store that holds at most `capacity` pending calls at once.
+    pub fn with_capacity(capacity: usize) -> Self {
+        InMemoryApprovalStore {
+            kept: Arc::default(),
+            capacity,
+        }
+    }
+
+    /// How many pending calls the store holds now.
+    #[doc(hidden)]
+    pub fn held(&self) -> usize {
+        self.lock().calls.len()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
         self.kept.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -299,6 +325,16 @@ impl ApprovalStore for InMemoryApprovalStore {
         limits: PendingLimits,
     ) -> BoxFuture<'_, Result<(), Rejection>> {
         let mut kept = self.lock();
+        if kept.calls.len() >= self.capacity {
+            return Box::pin(ready(Err(Rejection::new(
+                RejectionCode::TooManyPending,
+                format!(
+                    "{} calls wait for approval, as many as this store holds",
+                    kept.calls.len()
+                ),
+            )
+            .with_hint("wait for a reviewer to decide the calls already waiting"))));
+        }
         let now = now_ms();
         let waiting = kept
             .calls

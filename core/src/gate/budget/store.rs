@@ -64,6 +64,44 @@ pub struct CircuitBreaker {
     pub cool_down: Duration,
 }
 
+/// A task is stopped (`too_many_refusals`) once `refusals` of its calls were refused within
+/// any window of `per`: the refusals older than `per` no longer count, so that a long session
+/// is not stopped for good by refusals of hours ago, while a model that retries refused calls
+/// without end is held to `refusals` of them every `per`.
+///
+/// ```
+/// use std::time::Duration;
+/// use portcullis_core::RefusalLimit;
+///
+/// let per_ten_minutes = RefusalLimit { refusals: 50, per: Duration::from_secs(600) };
+/// let whole_task = RefusalLimit::whole_task(50);
+/// assert_eq!(whole_task.per, Duration::MAX);
+/// # drop(per_ten_minutes);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RefusalLimit {
+    /// Refusals within one window that stop the task.
+    pub refusals: u64,
+    /// The window; [`Duration::MAX`]: the task's whole life.
+    pub per: Duration,
+}
+
+impl RefusalLimit {
+    /// `refusals` over the task's whole life: a stopped task stays stopped.
+    pub const fn whole_task(refusals: u64) -> Self {
+        RefusalLimit {
+            refusals,
+            per: Duration::MAX,
+        }
+    }
+
+    /// The window in milliseconds, for a store that keeps times as milliseconds (`u64::MAX`
+    /// for the task's whole life).
+    pub fn per_ms(&self) -> u64 {
+        u64::try_from(self.per.as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
 /// One call the budget gate asks a store to reserve.
 #[derive(Debug, Clone, Copy)]
 pub struct Charge<'a> {
@@ -107,12 +145,27 @@ pub trait BudgetStore: Send + Sync + 'static {
     /// rate limit's window keeps it: a rate counts attempts.
     fn release<'a>(&'a self, charge: Charge<'a>) -> BoxFuture<'a, ()>;
 
-    /// Counts one refusal of a call of `task`, and returns how many it has collected.
-    fn count_refusal<'a>(&'a self, task: &'a str) -> BoxFuture<'a, u64>;
+    /// Counts one refusal of a call of `task`, and returns how many it collected within
+    /// `limit`'s window. A store keeps at most `limit.refusals` of a task's latest refusals, and
+    /// none older than the window: only those can stop the task.
+    fn count_refusal<'a>(&'a self, task: &'a str, limit: &'a RefusalLimit) -> BoxFuture<'a, u64>;
 
-    /// How many refusals `task` has collected; `None` when the store cannot tell, and the
-    /// task's calls are then refused (`budget_unavailable`).
-    fn refusals<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Option<u64>>;
+    /// Forgets what was counted for `task`, which ended and whose id is never used again
+    /// ([`Registry::end_task`](crate::Registry::end_task)). The default keeps it: a durable
+    /// store is bounded by its disk, and keeping a budget never allows more.
+    fn forget_task<'a>(&'a self, task: &'a str) -> BoxFuture<'a, ()> {
+        let _ = task;
+        Box::pin(ready(()))
+    }
+
+    /// How many refusals `task` collected within `limit`'s window; a refusal when the store
+    /// cannot tell (`budget_unavailable`, or `budget_store_full` from a bounded store that does
+    /// not hold the task and has no room for it), and the task's call is then refused.
+    fn refusals<'a>(
+        &'a self,
+        task: &'a str,
+        limit: &'a RefusalLimit,
+    ) -> BoxFuture<'a, Result<u64, Rejection>>;
 }
 
 /// What a store read of the usage a charge is judged against, in the same atomic step that
@@ -229,13 +282,45 @@ pub fn judge_charge(
     })
 }
 
-/// A [`BudgetStore`] in memory, for one process. Tasks are counted until
-/// [`InMemoryBudgetStore::forget_task`] is called for them.
+/// How much an [`InMemoryBudgetStore`] holds at once: its memory's bound.
+///
+/// A task is held while it counts anything a limit reads: its calls and cost once a per-task
+/// limit counted them (until [`InMemoryBudgetStore::forget_task`]), its refusals while they are
+/// within the refusal limit's window. An actor is held while its calls are within the rate
+/// limit's window. What a store no longer holds can refuse nothing, so forgetting it allows
+/// nothing that holding it would have refused. A task or an actor the store does not hold,
+/// when it holds as many as its capacity allows, is refused (`budget_store_full`): a new task's
+/// calls, and any call of a task whose refusals could not be counted.
+///
+/// The entries are kept in 16 parts with a share of the capacity each (rounded up), so a new
+/// task can be refused a little before the store holds `tasks` of them, never after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BudgetCapacity {
+    /// Tasks held at once.
+    pub tasks: usize,
+    /// Actors with calls in their rate window at once.
+    pub actors: usize,
+}
+
+impl Default for BudgetCapacity {
+    /// 100,000 tasks and 100,000 actors: with a rate limit of 60 calls, about 60 MiB at most
+    /// for the actors' windows, and a few hundred bytes per task plus its last call's arguments
+    /// for the stalled-loop breaker.
+    fn default() -> Self {
+        BudgetCapacity {
+            tasks: 100_000,
+            actors: 100_000,
+        }
+    }
+}
+
+/// A [`BudgetStore`] in memory, for one process, bounded by its [`BudgetCapacity`].
 ///
 /// Tools' circuits, callers' rate windows and tasks' usage are kept in 16 parts each, every
 /// part with a lock of its own, so that calls of different tools, callers and tasks do not wait
 /// on each other: no lock is global. A call reads its tool's circuit, then takes its caller's
-/// part and its task's, in that order, and checks and counts against both as one step.
+/// part and its task's, in that order, and checks and counts against both as one step. A
+/// tool's circuit is kept for every tool that failed: the registry's tools bound them.
 #[derive(Clone)]
 pub struct InMemoryBudgetStore {
     state: Arc<State>,
@@ -246,21 +331,155 @@ pub struct InMemoryBudgetStore {
 /// again), its caller's rate window, its task's usage.
 struct State {
     circuits: LockedParts<HashMap<String, Circuit>>,
-    actors: LockedParts<HashMap<String, VecDeque<Instant>>>,
-    tasks: LockedParts<HashMap<String, TaskUsage>>,
+    actors: LockedParts<Held<ActorWindow>>,
+    tasks: LockedParts<Held<TaskUsage>>,
+    /// Actors and tasks each part may hold.
+    actors_per_part: usize,
+    tasks_per_part: usize,
+}
+
+impl State {
+    fn new(capacity: BudgetCapacity) -> Self {
+        State {
+            circuits: LockedParts::new(PARTS),
+            actors: LockedParts::new(PARTS),
+            tasks: LockedParts::new(PARTS),
+            actors_per_part: capacity.actors.div_ceil(PARTS),
+            tasks_per_part: capacity.tasks.div_ceil(PARTS),
+        }
+    }
 }
 
 /// The parts of each map.
 const PARTS: usize = 16;
 
-#[derive(Default)]
+/// An entry that may be forgotten once it can refuse nothing.
+trait Forgettable {
+    /// From when on it can refuse nothing; `None`: it may refuse something for ever.
+    fn forgettable_from(&self) -> Option<Instant>;
+}
+
+/// One part of the actors or the tasks: its entries, and the earliest time one of them may be
+/// forgotten, so that a full part is swept only when the sweep can free something.
+struct Held<V> {
+    entries: HashMap<String, V>,
+    next_sweep: Option<Instant>,
+}
+
+impl<V> Default for Held<V> {
+    fn default() -> Self {
+        Held {
+            entries: HashMap::new(),
+            next_sweep: None,
+        }
+    }
+}
+
+impl<V: Forgettable> Held<V> {
+    /// Whether one more entry fits within `capacity`, once the entries that can refuse
+    /// nothing at `now` are forgotten.
+    fn room(&mut self, now: Instant, capacity: usize) -> bool {
+        if self.entries.len() < capacity {
+            return true;
+        }
+        if self.next_sweep.is_some_and(|at| at <= now) {
+            self.entries
+                .retain(|_, entry| entry.forgettable_from().is_none_or(|at| at > now));
+            self.next_sweep = self
+                .entries
+                .values()
+                .filter_map(Forgettable::forgettable_from)
+                .min();
+        }
+        self.entries.len() < capacity
+    }
+
+    /// The entry of `key`, made on its first use if there is room (only then is the key
+    /// copied, so that counting under a known key allocates nothing); `None` when full. A new
+    /// entry holds nothing yet, and may be forgotten at once.
+    fn entry(
+        &mut self,
+        key: &str,
+        now: Instant,
+        capacity: usize,
+        make: impl FnOnce() -> V,
+    ) -> Option<&mut V> {
+        if !self.entries.contains_key(key) {
+            if !self.room(now, capacity) {
+                return None;
+            }
+            self.entries.insert(key.to_owned(), make());
+            self.forgettable(Some(now));
+        }
+        self.entries.get_mut(key)
+    }
+
+    /// Notes that an entry may be forgotten from `from` on.
+    fn forgettable(&mut self, from: Option<Instant>) {
+        if let Some(from) = from {
+            self.next_sweep = Some(self.next_sweep.map_or(from, |next| next.min(from)));
+        }
+    }
+}
+
+/// An actor's calls within the rate limit's window, oldest first.
+struct ActorWindow {
+    calls: VecDeque<Instant>,
+    /// When its latest call leaves the window (`None` for one that never does), or, for an
+    /// actor without calls, when it was made.
+    leaves: Option<Instant>,
+}
+
+impl ActorWindow {
+    fn new(now: Instant) -> Self {
+        ActorWindow {
+            calls: VecDeque::new(),
+            leaves: Some(now),
+        }
+    }
+}
+
+impl Forgettable for ActorWindow {
+    fn forgettable_from(&self) -> Option<Instant> {
+        self.leaves
+    }
+}
+
 struct TaskUsage {
     calls: u64,
     cost: u64,
     per_tool: HashMap<String, u64>,
     /// The last call's tool and canonical arguments, and how many times in a row it was made.
     last: Option<(String, String, u32)>,
-    refusals: u64,
+    /// Whether a per-task limit counted its calls: then they are kept until the task is
+    /// forgotten, since its budget holds for its whole life.
+    counted: bool,
+    /// Its latest refusals within the refusal limit's window, oldest first.
+    refusals: VecDeque<Instant>,
+    /// When it can refuse nothing any more: when it was made, for a task that holds nothing
+    /// yet; when its latest refusal leaves the window; `None` once it counted calls, or its
+    /// refusals count for the task's whole life.
+    forgettable_from: Option<Instant>,
+}
+
+impl TaskUsage {
+    fn new(now: Instant) -> Self {
+        TaskUsage {
+            calls: 0,
+            cost: 0,
+            per_tool: HashMap::new(),
+            last: None,
+            counted: false,
+            refusals: VecDeque::new(),
+            forgettable_from: Some(now),
+        }
+    }
+}
+
+impl Forgettable for TaskUsage {
+    fn forgettable_from(&self) -> Option<Instant> {
+        self.forgettable_from
+    }
 }
 
 #[derive(Default)]
@@ -275,69 +494,150 @@ impl Default for InMemoryBudgetStore {
     }
 }
 
+/// Whether a per-task limit reads the task's calls for `charge`.
+fn counts_task(charge: &Charge<'_>, limits: &BudgetLimits) -> bool {
+    limits.max_calls_per_task.is_some()
+        || limits.max_cost_per_task.is_some()
+        || limits.stalled_loop_after.is_some()
+        || charge.tool_max_calls_per_task.is_some()
+}
+
+/// Drops the times older than `per` from the front of `times`.
+fn slide(times: &mut VecDeque<Instant>, now: Instant, per: Duration) {
+    while times
+        .front()
+        .is_some_and(|at| now.saturating_duration_since(*at) >= per)
+    {
+        times.pop_front();
+    }
+}
+
+fn calls_exceeded(message: &str) -> Rejection {
+    Rejection::new(RejectionCode::BudgetCallsExceeded, message).with_retryable(false)
+}
+
+fn store_full(what: &str) -> Rejection {
+    Rejection::new(
+        RejectionCode::BudgetStoreFull,
+        format!(
+            "the budget holds as many {what} as it may at once, so this call could not be counted and did not run"
+        ),
+    )
+    .with_hint("try again later")
+}
+
 impl InMemoryBudgetStore {
-    /// A store that reads the time from `clock` (tests use a clock they move by hand).
+    /// A store that reads the time from `clock` (tests use a clock they move by hand), with
+    /// the default [`BudgetCapacity`].
     pub fn with_clock(clock: impl Fn() -> Instant + Send + Sync + 'static) -> Self {
         InMemoryBudgetStore {
-            state: Arc::new(State {
-                circuits: LockedParts::new(PARTS),
-                actors: LockedParts::new(PARTS),
-                tasks: LockedParts::new(PARTS),
-            }),
+            state: Arc::new(State::new(BudgetCapacity::default())),
             clock: Arc::new(clock),
         }
     }
 
-    /// Drops what was counted for `task`, once it has ended.
+    /// This store, emptied and bounded by `capacity`: call it as the store is made.
+    pub fn with_capacity(self, capacity: BudgetCapacity) -> Self {
+        InMemoryBudgetStore {
+            state: Arc::new(State::new(capacity)),
+            clock: self.clock,
+        }
+    }
+
+    /// Drops what was counted for `task`, once it has ended (what
+    /// [`Registry::end_task`](crate::Registry::end_task) does). Its budget starts afresh should
+    /// its id come again: forget only a task whose id is never used again (a session's task,
+    /// once the session closed).
     pub fn forget_task(&self, task: &str) {
-        self.state.tasks.lock(task).remove(task);
+        self.state.tasks.lock(task).entries.remove(task);
+    }
+
+    /// How many tasks and actors the store holds now: the entries its capacity bounds.
+    #[doc(hidden)]
+    pub fn held(&self) -> (usize, usize) {
+        let (mut tasks, mut actors) = (0, 0);
+        self.state.tasks.each(|part| tasks += part.entries.len());
+        self.state.actors.each(|part| actors += part.entries.len());
+        (tasks, actors)
     }
 
     fn check_and_record(&self, charge: Charge<'_>, limits: &BudgetLimits) -> Result<(), Rejection> {
         let now = (self.clock)();
+        let state = &*self.state;
         // Read, and let go: a circuit that opens right after counts from the next call.
-        let circuit_open = self
-            .state
+        let circuit_open = state
             .circuits
             .lock(charge.tool)
             .get(charge.tool)
             .is_some_and(|circuit| circuit.open_until.is_some_and(|until| now < until));
-        let mut actors = self.state.actors.lock(charge.actor);
-        let window = entry_for(&mut actors, charge.actor);
-        if let Some(rate) = limits.rate_limit {
-            while window
-                .front()
-                .is_some_and(|at| now.duration_since(*at) >= rate.per)
-            {
-                window.pop_front();
+        let mut actors = state.actors.lock(charge.actor);
+        let mut window = match limits.rate_limit {
+            Some(rate) => {
+                let window = actors
+                    .entry(charge.actor, now, state.actors_per_part, || {
+                        ActorWindow::new(now)
+                    })
+                    .ok_or_else(|| store_full("callers"))?;
+                slide(&mut window.calls, now, rate.per);
+                Some(window)
             }
-        }
-        let mut tasks = self.state.tasks.lock(charge.task);
-        let task = entry_for(&mut tasks, charge.task);
+            None => None,
+        };
+        let counts = counts_task(&charge, limits);
+        let mut tasks = state.tasks.lock(charge.task);
+        let task = if counts {
+            Some(
+                tasks
+                    .entry(charge.task, now, state.tasks_per_part, || {
+                        TaskUsage::new(now)
+                    })
+                    .ok_or_else(|| store_full("tasks"))?,
+            )
+        } else {
+            tasks.entries.get_mut(charge.task)
+        };
         let usage = Usage {
             circuit_open,
-            calls_in_window: window.len() as u64,
-            task_calls: task.calls,
-            task_cost: task.cost,
-            tool_calls: task.per_tool.get(charge.tool).copied().unwrap_or(0),
-            last: task
-                .last
+            calls_in_window: window
                 .as_ref()
-                .map(|(tool, arguments, times)| (tool.as_str(), arguments.as_str(), *times)),
+                .map_or(0, |window| window.calls.len() as u64),
+            task_calls: task.as_ref().map_or(0, |task| task.calls),
+            task_cost: task.as_ref().map_or(0, |task| task.cost),
+            tool_calls: task
+                .as_ref()
+                .and_then(|task| task.per_tool.get(charge.tool).copied())
+                .unwrap_or(0),
+            last: task.as_ref().and_then(|task| {
+                task.last
+                    .as_ref()
+                    .map(|(tool, arguments, times)| (tool.as_str(), arguments.as_str(), *times))
+            }),
         };
         let admitted = judge_charge(&charge, limits, &usage)?;
-        task.calls += 1;
-        task.cost = admitted.task_cost;
-        *entry_for(&mut task.per_tool, charge.tool) += 1;
-        task.last = charge.canonical_arguments.map(|canonical| {
-            (
-                charge.tool.to_owned(),
-                canonical.to_owned(),
-                admitted.times_in_a_row,
-            )
-        });
-        if limits.rate_limit.is_some() {
-            window.push_back(now);
+        if let Some(task) = task.filter(|_| counts) {
+            task.counted = true;
+            task.forgettable_from = None;
+            task.calls += 1;
+            task.cost = admitted.task_cost;
+            if !task.per_tool.contains_key(charge.tool) {
+                task.per_tool.insert(charge.tool.to_owned(), 0);
+            }
+            if let Some(calls) = task.per_tool.get_mut(charge.tool) {
+                *calls += 1;
+            }
+            task.last = charge.canonical_arguments.map(|canonical| {
+                (
+                    charge.tool.to_owned(),
+                    canonical.to_owned(),
+                    admitted.times_in_a_row,
+                )
+            });
+        }
+        if let (Some(window), Some(rate)) = (window.as_mut(), limits.rate_limit) {
+            window.calls.push_back(now);
+            window.leaves = now.checked_add(rate.per);
+            let leaves = window.leaves;
+            actors.forgettable(leaves);
         }
         Ok(())
     }
@@ -348,7 +648,12 @@ impl InMemoryBudgetStore {
         };
         let now = (self.clock)();
         let mut circuits = self.state.circuits.lock(tool);
-        let circuit = entry_for(&mut circuits, tool);
+        if !circuits.contains_key(tool) {
+            circuits.insert(tool.to_owned(), Circuit::default());
+        }
+        let Some(circuit) = circuits.get_mut(tool) else {
+            return;
+        };
         if failed {
             circuit.failures_in_a_row = circuit.failures_in_a_row.saturating_add(1);
             if circuit.failures_in_a_row >= breaker.failures {
@@ -358,19 +663,42 @@ impl InMemoryBudgetStore {
             *circuit = Circuit::default();
         }
     }
-}
 
-/// The value under `key`, created empty on its first use: only then is the key copied, so that
-/// counting a call under a known task, actor or tool allocates nothing.
-fn entry_for<'m, V: Default>(map: &'m mut HashMap<String, V>, key: &str) -> &'m mut V {
-    if !map.contains_key(key) {
-        map.insert(key.to_owned(), V::default());
+    fn count(&self, task: &str, limit: &RefusalLimit) -> u64 {
+        let now = (self.clock)();
+        let mut tasks = self.state.tasks.lock(task);
+        // A store without room counts nothing: the task's next call is refused as the store
+        // is full, since it does not hold the task.
+        let Some(usage) = tasks.entry(task, now, self.state.tasks_per_part, || TaskUsage::new(now))
+        else {
+            return 0;
+        };
+        slide(&mut usage.refusals, now, limit.per);
+        usage.refusals.push_back(now);
+        while usage.refusals.len() as u64 > limit.refusals {
+            usage.refusals.pop_front();
+        }
+        if !usage.counted {
+            usage.forgettable_from = now.checked_add(limit.per);
+        }
+        let (refusals, from) = (usage.refusals.len() as u64, usage.forgettable_from);
+        tasks.forgettable(from);
+        refusals
     }
-    map.get_mut(key).expect("the key was inserted above")
-}
 
-fn calls_exceeded(message: &str) -> Rejection {
-    Rejection::new(RejectionCode::BudgetCallsExceeded, message).with_retryable(false)
+    fn count_within(&self, task: &str, limit: &RefusalLimit) -> Result<u64, Rejection> {
+        let now = (self.clock)();
+        let mut tasks = self.state.tasks.lock(task);
+        if let Some(usage) = tasks.entries.get_mut(task) {
+            slide(&mut usage.refusals, now, limit.per);
+            return Ok(usage.refusals.len() as u64);
+        }
+        if tasks.room(now, self.state.tasks_per_part) {
+            Ok(0)
+        } else {
+            Err(store_full("tasks"))
+        }
+    }
 }
 
 impl BudgetStore for InMemoryBudgetStore {
@@ -393,7 +721,13 @@ impl BudgetStore for InMemoryBudgetStore {
     }
 
     fn release<'a>(&'a self, charge: Charge<'a>) -> BoxFuture<'a, ()> {
-        if let Some(task) = self.state.tasks.lock(charge.task).get_mut(charge.task) {
+        if let Some(task) = self
+            .state
+            .tasks
+            .lock(charge.task)
+            .entries
+            .get_mut(charge.task)
+        {
             task.calls = task.calls.saturating_sub(1);
             task.cost = task.cost.saturating_sub(charge.cost);
             if let Some(calls) = task.per_tool.get_mut(charge.tool) {
@@ -403,21 +737,21 @@ impl BudgetStore for InMemoryBudgetStore {
         Box::pin(ready(()))
     }
 
-    fn count_refusal<'a>(&'a self, task: &'a str) -> BoxFuture<'a, u64> {
-        let mut tasks = self.state.tasks.lock(task);
-        let usage = entry_for(&mut tasks, task);
-        usage.refusals = usage.refusals.saturating_add(1);
-        Box::pin(ready(usage.refusals))
+    fn count_refusal<'a>(&'a self, task: &'a str, limit: &'a RefusalLimit) -> BoxFuture<'a, u64> {
+        Box::pin(ready(self.count(task, limit)))
     }
 
-    fn refusals<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Option<u64>> {
-        let refusals = self
-            .state
-            .tasks
-            .lock(task)
-            .get(task)
-            .map_or(0, |usage| usage.refusals);
-        Box::pin(ready(Some(refusals)))
+    fn forget_task<'a>(&'a self, task: &'a str) -> BoxFuture<'a, ()> {
+        InMemoryBudgetStore::forget_task(self, task);
+        Box::pin(ready(()))
+    }
+
+    fn refusals<'a>(
+        &'a self,
+        task: &'a str,
+        limit: &'a RefusalLimit,
+    ) -> BoxFuture<'a, Result<u64, Rejection>> {
+        Box::pin(ready(self.count_within(task, limit)))
     }
 }
 
@@ -503,7 +837,7 @@ mod tests {
         assert_eq!(admitted, 300, "the caller's rate limit, across both tasks");
         let mut counted = 0;
         store.state.tasks.each(|part| {
-            counted += part.values().map(|usage| usage.calls).sum::<u64>();
+            counted += part.entries.values().map(|usage| usage.calls).sum::<u64>();
         });
         assert_eq!(counted, 300);
     }
@@ -680,6 +1014,172 @@ mod tests {
         assert_eq!(
             code(store.check_and_record(charge("t", "flaky", None), &limits)),
             None
+        );
+    }
+
+    fn refusals_of(store: &InMemoryBudgetStore, task: &str, limit: &RefusalLimit) -> u64 {
+        store.count_within(task, limit).unwrap()
+    }
+
+    #[test]
+    fn refusals_leave_their_window_and_only_the_latest_are_kept() {
+        let (store, clock) = manual_clock();
+        let limit = RefusalLimit {
+            refusals: 3,
+            per: Duration::from_millis(1000),
+        };
+        assert_eq!(store.count("t", &limit), 1);
+        clock.store(400, Ordering::SeqCst);
+        assert_eq!(store.count("t", &limit), 2);
+        assert_eq!(store.count("t", &limit), 3);
+        assert_eq!(
+            store.count("t", &limit),
+            3,
+            "the latest 3 are kept, no more"
+        );
+        assert_eq!(refusals_of(&store, "other", &limit), 0);
+        clock.store(999, Ordering::SeqCst);
+        assert_eq!(refusals_of(&store, "t", &limit), 3);
+        clock.store(1400, Ordering::SeqCst);
+        assert_eq!(refusals_of(&store, "t", &limit), 0, "older than the window");
+
+        let whole = RefusalLimit::whole_task(2);
+        store.count("w", &whole);
+        clock.store(u64::from(u32::MAX), Ordering::SeqCst);
+        assert_eq!(store.count("w", &whole), 2);
+        assert_eq!(
+            refusals_of(&store, "w", &whole),
+            2,
+            "a whole life never ends"
+        );
+    }
+
+    /// Of `tasks` tasks, charged once each, how many the store admits and how many it refuses
+    /// with `budget_store_full`.
+    fn admitted_and_full(
+        store: &InMemoryBudgetStore,
+        limits: &BudgetLimits,
+        prefix: &str,
+        tasks: usize,
+    ) -> (usize, usize) {
+        let (mut admitted, mut full) = (0, 0);
+        for index in 0..tasks {
+            let task = format!("{prefix}{index}");
+            match code(store.check_and_record(charge(&task, "a", None), limits)) {
+                None => admitted += 1,
+                Some(RejectionCode::BudgetStoreFull) => full += 1,
+                Some(other) => panic!("{other}"),
+            }
+        }
+        (admitted, full)
+    }
+
+    #[test]
+    fn a_full_store_refuses_new_tasks_and_never_forgets_a_budget_by_itself() {
+        let (store, clock) = manual_clock();
+        let store = store.with_capacity(BudgetCapacity {
+            tasks: 32,
+            actors: 1000,
+        });
+        let limits = BudgetLimits {
+            max_calls_per_task: Some(1),
+            ..BudgetLimits::default()
+        };
+        let (admitted, full) = admitted_and_full(&store, &limits, "t", 200);
+        assert!(
+            admitted <= 32 && full >= 168,
+            "{admitted} admitted, {full} refused"
+        );
+        assert!(store.held().0 <= 32);
+        // However long it waits, a task that spent its budget stays spent.
+        clock.store(u64::from(u32::MAX), Ordering::SeqCst);
+        assert_eq!(
+            code(store.check_and_record(charge("t0", "a", None), &limits)),
+            Some(RejectionCode::BudgetCallsExceeded)
+        );
+        let (admitted, _) = admitted_and_full(&store, &limits, "u", 200);
+        assert!(admitted <= 32 - store.held().0 + 1, "nothing was forgotten");
+        // Ended tasks, forgotten by the application, make room.
+        for index in 0..200 {
+            store.forget_task(&format!("t{index}"));
+        }
+        assert_eq!(store.held().0, 0);
+        let (admitted, _) = admitted_and_full(&store, &limits, "v", 1);
+        assert_eq!(admitted, 1);
+    }
+
+    #[test]
+    fn tasks_that_can_refuse_nothing_are_forgotten_when_room_is_needed() {
+        let (store, clock) = manual_clock();
+        let store = store.with_capacity(BudgetCapacity {
+            tasks: 32,
+            actors: 32,
+        });
+        let limit = RefusalLimit {
+            refusals: 2,
+            per: Duration::from_millis(1000),
+        };
+        for index in 0..200 {
+            store.count(&format!("t{index}"), &limit);
+        }
+        assert!(store.held().0 <= 32);
+        let unknown = (0..200)
+            .filter(|index| {
+                store
+                    .count_within(&format!("t{index}"), &limit)
+                    .map_err(|refusal| refusal.code())
+                    == Err(RejectionCode::BudgetStoreFull)
+            })
+            .count();
+        assert!(
+            unknown >= 168,
+            "a task the full store does not hold is refused: {unknown}"
+        );
+        // Without a per-task limit, a call records nothing of its task, and a rate limit
+        // holds only its actor's window.
+        let limits = BudgetLimits {
+            rate_limit: Some(RateLimit {
+                calls: 5,
+                per: Duration::from_millis(1000),
+            }),
+            ..BudgetLimits::default()
+        };
+        let callers = (0..200)
+            .filter(|index| {
+                let actor = format!("a{index}");
+                let charge = Charge {
+                    actor: &actor,
+                    ..charge("t0", "a", None)
+                };
+                store.check_and_record(charge, &limits).is_ok()
+            })
+            .count();
+        assert!(callers <= 32, "{callers}");
+        assert!(store.held().1 <= 32);
+        clock.store(1000, Ordering::SeqCst);
+        assert_eq!(
+            refusals_of(&store, "new", &limit),
+            0,
+            "the old refusals left their window"
+        );
+        for index in 200..400 {
+            store.count(&format!("t{index}"), &limit);
+            let actor = format!("a{index}");
+            let charge = Charge {
+                actor: &actor,
+                ..charge("t0", "a", None)
+            };
+            assert_eq!(
+                code(store.check_and_record(charge, &limits)),
+                None,
+                "{index}"
+            );
+            clock.fetch_add(1000, Ordering::SeqCst);
+        }
+        let (tasks, actors) = store.held();
+        assert!(
+            tasks <= 32 && actors <= 32,
+            "{tasks} tasks, {actors} actors"
         );
     }
 }
