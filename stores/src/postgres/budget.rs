@@ -83,6 +83,14 @@ impl PostgresStore {
             ),
             None => (0, 0, None, None, 0),
         };
+        // The stalled-loop breaker compares arguments: kept as a keyed digest with seal keys.
+        let arguments = charge
+            .canonical_arguments
+            .map(|text| self.sealing.comparable(text, last_arguments));
+        let charge = &Charge {
+            canonical_arguments: arguments.as_deref(),
+            ..*charge
+        };
         let usage = Usage {
             circuit_open: open_until.is_some_and(|until| now < until),
             calls_in_window: from_sql(calls_in_window),

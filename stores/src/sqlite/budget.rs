@@ -11,6 +11,7 @@ use portcullis_core::{
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::{SqliteStore, as_sql, failed, from_sql, now_ms};
+use crate::seal::Sealing;
 use crate::values::{refusals_unknown, window_start};
 
 /// A task's row: calls, cost, and its last call's tool, arguments and times in a row.
@@ -19,6 +20,7 @@ type TaskRow = (i64, i64, Option<String>, Option<String>, i64);
 /// Judges `charge` and records it if admitted; `Ok(Err(_))` is the budget's refusal.
 fn reserve(
     connection: &mut Connection,
+    sealing: &Sealing,
     charge: &Charge<'_>,
     limits: &BudgetLimits,
 ) -> Result<Result<(), Rejection>, rusqlite::Error> {
@@ -73,6 +75,14 @@ fn reserve(
         .unwrap_or(0);
     let (task_calls, task_cost, last_tool, last_arguments, last_times) =
         task.unwrap_or((0, 0, None, None, 0));
+    // The stalled-loop breaker compares arguments: kept as a keyed digest with seal keys.
+    let arguments = charge
+        .canonical_arguments
+        .map(|text| sealing.comparable(text, last_arguments.as_deref()));
+    let charge = &Charge {
+        canonical_arguments: arguments.as_deref(),
+        ..*charge
+    };
     let usage = Usage {
         circuit_open: open_until.is_some_and(|until| now < until),
         calls_in_window: from_sql(calls_in_window),
@@ -179,14 +189,15 @@ impl BudgetStore for SqliteStore {
         charge: Charge<'a>,
         limits: &'a BudgetLimits,
     ) -> BoxFuture<'a, Result<(), Rejection>> {
-        let result = reserve(&mut self.lock(), &charge, limits).unwrap_or_else(|error| {
-            failed("count a call against the budget", &error);
-            Err(Rejection::new(
-                RejectionCode::BudgetUnavailable,
-                "the budget could not count the call, so it did not run",
-            )
-            .with_hint("try again later"))
-        });
+        let result =
+            reserve(&mut self.lock(), &self.sealing, &charge, limits).unwrap_or_else(|error| {
+                failed("count a call against the budget", &error);
+                Err(Rejection::new(
+                    RejectionCode::BudgetUnavailable,
+                    "the budget could not count the call, so it did not run",
+                )
+                .with_hint("try again later"))
+            });
         Box::pin(ready(result))
     }
 
