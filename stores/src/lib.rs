@@ -35,6 +35,8 @@ mod store;
 mod values;
 
 pub use error::OpenError;
-pub use postgres::{DEFAULT_CONNECTIONS, DEFAULT_SCHEMA, PostgresStore};
+pub use postgres::{
+    DEFAULT_CONNECTIONS, DEFAULT_SCHEMA, PostgresStore, PostgresTls, postgres_client,
+};
 pub use sqlite::SqliteStore;
 pub use store::{Location, Store};

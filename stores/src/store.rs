@@ -10,7 +10,7 @@ use portcullis_core::{
     RepeatStore, StoredStep, Ticket, TransactionStore,
 };
 
-use crate::{OpenError, PostgresStore, SqliteStore};
+use crate::{OpenError, PostgresStore, PostgresTls, SqliteStore};
 
 /// Runs `$call` on whichever store `$store` is.
 macro_rules! on_store {
@@ -62,10 +62,19 @@ impl<'a> Location<'a> {
 }
 
 impl Store {
-    /// Opens the store at `location`, bringing its schema up to date.
+    /// Opens the store at `location`, bringing its schema up to date. A PostgreSQL URL's
+    /// connections use TLS as its `sslmode` and `sslrootcert` say ([`PostgresTls`]).
     pub async fn open(location: &str) -> Result<Self, OpenError> {
+        Self::open_with_tls(location, &PostgresTls::default()).await
+    }
+
+    /// Opens the store at `location` as [`open`](Self::open) does; a PostgreSQL store trusts
+    /// the servers whose certificates `tls` verifies.
+    pub async fn open_with_tls(location: &str, tls: &PostgresTls) -> Result<Self, OpenError> {
         Ok(match Location::of(location) {
-            Location::Postgres(url) => Store::Postgres(PostgresStore::connect(url).await?),
+            Location::Postgres(url) => {
+                Store::Postgres(PostgresStore::connect_with_tls(url, tls).await?)
+            }
             Location::Sqlite(path) => Store::Sqlite(SqliteStore::open(path)?),
         })
     }
@@ -74,8 +83,19 @@ impl Store {
     /// store at this build's schema ([`OpenError::NotMigrated`] otherwise), and a SQLite file
     /// must exist. For tools beside the application, such as the `portcullis` command line.
     pub async fn open_existing(location: &str) -> Result<Self, OpenError> {
+        Self::open_existing_with_tls(location, &PostgresTls::default()).await
+    }
+
+    /// Opens the store at `location` as [`open_existing`](Self::open_existing) does; a
+    /// PostgreSQL store trusts the servers whose certificates `tls` verifies.
+    pub async fn open_existing_with_tls(
+        location: &str,
+        tls: &PostgresTls,
+    ) -> Result<Self, OpenError> {
         Ok(match Location::of(location) {
-            Location::Postgres(url) => Store::Postgres(PostgresStore::connect_existing(url).await?),
+            Location::Postgres(url) => {
+                Store::Postgres(PostgresStore::connect_existing_with_tls(url, tls).await?)
+            }
             Location::Sqlite(path) => Store::Sqlite(SqliteStore::open_existing(path)?),
         })
     }
