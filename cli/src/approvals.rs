@@ -99,28 +99,28 @@ impl ReviewerArgs {
     }
 }
 
-/// Runs one approvals command against the store at `location`, opened once the command's own
+/// Runs one approvals command against the store `target` names, opened once the command's own
 /// arguments are known to be usable.
 pub async fn run(
     command: Command,
-    location: Option<&str>,
+    target: &store::StoreArgs,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     match command {
-        Command::List { json } => list(&store::open(location).await?, json, out).await,
+        Command::List { json } => list(&store::open(target).await?, json, out).await,
         Command::Show {
             ticket,
             reviewer,
             json,
         } => {
-            let store = store::open(location).await?;
+            let store = store::open(target).await?;
             show(&store, &ticket, reviewer.reviewer(), json, out).await
         }
         Command::Approve { ticket, reviewer } => {
             let decision = ApprovalDecision::Approve {
                 reviewer: reviewer.required()?,
             };
-            decide(location, &ticket, decision, out).await
+            decide(target, &ticket, decision, out).await
         }
         Command::Edit {
             ticket,
@@ -131,7 +131,7 @@ pub async fn run(
                 reviewer: reviewer.required()?,
                 arguments,
             };
-            decide(location, &ticket, decision, out).await
+            decide(target, &ticket, decision, out).await
         }
         Command::Reject {
             ticket,
@@ -142,7 +142,7 @@ pub async fn run(
                 reviewer: reviewer.required()?,
                 message,
             };
-            decide(location, &ticket, decision, out).await
+            decide(target, &ticket, decision, out).await
         }
     }
 }
@@ -322,7 +322,7 @@ fn approvers(ticket: &Ticket) -> String {
 }
 
 async fn decide(
-    location: Option<&str>,
+    target: &store::StoreArgs,
     ticket_id: &str,
     decision: ApprovalDecision,
     out: &mut dyn Write,
@@ -333,7 +333,7 @@ async fn decide(
         ApprovalDecision::Reject { .. } => "rejected",
     };
     let reviewer = decision.reviewer().id().to_owned();
-    let store = store::open(location).await?;
+    let store = store::open(target).await?;
     let pending = record_decision(&store, ticket_id, decision)
         .await
         .map_err(CliError::Refused)?;

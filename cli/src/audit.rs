@@ -50,23 +50,23 @@ pub enum Command {
     },
 }
 
-/// Runs one audit command against the store at `location`, opened once the command's own
+/// Runs one audit command against the store `target` names, opened once the command's own
 /// files are read.
 pub async fn run(
     command: Command,
-    location: Option<&str>,
+    target: &store::StoreArgs,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     match command {
-        Command::Tail { count } => tail(&store::open(location).await?, count, out).await,
+        Command::Tail { count } => tail(&store::open(target).await?, count, out).await,
         // JSON Lines is the only export format: the flag is accepted, not needed.
-        Command::Export { json: _, from } => export(&store::open(location).await?, from, out).await,
+        Command::Export { json: _, from } => export(&store::open(target).await?, from, out).await,
         Command::Verify {
             key_file,
             checkpoint,
         } => {
             let key = key_file.as_deref().map(read_key).transpose()?;
-            let store = store::open(location).await?;
+            let store = store::open(target).await?;
             check(&store, key.as_ref(), checkpoint.as_ref(), out).await
         }
     }

@@ -40,10 +40,8 @@ Exit codes:
 #[derive(Debug, Parser)]
 #[command(name = "portcullis", version)]
 struct Cli {
-    /// The store the application's workers share: a SQLite file (never created here) or a
-    /// `postgres://` URL.
-    #[arg(long, env = "PORTCULLIS_STORE", global = true, value_name = "LOCATION")]
-    store: Option<String>,
+    #[command(flatten)]
+    store: store::StoreArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -193,10 +191,8 @@ pub fn write_json(out: &mut dyn Write, value: &serde_json::Value) -> Result<(), 
 impl Cli {
     async fn run(self, out: &mut dyn Write) -> Result<(), CliError> {
         match self.command {
-            Command::Approvals(command) => {
-                approvals::run(command, self.store.as_deref(), out).await
-            }
-            Command::Audit(command) => audit::run(command, self.store.as_deref(), out).await,
+            Command::Approvals(command) => approvals::run(command, &self.store, out).await,
+            Command::Audit(command) => audit::run(command, &self.store, out).await,
             Command::Manifest(command) => manifest::run(command, out),
             Command::Tools(command) => tools::run(command, out),
         }

@@ -1,24 +1,50 @@
 //! Opening the store the command was pointed at, without creating one.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use clap::Args;
 use portcullis_core::audit::AuditRecord;
-use portcullis_stores::{Location, Store};
+use portcullis_stores::{Location, PostgresTls, Store};
 
 use crate::CliError;
 
-/// Opens the store at `location`, creating and migrating nothing: a mistyped path or URL would
+/// Where the store is, and how to reach it.
+#[derive(Debug, Args)]
+pub struct StoreArgs {
+    /// The store the application's workers share: a SQLite file (never created here) or a
+    /// `postgres://` URL (its `sslmode` and `sslrootcert` are honoured: `require` for TLS or
+    /// nothing, the server's certificate and host name always verified).
+    #[arg(long, env = "PORTCULLIS_STORE", global = true, value_name = "LOCATION")]
+    store: Option<String>,
+    /// The PEM file of the certificate authorities that a PostgreSQL server's certificate must
+    /// be signed by (instead of the URL's `sslrootcert`, or the platform's roots).
+    #[arg(
+        long,
+        env = "PORTCULLIS_POSTGRES_CA",
+        global = true,
+        value_name = "PATH"
+    )]
+    postgres_ca: Option<PathBuf>,
+}
+
+/// Opens the store `args` name, creating and migrating nothing: a mistyped path or URL would
 /// otherwise become an empty store that reports nothing waiting, which an operator could
 /// believe.
-pub async fn open(location: Option<&str>) -> Result<Store, CliError> {
-    let location = location.ok_or(CliError::NoStoreGiven)?;
-    if let Location::Sqlite(path) = Location::of(location) {
-        let path = Path::new(path);
-        if !path.is_file() {
-            return Err(CliError::NoDatabase(path.to_owned()));
+pub async fn open(args: &StoreArgs) -> Result<Store, CliError> {
+    let location = args.store.as_deref().ok_or(CliError::NoStoreGiven)?;
+    let tls = match (Location::of(location), &args.postgres_ca) {
+        (Location::Sqlite(path), _) => {
+            let path = Path::new(path);
+            if !path.is_file() {
+                return Err(CliError::NoDatabase(path.to_owned()));
+            }
+            PostgresTls::default()
         }
-    }
-    Store::open_existing(location)
+        (Location::Postgres(_), None) => PostgresTls::default(),
+        (Location::Postgres(_), Some(ca)) => PostgresTls::ca_file(ca)
+            .map_err(|error| CliError::BadFile(ca.clone(), error.to_string()))?,
+    };
+    Store::open_existing_with_tls(location, &tls)
         .await
         .map_err(|error| CliError::StoreUnavailable {
             location: without_password(location),

@@ -71,6 +71,7 @@ fn portcullis(args: &[&str]) -> Output {
         "PORTCULLIS_REVIEWER_ROLES",
         "PORTCULLIS_REVIEWER_TENANT",
         "PORTCULLIS_AUDIT_KEY_FILE",
+        "PORTCULLIS_POSTGRES_CA",
     ] {
         command.env_remove(variable);
     }
@@ -274,6 +275,71 @@ fn a_database_that_is_no_store_is_refused_and_left_alone() {
         )
         .unwrap();
     assert_eq!((version, tables), (0, 1), "nothing was created");
+}
+
+#[test]
+fn a_postgres_server_is_trusted_only_under_the_ca_given() {
+    let (Ok(url), Ok(ca), Ok(untrusted)) = (
+        std::env::var("PORTCULLIS_POSTGRES_URL"),
+        std::env::var("PORTCULLIS_POSTGRES_CA"),
+        std::env::var("PORTCULLIS_POSTGRES_UNTRUSTED_CA"),
+    ) else {
+        eprintln!("skipped: .ci/postgres sets the PostgreSQL server and its CAs");
+        return;
+    };
+    // The roots from the command line, not from the URL.
+    let (base, query) = url.split_once('?').unwrap_or((&url, ""));
+    let query: Vec<&str> = query
+        .split('&')
+        .filter(|parameter| !parameter.starts_with("sslrootcert="))
+        .collect();
+    let url = format!("{base}?{}", query.join("&"));
+
+    let refused = portcullis(&[
+        "--store",
+        &url,
+        "--postgres-ca",
+        &untrusted,
+        "approvals",
+        "list",
+    ]);
+    assert_eq!(code(&refused), 3, "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("TLS refused the connection")
+            && stderr(&refused).contains("UnknownIssuer"),
+        "{}",
+        stderr(&refused)
+    );
+
+    // Trusted, the server is reached: its `postgres` database holds no store, and says so.
+    let mut command = Command::new(env!("CARGO_BIN_EXE_portcullis"));
+    command.env_remove("PORTCULLIS_STORE");
+    command.env("PORTCULLIS_POSTGRES_CA", &ca);
+    let reached = command
+        .args(["--store", &url, "approvals", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&reached), 3, "{}", stderr(&reached));
+    assert!(
+        stderr(&reached).contains("holds no portcullis store"),
+        "{}",
+        stderr(&reached)
+    );
+
+    let missing = portcullis(&[
+        "--store",
+        &url,
+        "--postgres-ca",
+        "/nonexistent/ca.pem",
+        "approvals",
+        "list",
+    ]);
+    assert_eq!(code(&missing), 4, "{}", stderr(&missing));
+    assert!(
+        stderr(&missing).contains("could not be read"),
+        "{}",
+        stderr(&missing)
+    );
 }
 
 #[tokio::test]
