@@ -82,6 +82,15 @@ pub enum RejectionCode {
     /// The store of claims could not be reached, so the call could not be claimed and did not
     /// run.
     ClaimsUnavailable,
+    /// An operator's settlement names no claim: no call was claimed under that id, or its
+    /// claim was released.
+    ClaimNotFound,
+    /// An operator's settlement names a claim whose outcome is not unknown: its call is still
+    /// within its lease (its worker may yet report), or it waits for a reviewer's decision.
+    ClaimNotAbandoned,
+    /// An operator's settlement names a claim already settled: by its worker, or by another
+    /// operator first.
+    ClaimSettled,
     /// The store of pending calls could not be reached, so the call could not wait and did
     /// not run.
     ApprovalsUnavailable,
@@ -146,6 +155,9 @@ impl RejectionCode {
             RejectionCode::CallIdReused => "call_id_reused",
             RejectionCode::OutcomeUnknown => "outcome_unknown",
             RejectionCode::ClaimsUnavailable => "claims_unavailable",
+            RejectionCode::ClaimNotFound => "claim_not_found",
+            RejectionCode::ClaimNotAbandoned => "claim_not_abandoned",
+            RejectionCode::ClaimSettled => "claim_settled",
             RejectionCode::ApprovalsUnavailable => "approvals_unavailable",
             RejectionCode::TooManyPending => "too_many_pending",
             RejectionCode::ReviewerNotAllowed => "reviewer_not_allowed",
@@ -192,7 +204,10 @@ impl RejectionCode {
             RejectionCode::CallInProgress
             | RejectionCode::CallIdReused
             | RejectionCode::OutcomeUnknown
-            | RejectionCode::ClaimsUnavailable => Gate::Repeat,
+            | RejectionCode::ClaimsUnavailable
+            | RejectionCode::ClaimNotFound
+            | RejectionCode::ClaimNotAbandoned
+            | RejectionCode::ClaimSettled => Gate::Repeat,
             RejectionCode::ApprovalRejected
             | RejectionCode::ApprovalExpired
             | RejectionCode::TicketNotPending
@@ -462,6 +477,7 @@ mod tests {
             RejectionCode::ArgumentsTooLarge,
             RejectionCode::NotAnObject,
             RejectionCode::ToolTimeout,
+            RejectionCode::ClaimNotAbandoned,
         ] {
             assert_eq!(
                 serde_json::to_value(code).unwrap(),

@@ -26,6 +26,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod claims;
 mod error;
 mod group_commit;
 mod postgres;

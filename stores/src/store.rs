@@ -6,8 +6,8 @@ use std::io;
 use portcullis_core::audit::{AuditRecord, AuditSink, Unchained};
 use portcullis_core::{
     Abandoned, ApprovalDecision, ApprovalStore, BoxFuture, BudgetLimits, BudgetStore, CallContext,
-    CallKey, Charge, Claim, ClaimState, PendingCall, PendingLimits, Recorded, Rejection,
-    RepeatStore, StoredStep, Ticket, TransactionStore,
+    CallKey, Charge, Claim, ClaimState, OpenClaim, Outcome, PendingCall, PendingLimits, Recorded,
+    Rejection, RepeatStore, StoredStep, Ticket, TransactionStore,
 };
 
 use crate::{OpenError, PostgresStore, PostgresTls, SqliteStore};
@@ -98,6 +98,38 @@ impl Store {
             }
             Location::Sqlite(path) => Store::Sqlite(SqliteStore::open_existing(path)?),
         })
+    }
+
+    /// The claims whose calls are not settled (running, or waiting for a decision), oldest
+    /// first.
+    pub async fn open_claims(&self) -> Result<Vec<OpenClaim>, Rejection> {
+        match self {
+            Store::Sqlite(store) => store.open_claims(),
+            Store::Postgres(store) => store.open_claims().await,
+        }
+    }
+
+    /// The call whose claim has the id `id` ([`CallKey::claim_id`]), open or settled.
+    pub async fn find_claim(&self, id: &str) -> Result<Option<CallKey>, Rejection> {
+        match self {
+            Store::Sqlite(store) => store.find_claim(id),
+            Store::Postgres(store) => store.find_claim(id).await,
+        }
+    }
+
+    /// Settles the claim of `key` with `outcome`, for an operator who found out how its call
+    /// ended: only a claim whose outcome is unknown (running, claimed before
+    /// `lease_start_ms`; see [`may_settle`](portcullis_core::may_settle)), once.
+    pub async fn settle_abandoned(
+        &self,
+        key: &CallKey,
+        outcome: &Outcome,
+        lease_start_ms: u64,
+    ) -> Result<(), Rejection> {
+        match self {
+            Store::Sqlite(store) => store.settle_abandoned(key, outcome, lease_start_ms),
+            Store::Postgres(store) => store.settle_abandoned(key, outcome, lease_start_ms).await,
+        }
     }
 
     /// The audit log's records from sequence `from` on, at most `limit` of them, in order.

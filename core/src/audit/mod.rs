@@ -75,7 +75,10 @@ pub struct AuditRecord {
     /// `{"unrecorded": {"bytes": N, "sha256": "..."}}`.
     pub arguments: Value,
     /// `completed`, `rejected`, `pending`, or `about_to_run` for the write-ahead record of a
-    /// call that is about to run.
+    /// call that is about to run. An operator settling a claim whose outcome was unknown
+    /// (`portcullis claims settle`) writes `about_to_settle` first, then `settled` (the
+    /// outcome in `summary`, who and why in `resolution`) or `settle_refused` (the refusal's
+    /// `code`).
     pub decision: String,
     /// The gate that refused the call.
     pub gate: Option<String>,
@@ -115,6 +118,12 @@ pub struct AuditRecord {
 }
 
 impl AuditRecord {
+    /// Whether the record's own link verifies under `key`: a writer beside the registries
+    /// checks with the log's last record that it holds the key the log is chained with.
+    pub fn links_under(&self, key: Option<&AuditKey>) -> bool {
+        self.hash == link(key, self.sequence, &self.previous_hash, &self.digest())
+    }
+
     /// The SHA-256 of the record's fields, its place in the chain left out: computed before
     /// the record is ordered, so that no writer waits for it. A record not yet placed (the
     /// writer's case) is hashed as it is, without a copy.
@@ -254,6 +263,24 @@ pub struct Unchained {
 }
 
 impl Unchained {
+    /// `record`, to be chained under `key` (the application's
+    /// [`audit_key`](crate::RegistryBuilder::audit_key), or none): for a writer beside the
+    /// registries, such as the operator's command line. Its `sequence`, `previous_hash` and
+    /// `hash` are set when the sink chains it.
+    pub fn new(record: AuditRecord, key: Option<AuditKey>) -> Self {
+        let record = AuditRecord {
+            sequence: 0,
+            previous_hash: String::new(),
+            hash: String::new(),
+            ..record
+        };
+        Unchained {
+            digest: record.digest(),
+            record,
+            key,
+        }
+    }
+
     /// The record, as the next after `head`.
     pub fn chain_after(self, head: &Checkpoint) -> AuditRecord {
         let Unchained {
