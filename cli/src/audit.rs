@@ -114,7 +114,7 @@ async fn tail(store: &Store, count: u64, out: &mut dyn Write) -> Result<(), CliE
 /// (doubling, then halving): the store reads a range of records, not the log's length, and a
 /// tail of a long log should not read it all. "A record at or after `s`" is monotone in `s`
 /// even where records are missing, so the search holds on a damaged log too.
-async fn log_end(store: &Store) -> Result<u64, CliError> {
+pub async fn log_end(store: &Store) -> Result<u64, CliError> {
     if !has_record_from(store, 0).await? {
         return Ok(0);
     }
@@ -202,7 +202,7 @@ async fn check(
     Ok(())
 }
 
-fn read_key(path: &Path) -> Result<AuditKey, CliError> {
+pub fn read_key(path: &Path) -> Result<AuditKey, CliError> {
     let bytes = std::fs::read(path).map_err(|error| CliError::ReadFile(path.to_owned(), error))?;
     AuditKey::new(bytes).map_err(|why| CliError::BadFile(path.to_owned(), why))
 }

@@ -8,6 +8,7 @@
 
 mod approvals;
 mod audit;
+mod claims;
 mod manifest;
 mod store;
 mod table;
@@ -19,17 +20,17 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use portcullis_core::Rejection;
 use portcullis_core::audit::ChainBreak;
+use portcullis_core::{Rejection, RejectionCode};
 
 /// What each exit code means.
 const EXIT_CODES: &str = "\
 Exit codes:
   0  success
-  1  a refusal or a failed check: the ticket was refused, the audit chain is broken,
-     the manifests differ
+  1  a refusal or a failed check: the ticket or the claim's settlement was refused, the
+     audit chain is broken, the manifests differ
   2  a usage error: an unknown option, a missing reviewer, edited arguments that are not
-     a JSON object
+     a JSON object, an audit key the log is not chained with
   3  the store could not be opened or read: no database file at the path, a connection
      that failed, a schema newer than this build knows
   4  a file named on the command line (manifest, export, audit key) could not be read or
@@ -54,6 +55,9 @@ enum Command {
     /// The audit log: tail, export, verify its chain.
     #[command(subcommand)]
     Audit(audit::Command),
+    /// Claims of calls: list the open ones, settle one whose outcome is unknown.
+    #[command(subcommand)]
+    Claims(claims::Command),
     /// Contract manifests: what changed between two.
     #[command(subcommand)]
     Manifest(manifest::Command),
@@ -80,6 +84,8 @@ pub enum CliError {
     StoreRead(io::Error),
     /// A decision without a reviewer.
     NoReviewer,
+    /// Options that do not go together, or a key that does not fit the log.
+    Usage(String),
     /// The store or core refused: the ticket is unknown, decided, or the reviewer may not.
     Refused(Rejection),
     /// The audit log does not verify.
@@ -102,14 +108,19 @@ pub enum CliError {
 impl CliError {
     fn exit_code(&self) -> u8 {
         match self {
-            // The store, not the ticket, failed.
+            // The store, not the ticket or the claim, failed.
             CliError::Refused(rejection)
-                if rejection.code() == portcullis_core::RejectionCode::ApprovalsUnavailable =>
+                if matches!(
+                    rejection.code(),
+                    RejectionCode::ApprovalsUnavailable
+                        | RejectionCode::ClaimsUnavailable
+                        | RejectionCode::AuditUnavailable
+                ) =>
             {
                 3
             }
             CliError::Refused(_) | CliError::ChainBroken { .. } | CliError::ManifestsDiffer => 1,
-            CliError::NoStoreGiven | CliError::NoReviewer => 2,
+            CliError::NoStoreGiven | CliError::NoReviewer | CliError::Usage(_) => 2,
             CliError::NoDatabase(_)
             | CliError::StoreUnavailable { .. }
             | CliError::StoreRead(_) => 3,
@@ -143,6 +154,7 @@ impl fmt::Display for CliError {
                 "who decides? pass --reviewer <id> or set PORTCULLIS_REVIEWER (with --role and \
                  --tenant as the reviewer holds them)",
             ),
+            CliError::Usage(why) => f.write_str(why),
             CliError::Refused(rejection) => {
                 write!(f, "refused ({}): {}", rejection.code(), rejection.message())?;
                 match rejection.hint() {
@@ -193,6 +205,7 @@ impl Cli {
         match self.command {
             Command::Approvals(command) => approvals::run(command, &self.store, out).await,
             Command::Audit(command) => audit::run(command, &self.store, out).await,
+            Command::Claims(command) => claims::run(command, &self.store, out).await,
             Command::Manifest(command) => manifest::run(command, out),
             Command::Tools(command) => tools::run(command, out),
         }
