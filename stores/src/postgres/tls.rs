@@ -121,7 +121,25 @@ pub(super) fn connection(
 ) -> Result<(tokio_postgres::Config, MakeRustlsConnect), OpenError> {
     let (url, root_certificate) = read_tls_parameters(url);
     let config: tokio_postgres::Config = url.parse().map_err(super::database)?;
-    let roots = match (&tls.roots, root_certificate) {
+    let trusted = if config.get_ssl_mode() == SslMode::Disable {
+        // Never used: no root is read that the connection will not need.
+        RootCertStore::empty()
+    } else {
+        root_store(&roots(&tls.roots, root_certificate)?)?
+    };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let client_config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|error| OpenError::Tls(Box::new(error)))?
+        .with_root_certificates(trusted)
+        .with_no_client_auth();
+    Ok((config, MakeRustlsConnect::new(client_config)))
+}
+
+/// The roots to trust: those given to the store, or the URL's `sslrootcert` (a file, or
+/// `system`), or the platform's; refused where both name roots, and not the same file.
+fn roots(given: &Roots, root_certificate: Option<String>) -> Result<Roots, OpenError> {
+    Ok(match (given, root_certificate) {
         (Roots::FromUrl, None) | (Roots::System, None) => Roots::System,
         (Roots::FromUrl, Some(file)) if file == "system" => Roots::System,
         (Roots::FromUrl, Some(file)) => {
@@ -132,27 +150,14 @@ pub(super) fn connection(
             }
         }
         (given, None) => given.clone(),
-        (Roots::File { file, .. }, Some(named)) if *file == Path::new(&named) => tls.roots.clone(),
+        (Roots::File { file, .. }, Some(named)) if *file == Path::new(&named) => given.clone(),
         (_, Some(_)) => {
             return Err(tls_error(
                 "the roots are given twice, as the URL's sslrootcert and to the store: give \
                  them once",
             ));
         }
-    };
-    let trusted = if config.get_ssl_mode() == SslMode::Disable {
-        // Never used: no root is read that the connection will not need.
-        RootCertStore::empty()
-    } else {
-        root_store(&roots)?
-    };
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let client_config = ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|error| OpenError::Tls(Box::new(error)))?
-        .with_root_certificates(trusted)
-        .with_no_client_auth();
-    Ok((config, MakeRustlsConnect::new(client_config)))
+    })
 }
 
 /// `url` without its `sslrootcert` parameter, whose value is returned, and with libpq's
@@ -312,6 +317,16 @@ mod tests {
             "{missing}"
         );
         std::fs::remove_file(file).unwrap();
+    }
+
+    #[test]
+    fn roots_are_read_only_for_a_connection_that_may_use_tls() {
+        let url = "postgres://u@db/app?sslrootcert=/nonexistent/ca.pem";
+        assert!(connection(&format!("{url}&sslmode=disable"), &PostgresTls::default()).is_ok());
+        let error = connection(&format!("{url}&sslmode=require"), &PostgresTls::default())
+            .err()
+            .unwrap();
+        assert!(error.to_string().contains("could not be read"), "{error}");
     }
 
     #[test]
