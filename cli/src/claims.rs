@@ -372,7 +372,7 @@ async fn check_key(store: &Store, key: Option<&AuditKey>) -> Result<(), CliError
     };
     let last = store::audit_records(store, end, Some(1)).await?;
     match last.first() {
-        Some(record) if !record.links_under(key) => Err(CliError::Usage(
+        Some(record) if !record.is_linked_with(key) => Err(CliError::Usage(
             if key.is_some() {
                 "the audit log is not chained with this key: pass the application's audit key \
                  (--key-file or PORTCULLIS_AUDIT_KEY_FILE)"

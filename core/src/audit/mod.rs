@@ -120,7 +120,7 @@ pub struct AuditRecord {
 impl AuditRecord {
     /// Whether the record's own link verifies under `key`: a writer beside the registries
     /// checks with the log's last record that it holds the key the log is chained with.
-    pub fn links_under(&self, key: Option<&AuditKey>) -> bool {
+    pub fn is_linked_with(&self, key: Option<&AuditKey>) -> bool {
         self.hash == link(key, self.sequence, &self.previous_hash, &self.digest())
     }
 
