@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use portcullis::audit::{AuditSink, JsonLinesAuditSink, MemoryAuditSink};
 use portcullis::prelude::*;
-use portcullis_stores::{PostgresStore, SqliteStore};
+use portcullis_stores::{PostgresStore, PostgresTls, SqliteStore, postgres_client};
 use serde_json::json;
 
 /// Tasks dispatching at once, unless `PORTCULLIS_BENCH_TASKS` says otherwise.
@@ -125,10 +125,9 @@ async fn main() {
 }
 
 async fn drop_schema(url: &str, schema: &str) {
-    let Ok((client, connection)) = tokio_postgres::connect(url, tokio_postgres::NoTls).await else {
+    let Ok(client) = postgres_client(url, &PostgresTls::default()).await else {
         return;
     };
-    tokio::spawn(connection);
     let _ = client
         .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
         .await;

@@ -115,7 +115,7 @@ impl ReviewerArgs {
 /// arguments are known to be usable.
 pub async fn run(
     command: Command,
-    target: store::Target<'_>,
+    target: &store::StoreArgs,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     match command {
@@ -334,7 +334,7 @@ fn approvers(ticket: &Ticket) -> String {
 }
 
 async fn decide(
-    target: store::Target<'_>,
+    target: &store::StoreArgs,
     ticket_id: &str,
     decision: ApprovalDecision,
     reviewer_args: &ReviewerArgs,

@@ -54,7 +54,7 @@ pub enum Command {
 /// files are read.
 pub async fn run(
     command: Command,
-    target: store::Target<'_>,
+    target: &store::StoreArgs,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     match command {

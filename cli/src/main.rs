@@ -8,6 +8,7 @@
 
 mod approvals;
 mod audit;
+mod claims;
 mod keys;
 mod manifest;
 mod store;
@@ -20,17 +21,17 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use portcullis_core::Rejection;
 use portcullis_core::audit::ChainBreak;
+use portcullis_core::{Rejection, RejectionCode};
 
 /// What each exit code means.
 const EXIT_CODES: &str = "\
 Exit codes:
   0  success
-  1  a refusal or a failed check: the ticket was refused, the audit chain is broken,
-     the manifests differ
+  1  a refusal or a failed check: the ticket or the claim's settlement was refused, the
+     audit chain is broken, the manifests differ
   2  a usage error: an unknown option, a missing reviewer, edited arguments that are not
-     a JSON object
+     a JSON object, an audit key the log is not chained with
   3  the store could not be opened or read: no database file at the path, a connection
      that failed, a schema newer than this build knows
   4  a file named on the command line (manifest, export, audit key, signing key) could not
@@ -42,19 +43,8 @@ Exit codes:
 #[derive(Debug, Parser)]
 #[command(name = "portcullis", version)]
 struct Cli {
-    /// The store the application's workers share: a SQLite file (never created here) or a
-    /// `postgres://` URL.
-    #[arg(long, env = "PORTCULLIS_STORE", global = true, value_name = "LOCATION")]
-    store: Option<String>,
-    /// The keys that open what the store sealed (pending calls' arguments, decisions), as the
-    /// application's workers were given them (`SealKeys`).
-    #[arg(
-        long,
-        env = "PORTCULLIS_SEAL_KEY_FILE",
-        global = true,
-        value_name = "FILE"
-    )]
-    seal_key_file: Option<PathBuf>,
+    #[command(flatten)]
+    store: store::StoreArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -67,6 +57,9 @@ enum Command {
     /// The audit log: tail, export, verify its chain.
     #[command(subcommand)]
     Audit(audit::Command),
+    /// Claims of calls: list the open ones, settle one whose outcome is unknown.
+    #[command(subcommand)]
+    Claims(claims::Command),
     /// Reviewers' signing keys: generate one, print its public key.
     #[command(subcommand)]
     Keys(keys::Command),
@@ -96,6 +89,8 @@ pub enum CliError {
     StoreRead(io::Error),
     /// A decision without a reviewer.
     NoReviewer,
+    /// Options that do not go together, or a key that does not fit the log.
+    Usage(String),
     /// The store or core refused: the ticket is unknown, decided, or the reviewer may not.
     Refused(Rejection),
     /// The audit log does not verify.
@@ -123,9 +118,14 @@ pub enum CliError {
 impl CliError {
     fn exit_code(&self) -> u8 {
         match self {
-            // The store, not the ticket, failed.
+            // The store, not the ticket or the claim, failed.
             CliError::Refused(rejection)
-                if rejection.code() == portcullis_core::RejectionCode::ApprovalsUnavailable =>
+                if matches!(
+                    rejection.code(),
+                    RejectionCode::ApprovalsUnavailable
+                        | RejectionCode::ClaimsUnavailable
+                        | RejectionCode::AuditUnavailable
+                ) =>
             {
                 3
             }
@@ -133,7 +133,7 @@ impl CliError {
             | CliError::CallChanged(_)
             | CliError::ChainBroken { .. }
             | CliError::ManifestsDiffer => 1,
-            CliError::NoStoreGiven | CliError::NoReviewer => 2,
+            CliError::NoStoreGiven | CliError::NoReviewer | CliError::Usage(_) => 2,
             CliError::NoDatabase(_)
             | CliError::StoreUnavailable { .. }
             | CliError::StoreRead(_) => 3,
@@ -170,6 +170,7 @@ impl fmt::Display for CliError {
                 "who decides? pass --reviewer <id> or set PORTCULLIS_REVIEWER (with --role and \
                  --tenant as the reviewer holds them)",
             ),
+            CliError::Usage(why) => f.write_str(why),
             CliError::Refused(rejection) => {
                 write!(f, "refused ({}): {}", rejection.code(), rejection.message())?;
                 match rejection.hint() {
@@ -226,13 +227,10 @@ pub fn write_json(out: &mut dyn Write, value: &serde_json::Value) -> Result<(), 
 
 impl Cli {
     async fn run(self, out: &mut dyn Write) -> Result<(), CliError> {
-        let target = store::Target {
-            location: self.store.as_deref(),
-            seal_key_file: self.seal_key_file.as_deref(),
-        };
         match self.command {
-            Command::Approvals(command) => approvals::run(command, target, out).await,
-            Command::Audit(command) => audit::run(command, target, out).await,
+            Command::Approvals(command) => approvals::run(command, &self.store, out).await,
+            Command::Audit(command) => audit::run(command, &self.store, out).await,
+            Command::Claims(command) => claims::run(command, &self.store, out).await,
             Command::Keys(command) => keys::run(command, out),
             Command::Manifest(command) => manifest::run(command, out),
             Command::Tools(command) => tools::run(command, out),

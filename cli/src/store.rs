@@ -1,45 +1,72 @@
 //! Opening the store the command was pointed at, without creating one.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use clap::Args;
 use portcullis_core::audit::AuditRecord;
-use portcullis_stores::{Location, SealKeys, Store};
+use portcullis_stores::{Location, PostgresTls, SealKeys, Store};
 
 use crate::CliError;
 
-/// The store a command was pointed at: where it is, and the file of the keys that open what
-/// it sealed.
-#[derive(Debug, Clone, Copy)]
-pub struct Target<'a> {
-    pub location: Option<&'a str>,
-    pub seal_key_file: Option<&'a Path>,
+/// Where the store is, how to reach it, and the keys that open what it sealed.
+#[derive(Debug, Args)]
+pub struct StoreArgs {
+    /// The store the application's workers share: a SQLite file (never created here) or a
+    /// `postgres://` URL (its `sslmode` and `sslrootcert` are honoured: `require` for TLS or
+    /// nothing, the server's certificate and host name always verified).
+    #[arg(long, env = "PORTCULLIS_STORE", global = true, value_name = "LOCATION")]
+    store: Option<String>,
+    /// The PEM file of the certificate authorities that a PostgreSQL server's certificate must
+    /// be signed by (instead of the URL's `sslrootcert`, or the platform's roots).
+    #[arg(
+        long,
+        env = "PORTCULLIS_POSTGRES_CA",
+        global = true,
+        value_name = "PATH"
+    )]
+    postgres_ca: Option<PathBuf>,
+    /// The keys that open what the store sealed (pending calls' arguments, decisions, claims'
+    /// outcomes), as the application's workers were given them (`SealKeys`).
+    #[arg(
+        long,
+        env = "PORTCULLIS_SEAL_KEY_FILE",
+        global = true,
+        value_name = "FILE"
+    )]
+    seal_key_file: Option<PathBuf>,
 }
 
-/// Opens the store `target` names, creating and migrating nothing: a mistyped path or URL would
+/// Opens the store `args` name, creating and migrating nothing: a mistyped path or URL would
 /// otherwise become an empty store that reports nothing waiting, which an operator could
 /// believe.
-pub async fn open(target: Target<'_>) -> Result<Store, CliError> {
-    let keys = target
+pub async fn open(args: &StoreArgs) -> Result<Store, CliError> {
+    let keys = args
         .seal_key_file
+        .as_deref()
         .map(|path| {
             SealKeys::load(path)
                 .map_err(|error| CliError::BadFile(path.to_owned(), error.to_string()))
         })
         .transpose()?;
-    let location = target.location.ok_or(CliError::NoStoreGiven)?;
-    if let Location::Sqlite(path) = Location::of(location) {
-        let path = Path::new(path);
-        if !path.is_file() {
-            return Err(CliError::NoDatabase(path.to_owned()));
+    let location = args.store.as_deref().ok_or(CliError::NoStoreGiven)?;
+    let tls = match (Location::of(location), &args.postgres_ca) {
+        (Location::Sqlite(path), _) => {
+            let path = Path::new(path);
+            if !path.is_file() {
+                return Err(CliError::NoDatabase(path.to_owned()));
+            }
+            PostgresTls::default()
         }
-    }
-    let store =
-        Store::open_existing(location)
-            .await
-            .map_err(|error| CliError::StoreUnavailable {
-                location: without_password(location),
-                reason: error.to_string(),
-            })?;
+        (Location::Postgres(_), None) => PostgresTls::default(),
+        (Location::Postgres(_), Some(ca)) => PostgresTls::ca_file(ca)
+            .map_err(|error| CliError::BadFile(ca.clone(), error.to_string()))?,
+    };
+    let store = Store::open_existing_with_tls(location, &tls)
+        .await
+        .map_err(|error| CliError::StoreUnavailable {
+            location: without_password(location),
+            reason: error.to_string(),
+        })?;
     Ok(match keys {
         Some(keys) => store.sealed_with(keys),
         None => store,

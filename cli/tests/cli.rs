@@ -69,6 +69,17 @@ fn transfer(amount_cents: u64) -> Result<u64, ToolError> {
     Ok(amount_cents)
 }
 
+/// The wires started, by reference.
+static WIRES_STARTED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Wire funds to a bank; this one never hears back.
+#[tool(risk = "medium")]
+async fn wire_funds(reference: String) -> Result<String, ToolError> {
+    WIRES_STARTED.lock().unwrap().push(reference);
+    std::future::pending::<()>().await;
+    Ok("wired".to_owned())
+}
+
 /// A fresh directory for one test.
 fn directory(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("portcullis-cli-{name}-{}", std::process::id()));
@@ -104,6 +115,9 @@ fn portcullis(args: &[&str]) -> Output {
         "PORTCULLIS_REVIEWER_KEY_FILE",
         "PORTCULLIS_SEAL_KEY_FILE",
         "PORTCULLIS_AUDIT_KEY_FILE",
+        "PORTCULLIS_POSTGRES_CA",
+        "PORTCULLIS_OPERATOR",
+        "PORTCULLIS_CLAIM_LEASE_SECS",
     ] {
         command.env_remove(variable);
     }
@@ -504,6 +518,71 @@ fn a_database_that_is_no_store_is_refused_and_left_alone() {
     assert_eq!((version, tables), (0, 1), "nothing was created");
 }
 
+#[test]
+fn a_postgres_server_is_trusted_only_under_the_ca_given() {
+    let (Ok(url), Ok(ca), Ok(untrusted)) = (
+        std::env::var("PORTCULLIS_POSTGRES_URL"),
+        std::env::var("PORTCULLIS_POSTGRES_CA"),
+        std::env::var("PORTCULLIS_POSTGRES_UNTRUSTED_CA"),
+    ) else {
+        eprintln!("skipped: .ci/postgres sets the PostgreSQL server and its CAs");
+        return;
+    };
+    // The roots from the command line, not from the URL.
+    let (base, query) = url.split_once('?').unwrap_or((&url, ""));
+    let query: Vec<&str> = query
+        .split('&')
+        .filter(|parameter| !parameter.starts_with("sslrootcert="))
+        .collect();
+    let url = format!("{base}?{}", query.join("&"));
+
+    let refused = portcullis(&[
+        "--store",
+        &url,
+        "--postgres-ca",
+        &untrusted,
+        "approvals",
+        "list",
+    ]);
+    assert_eq!(code(&refused), 3, "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("TLS refused the connection")
+            && stderr(&refused).contains("UnknownIssuer"),
+        "{}",
+        stderr(&refused)
+    );
+
+    // Trusted, the server is reached: its `postgres` database holds no store, and says so.
+    let mut command = Command::new(env!("CARGO_BIN_EXE_portcullis"));
+    command.env_remove("PORTCULLIS_STORE");
+    command.env("PORTCULLIS_POSTGRES_CA", &ca);
+    let reached = command
+        .args(["--store", &url, "approvals", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&reached), 3, "{}", stderr(&reached));
+    assert!(
+        stderr(&reached).contains("holds no portcullis store"),
+        "{}",
+        stderr(&reached)
+    );
+
+    let missing = portcullis(&[
+        "--store",
+        &url,
+        "--postgres-ca",
+        "/nonexistent/ca.pem",
+        "approvals",
+        "list",
+    ]);
+    assert_eq!(code(&missing), 4, "{}", stderr(&missing));
+    assert!(
+        stderr(&missing).contains("could not be read"),
+        "{}",
+        stderr(&missing)
+    );
+}
+
 #[tokio::test]
 async fn an_altered_audit_record_breaks_the_chain() {
     let dir = directory("audit");
@@ -697,4 +776,370 @@ fn tools_export_prints_the_applications_export() {
     );
     let unknown = portcullis(&["tools", "export", "--exports", file, "--profile", "openai"]);
     assert_eq!(code(&unknown), 2);
+}
+
+/// A worker of the application that wires funds on the shared file, its claims leased for
+/// `lease`, its audit log keyed with `key`.
+fn wiring(database: &Path, lease: std::time::Duration, key: Option<&AuditKey>) -> Registry {
+    let store = SqliteStore::open(database).unwrap();
+    let builder = Registry::builder()
+        .tool(WireFunds)
+        .repeat_store(store.clone())
+        .audit(store)
+        .claim_lease(lease);
+    match key {
+        Some(key) => builder.audit_key(key.clone()),
+        None => builder,
+    }
+    .build()
+    .unwrap()
+}
+
+/// Sends the wire `reference` as call `call_id` of task `task` to a worker that stops in the
+/// middle of it (its dispatch dropped once the wire started, as a killed process leaves it).
+async fn stop_in_the_middle(database: &Path, key: Option<&AuditKey>, task: &str, reference: &str) {
+    let stopping = wiring(database, std::time::Duration::from_secs(600), key);
+    let (ctx, call) = wire(task, reference);
+    let running = tokio::spawn(async move { stopping.dispatch(&ctx, &call).await });
+    while !WIRES_STARTED
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|started| started == reference)
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    running.abort();
+    let _ = running.await;
+    // Past a lease of 0 seconds, which counts in whole milliseconds.
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+}
+
+fn wire(task: &str, reference: &str) -> (CallContext, ToolCall) {
+    (
+        CallContext::new("agent").with_task_id(task),
+        ToolCall::new("w1", "wire_funds", json!({ "reference": reference })),
+    )
+}
+
+/// The open claims of `store`, as `claims list --json` prints them, with that lease.
+fn open_claims(store: &str, lease_secs: &str) -> Vec<Value> {
+    let listed = portcullis(&[
+        "--store",
+        store,
+        "claims",
+        "list",
+        "--json",
+        "--claim-lease-secs",
+        lease_secs,
+    ]);
+    assert_eq!(code(&listed), 0, "{}", stderr(&listed));
+    serde_json::from_slice::<Vec<Value>>(&listed.stdout).unwrap()
+}
+
+fn settle(store: &str, claim: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "--store",
+        store,
+        "claims",
+        "settle",
+        claim,
+        "--operator",
+        "olga",
+        "--reason",
+        "the bank's statement shows transfer tr_1",
+    ];
+    args.extend_from_slice(extra);
+    portcullis(&args)
+}
+
+#[tokio::test]
+async fn an_unknown_outcome_is_settled_from_the_command_line_once_and_audited() {
+    let dir = directory("claims");
+    let database = dir.join("state.db");
+    let store = database.to_str().unwrap();
+    stop_in_the_middle(&database, None, "t1", "claims-1").await;
+
+    // Within the application's lease the claim is running, and is not settled.
+    let claims = open_claims(store, "3600");
+    assert_eq!(claims.len(), 1, "{claims:?}");
+    assert_eq!(claims[0]["state"], json!("running"));
+    assert_eq!(claims[0]["tool"], json!("wire_funds"));
+    assert_eq!(claims[0]["call_id"], json!("w1"));
+    assert_eq!(claims[0]["task"], json!("t1"));
+    assert_eq!(claims[0]["actor"], json!("agent"));
+    let id = claims[0]["id"].as_str().unwrap().to_owned();
+    let completed = [
+        "--outcome",
+        "completed",
+        "--output",
+        r#"{"transfer": "tr_1"}"#,
+    ];
+    let early = settle(
+        store,
+        &id,
+        &[&completed[..], &["--claim-lease-secs", "3600"]].concat(),
+    );
+    assert_eq!(code(&early), 1, "{}", stderr(&early));
+    assert!(
+        stderr(&early).contains("claim_not_abandoned"),
+        "{}",
+        stderr(&early)
+    );
+
+    // Past it, its outcome is unknown: a repeat is refused until an operator settles it.
+    let claims = open_claims(store, "0");
+    assert_eq!(claims[0]["state"], json!("outcome_unknown"));
+    let (ctx, call) = wire("t1", "claims-1");
+    let worker = wiring(&database, std::time::Duration::from_millis(1), None);
+    assert_eq!(
+        worker.dispatch(&ctx, &call).await.code(),
+        Some(RejectionCode::OutcomeUnknown)
+    );
+    let unknown = settle(
+        store,
+        "0123456789abcdef",
+        &[&completed[..], &["--claim-lease-secs", "0"]].concat(),
+    );
+    assert_eq!(code(&unknown), 1, "{}", stderr(&unknown));
+    assert!(
+        stderr(&unknown).contains("claim_not_found"),
+        "{}",
+        stderr(&unknown)
+    );
+
+    let settled = settle(
+        store,
+        &id,
+        &[&completed[..], &["--claim-lease-secs", "0"]].concat(),
+    );
+    assert_eq!(code(&settled), 0, "{}", stderr(&settled));
+    assert!(
+        stdout(&settled).contains("settled as completed"),
+        "{}",
+        stdout(&settled)
+    );
+    assert_eq!(
+        worker.dispatch(&ctx, &call).await,
+        Outcome::Completed(json!({"transfer": "tr_1"})),
+        "a repeat gets the settled outcome"
+    );
+    assert!(open_claims(store, "0").is_empty(), "nothing is open");
+
+    // Settled once: another settlement is refused.
+    let twice = settle(
+        store,
+        &id,
+        &[
+            "--outcome",
+            "failed",
+            "--message",
+            "bounced",
+            "--claim-lease-secs",
+            "0",
+        ],
+    );
+    assert_eq!(code(&twice), 1, "{}", stderr(&twice));
+    assert!(
+        stderr(&twice).contains("claim_settled"),
+        "{}",
+        stderr(&twice)
+    );
+    let wires = WIRES_STARTED
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|wire| *wire == "claims-1")
+        .count();
+    assert_eq!(wires, 1, "the wire never started again");
+
+    // Every attempt is in the audit log, before and after, with who and why; the chain holds.
+    let exported = portcullis(&["--store", store, "audit", "export"]);
+    let records: Vec<Value> = stdout(&exported)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .filter(|record: &Value| record["decision"].as_str().unwrap().contains("settle"))
+        .collect();
+    let stages: Vec<(&str, Option<&str>)> = records
+        .iter()
+        .map(|record| {
+            (
+                record["decision"].as_str().unwrap(),
+                record["code"].as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        stages,
+        [
+            ("about_to_settle", None),
+            ("settle_refused", Some("claim_not_abandoned")),
+            ("about_to_settle", None),
+            ("settled", None),
+            ("about_to_settle", None),
+            ("settle_refused", Some("claim_settled")),
+        ]
+    );
+    for record in &records {
+        assert_eq!(record["tool"], json!("wire_funds"));
+        assert_eq!(record["call_id"], json!("w1"));
+        assert_eq!(
+            record["resolution"],
+            json!("settled by olga: the bank's statement shows transfer tr_1")
+        );
+    }
+    assert!(records[3]["summary"].as_str().unwrap().contains("tr_1"));
+    let verified = portcullis(&["--store", store, "audit", "verify"]);
+    assert_eq!(code(&verified), 0, "{}", stderr(&verified));
+}
+
+#[tokio::test]
+async fn of_two_operators_settling_at_once_one_wins() {
+    let dir = directory("claims-race");
+    let database = dir.join("state.db");
+    let store = database.to_str().unwrap();
+    stop_in_the_middle(&database, None, "t2", "claims-race").await;
+    let id = open_claims(store, "0")[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // Both processes started before either waits: they race for the claim.
+    let operators: Vec<_> = [
+        vec!["--outcome", "completed"],
+        vec![
+            "--outcome",
+            "failed",
+            "--message",
+            "the bank refused the wire",
+        ],
+    ]
+    .into_iter()
+    .map(|outcome| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_portcullis"));
+        command
+            .env_remove("PORTCULLIS_STORE")
+            .env_remove("PORTCULLIS_AUDIT_KEY_FILE")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        command.args([
+            "--store",
+            store,
+            "claims",
+            "settle",
+            &id,
+            "--operator",
+            "olga",
+        ]);
+        command
+            .args(["--reason", "checked", "--claim-lease-secs", "0"])
+            .args(outcome);
+        command.spawn().unwrap()
+    })
+    .collect();
+    let results: Vec<Output> = operators
+        .into_iter()
+        .map(|operator| operator.wait_with_output().unwrap())
+        .collect();
+    let codes: Vec<i32> = results.iter().map(code).collect();
+    assert_eq!(
+        codes.iter().filter(|code| **code == 0).count(),
+        1,
+        "{codes:?}"
+    );
+    let loser = results.iter().find(|result| code(result) != 0).unwrap();
+    assert_eq!(code(loser), 1);
+    assert!(stderr(loser).contains("claim_settled"), "{}", stderr(loser));
+
+    // Whichever won, a repeat gets that outcome and nothing runs.
+    let (ctx, call) = wire("t2", "claims-race");
+    let worker = wiring(&database, std::time::Duration::from_millis(1), None);
+    let repeat = worker.dispatch(&ctx, &call).await;
+    let winner = results.iter().position(|result| code(result) == 0).unwrap();
+    match winner {
+        0 => assert_eq!(repeat, Outcome::Completed(Value::Null)),
+        _ => {
+            assert_eq!(repeat.code(), Some(RejectionCode::ToolFailed));
+            assert_eq!(
+                repeat.rejection().unwrap().message(),
+                "the bank refused the wire"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_settlement_chains_with_the_applications_audit_key_only() {
+    let dir = directory("claims-keyed");
+    let database = dir.join("state.db");
+    let store = database.to_str().unwrap();
+    let key = AuditKey::new(audit_key_bytes()).unwrap();
+    stop_in_the_middle(&database, Some(&key), "t3", "claims-keyed").await;
+    let id = open_claims(store, "0")[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let failed = [
+        "--outcome",
+        "failed",
+        "--message",
+        "bounced",
+        "--claim-lease-secs",
+        "0",
+    ];
+
+    let unkeyed = settle(store, &id, &failed);
+    assert_eq!(code(&unkeyed), 2, "{}", stderr(&unkeyed));
+    assert!(
+        stderr(&unkeyed).contains("--key-file"),
+        "{}",
+        stderr(&unkeyed)
+    );
+    let other_key = dir.join("other.key");
+    std::fs::write(&other_key, b"another secret, also 32 bytes+++").unwrap();
+    let wrong = settle(
+        store,
+        &id,
+        &[&failed[..], &["--key-file", other_key.to_str().unwrap()]].concat(),
+    );
+    assert_eq!(code(&wrong), 2, "{}", stderr(&wrong));
+    assert!(open_claims(store, "0").len() == 1, "nothing was settled");
+
+    // Usage errors settle nothing either.
+    let both = settle(
+        store,
+        &id,
+        &[
+            "--outcome",
+            "completed",
+            "--message",
+            "x",
+            "--claim-lease-secs",
+            "0",
+        ],
+    );
+    assert_eq!(code(&both), 2, "{}", stderr(&both));
+    let no_message = settle(
+        store,
+        &id,
+        &["--outcome", "failed", "--claim-lease-secs", "0"],
+    );
+    assert_eq!(code(&no_message), 2, "{}", stderr(&no_message));
+
+    let key_file = dir.join("audit.key");
+    std::fs::write(&key_file, audit_key_bytes()).unwrap();
+    let key_file = key_file.to_str().unwrap();
+    let settled = settle(
+        store,
+        &id,
+        &[&failed[..], &["--key-file", key_file]].concat(),
+    );
+    assert_eq!(code(&settled), 0, "{}", stderr(&settled));
+    let verified = portcullis(&["--store", store, "audit", "verify", "--key-file", key_file]);
+    assert_eq!(code(&verified), 0, "{}", stderr(&verified));
+    let (ctx, call) = wire("t3", "claims-keyed");
+    let repeat = wiring(&database, std::time::Duration::from_millis(1), Some(&key))
+        .dispatch(&ctx, &call)
+        .await;
+    assert_eq!(repeat.code(), Some(RejectionCode::ToolFailed));
 }

@@ -53,11 +53,14 @@ pub use gate::budget::store::{
     InMemoryBudgetStore, RateLimit, RefusalLimit, Usage, judge_charge,
 };
 pub use gate::repeat::{
-    CallKey, Claim, ClaimState, InMemoryRepeatStore, RepeatStore, existing_claim,
+    CallKey, Claim, ClaimState, InMemoryRepeatStore, OpenClaim, RepeatStore, claim_not_found,
+    existing_claim, may_settle,
 };
 pub use gate::{DecodeLimits, Gate};
 pub use outcome::Outcome;
-pub use registry::{BuildError, DEFAULT_REFUSAL_LIMIT, Registry, RegistryBuilder};
+pub use registry::{
+    BuildError, DEFAULT_CLAIM_LEASE, DEFAULT_REFUSAL_LIMIT, Registry, RegistryBuilder,
+};
 pub use rejection::{Rejection, RejectionCode, Violation};
 pub use schema::schema_for;
 pub use tool::{BoxFuture, IntoToolResult, Invocation, Tool, ToolError};

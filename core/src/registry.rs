@@ -34,8 +34,9 @@ pub const DEFAULT_REFUSAL_LIMIT: RefusalLimit = RefusalLimit {
 };
 
 /// How long a claimed call may run before a repeat finds its outcome unknown, unless the
-/// registry says otherwise: 10 minutes.
-const DEFAULT_CLAIM_LEASE_MS: u64 = 10 * 60 * 1000;
+/// registry says otherwise ([`RegistryBuilder::claim_lease`]): 10 minutes.
+pub const DEFAULT_CLAIM_LEASE: Duration = Duration::from_secs(10 * 60);
+const DEFAULT_CLAIM_LEASE_MS: u64 = DEFAULT_CLAIM_LEASE.as_secs() * 1000;
 
 /// The tools an agent may call, and the one way to call them: [`Registry::dispatch`].
 ///

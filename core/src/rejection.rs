@@ -90,6 +90,15 @@ pub enum RejectionCode {
     /// as its capacity allows, so the call could not be claimed and did not run; see
     /// [`InMemoryRepeatStore`](crate::InMemoryRepeatStore).
     ClaimStoreFull,
+    /// An operator's settlement names no claim: no call was claimed under that id, or its
+    /// claim was released.
+    ClaimNotFound,
+    /// An operator's settlement names a claim whose outcome is not unknown: its call is still
+    /// within its lease (its worker may yet report), or it waits for a reviewer's decision.
+    ClaimNotAbandoned,
+    /// An operator's settlement names a claim already settled: by its worker, or by another
+    /// operator first.
+    ClaimSettled,
     /// The store of pending calls could not be reached, so the call could not wait and did
     /// not run.
     ApprovalsUnavailable,
@@ -166,6 +175,9 @@ impl RejectionCode {
             RejectionCode::OutcomeUnknown => "outcome_unknown",
             RejectionCode::ClaimsUnavailable => "claims_unavailable",
             RejectionCode::ClaimStoreFull => "claim_store_full",
+            RejectionCode::ClaimNotFound => "claim_not_found",
+            RejectionCode::ClaimNotAbandoned => "claim_not_abandoned",
+            RejectionCode::ClaimSettled => "claim_settled",
             RejectionCode::ApprovalsUnavailable => "approvals_unavailable",
             RejectionCode::SealKeyMissing => "seal_key_missing",
             RejectionCode::TooManyPending => "too_many_pending",
@@ -217,7 +229,10 @@ impl RejectionCode {
             | RejectionCode::CallIdReused
             | RejectionCode::OutcomeUnknown
             | RejectionCode::ClaimsUnavailable
-            | RejectionCode::ClaimStoreFull => Gate::Repeat,
+            | RejectionCode::ClaimStoreFull
+            | RejectionCode::ClaimNotFound
+            | RejectionCode::ClaimNotAbandoned
+            | RejectionCode::ClaimSettled => Gate::Repeat,
             RejectionCode::ApprovalRejected
             | RejectionCode::ApprovalExpired
             | RejectionCode::TicketNotPending
@@ -490,6 +505,7 @@ mod tests {
             RejectionCode::ArgumentsTooLarge,
             RejectionCode::NotAnObject,
             RejectionCode::ToolTimeout,
+            RejectionCode::ClaimNotAbandoned,
         ] {
             assert_eq!(
                 serde_json::to_value(code).unwrap(),

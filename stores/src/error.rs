@@ -9,6 +9,10 @@ use std::fmt;
 pub enum OpenError {
     /// The database could not be reached, opened or migrated.
     Database(Box<dyn Error + Send + Sync>),
+    /// TLS refused the connection: a server certificate that does not verify against the
+    /// trusted roots or does not name the host, a server without TLS where the URL requires
+    /// it, or roots that could not be read.
+    Tls(Box<dyn Error + Send + Sync>),
     /// The database was written by a newer portcullis: its schema is at `found`, this one knows
     /// up to `known`.
     NewerSchema {
@@ -31,6 +35,11 @@ impl fmt::Display for OpenError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             OpenError::Database(error) => write!(f, "the store's database failed: {error}"),
+            OpenError::Tls(error) => write!(
+                f,
+                "TLS refused the connection to the store's database: {error}{}",
+                source_chain(error.as_ref())
+            ),
             OpenError::NewerSchema { found, known } => write!(
                 f,
                 "the database's schema is at version {found}, newer than the {known} this \
@@ -52,8 +61,21 @@ impl fmt::Display for OpenError {
 impl Error for OpenError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
-            OpenError::Database(error) => Some(error.as_ref()),
+            OpenError::Database(error) | OpenError::Tls(error) => Some(error.as_ref()),
             OpenError::NewerSchema { .. } | OpenError::NotMigrated { .. } => None,
         }
     }
+}
+
+/// `: cause: its cause…` for the causes under `error`, where the reason a certificate was
+/// refused is (tokio-postgres says only that the handshake failed).
+fn source_chain(error: &(dyn Error + 'static)) -> String {
+    let mut chain = String::new();
+    let mut cause = error.source();
+    while let Some(error) = cause {
+        chain.push_str(": ");
+        chain.push_str(&error.to_string());
+        cause = error.source();
+    }
+    chain
 }

@@ -32,6 +32,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod claims;
 mod error;
 mod group_commit;
 mod postgres;
@@ -42,7 +43,9 @@ mod store;
 mod values;
 
 pub use error::OpenError;
-pub use postgres::{DEFAULT_CONNECTIONS, DEFAULT_SCHEMA, PostgresStore};
+pub use postgres::{
+    DEFAULT_CONNECTIONS, DEFAULT_SCHEMA, PostgresStore, PostgresTls, postgres_client,
+};
 pub use seal::{SealError, SealKeys};
 pub use sqlite::SqliteStore;
 pub use store::{Location, Store};

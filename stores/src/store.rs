@@ -6,11 +6,11 @@ use std::io;
 use portcullis_core::audit::{AuditRecord, AuditSink, Unchained};
 use portcullis_core::{
     Abandoned, ApprovalStore, BoxFuture, BudgetLimits, BudgetStore, CallContext, CallKey, Charge,
-    Claim, ClaimState, Lease, PendingCall, PendingLimits, Recorded, RefusalLimit, Rejection,
-    RepeatStore, SignedDecision, StoredStep, Ticket, TransactionStore,
+    Claim, ClaimState, Lease, OpenClaim, Outcome, PendingCall, PendingLimits, Recorded,
+    RefusalLimit, Rejection, RepeatStore, SignedDecision, StoredStep, Ticket, TransactionStore,
 };
 
-use crate::{OpenError, PostgresStore, SealKeys, SqliteStore};
+use crate::{OpenError, PostgresStore, PostgresTls, SealKeys, SqliteStore};
 
 /// Runs `$call` on whichever store `$store` is.
 macro_rules! on_store {
@@ -62,10 +62,19 @@ impl<'a> Location<'a> {
 }
 
 impl Store {
-    /// Opens the store at `location`, bringing its schema up to date.
+    /// Opens the store at `location`, bringing its schema up to date. A PostgreSQL URL's
+    /// connections use TLS as its `sslmode` and `sslrootcert` say ([`PostgresTls`]).
     pub async fn open(location: &str) -> Result<Self, OpenError> {
+        Self::open_with_tls(location, &PostgresTls::default()).await
+    }
+
+    /// Opens the store at `location` as [`open`](Self::open) does; a PostgreSQL store trusts
+    /// the servers whose certificates `tls` verifies.
+    pub async fn open_with_tls(location: &str, tls: &PostgresTls) -> Result<Self, OpenError> {
         Ok(match Location::of(location) {
-            Location::Postgres(url) => Store::Postgres(PostgresStore::connect(url).await?),
+            Location::Postgres(url) => {
+                Store::Postgres(PostgresStore::connect_with_tls(url, tls).await?)
+            }
             Location::Sqlite(path) => Store::Sqlite(SqliteStore::open(path)?),
         })
     }
@@ -74,8 +83,19 @@ impl Store {
     /// store at this build's schema ([`OpenError::NotMigrated`] otherwise), and a SQLite file
     /// must exist. For tools beside the application, such as the `portcullis` command line.
     pub async fn open_existing(location: &str) -> Result<Self, OpenError> {
+        Self::open_existing_with_tls(location, &PostgresTls::default()).await
+    }
+
+    /// Opens the store at `location` as [`open_existing`](Self::open_existing) does; a
+    /// PostgreSQL store trusts the servers whose certificates `tls` verifies.
+    pub async fn open_existing_with_tls(
+        location: &str,
+        tls: &PostgresTls,
+    ) -> Result<Self, OpenError> {
         Ok(match Location::of(location) {
-            Location::Postgres(url) => Store::Postgres(PostgresStore::connect_existing(url).await?),
+            Location::Postgres(url) => {
+                Store::Postgres(PostgresStore::connect_existing_with_tls(url, tls).await?)
+            }
             Location::Sqlite(path) => Store::Sqlite(SqliteStore::open_existing(path)?),
         })
     }
@@ -86,6 +106,38 @@ impl Store {
         match self {
             Store::Sqlite(store) => Store::Sqlite(store.sealed_with(keys)),
             Store::Postgres(store) => Store::Postgres(store.sealed_with(keys)),
+        }
+    }
+
+    /// The claims whose calls are not settled (running, or waiting for a decision), oldest
+    /// first.
+    pub async fn open_claims(&self) -> Result<Vec<OpenClaim>, Rejection> {
+        match self {
+            Store::Sqlite(store) => store.open_claims(),
+            Store::Postgres(store) => store.open_claims().await,
+        }
+    }
+
+    /// The call whose claim has the id `id` ([`CallKey::claim_id`]), open or settled.
+    pub async fn find_claim(&self, id: &str) -> Result<Option<CallKey>, Rejection> {
+        match self {
+            Store::Sqlite(store) => store.find_claim(id),
+            Store::Postgres(store) => store.find_claim(id).await,
+        }
+    }
+
+    /// Settles the claim of `key` with `outcome`, for an operator who found out how its call
+    /// ended: only a claim whose outcome is unknown (running, claimed before
+    /// `lease_start_ms`; see [`may_settle`](portcullis_core::may_settle)), once.
+    pub async fn settle_abandoned(
+        &self,
+        key: &CallKey,
+        outcome: &Outcome,
+        lease_start_ms: u64,
+    ) -> Result<(), Rejection> {
+        match self {
+            Store::Sqlite(store) => store.settle_abandoned(key, outcome, lease_start_ms),
+            Store::Postgres(store) => store.settle_abandoned(key, outcome, lease_start_ms).await,
         }
     }
 

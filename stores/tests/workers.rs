@@ -84,6 +84,7 @@ on_both!(
     opening_an_existing_store_creates_nothing,
     a_call_whose_worker_stopped_is_never_run_again,
     a_decided_call_whose_worker_stopped_before_it_ran_runs_once_elsewhere,
+    an_unknown_outcome_is_settled_once,
 );
 
 /// A worker takes a decided payout to run and stops before running it (its lease is all that
@@ -647,52 +648,145 @@ async fn wire_funds(reference: String) -> Result<String, ToolError> {
     Ok("wired".to_owned())
 }
 
-/// A worker stops in the middle of a call (here its dispatch is dropped, as a killed process
-/// would leave it): within the claim's lease a repeat is told the call is running; after it,
-/// that the outcome is unknown. The call never starts a second time.
-async fn a_call_whose_worker_stopped_is_never_run_again(backend: Backend) {
+/// A registry of `wire_funds` on the backend's store, with a claim lease of `lease`.
+async fn wiring(backend: &Backend, lease: std::time::Duration) -> Registry {
+    Registry::builder()
+        .tool(WireFunds)
+        .repeat_store(backend.open().await)
+        .claim_lease(lease)
+        .build()
+        .unwrap()
+}
+
+/// How many times the wire of `reference` started.
+fn wires_started(reference: &str) -> usize {
+    WIRES_STARTED
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|started| *started == reference)
+        .count()
+}
+
+/// Sends `send` to a worker that stops in the middle of it (its dispatch is dropped once the
+/// wire started, as a killed process would leave it).
+async fn stop_in_the_middle(
+    backend: &Backend,
+    ctx: &CallContext,
+    send: &ToolCall,
+    reference: &str,
+) {
     use std::time::Duration;
 
-    let reference = format!("wire-{}", backend.tag());
-    let wiring = |lease: Duration| {
-        let backend = backend.clone();
-        async move {
-            Registry::builder()
-                .tool(WireFunds)
-                .repeat_store(backend.open().await)
-                .claim_lease(lease)
-                .build()
-                .unwrap()
-        }
-    };
-    let ctx = CallContext::new("agent").with_task_id("t6");
-    let send = ToolCall::new("w1", "wire_funds", json!({ "reference": reference }));
-    let stopping = wiring(Duration::from_secs(600)).await;
+    let stopping = wiring(backend, Duration::from_secs(600)).await;
     let running = {
         let (ctx, send) = (ctx.clone(), send.clone());
         tokio::spawn(async move { stopping.dispatch(&ctx, &send).await })
     };
-    let started = || {
-        WIRES_STARTED
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|started| **started == reference)
-            .count()
-    };
-    while started() == 0 {
+    while wires_started(reference) == 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     running.abort();
     let _ = running.await;
+}
 
-    let patient = wiring(Duration::from_secs(600)).await;
+/// A worker stops in the middle of a call: within the claim's lease a repeat is told the call
+/// is running; after it, that the outcome is unknown. The call never starts a second time.
+async fn a_call_whose_worker_stopped_is_never_run_again(backend: Backend) {
+    use std::time::Duration;
+
+    let reference = format!("wire-{}", backend.tag());
+    let ctx = CallContext::new("agent").with_task_id("t6");
+    let send = ToolCall::new("w1", "wire_funds", json!({ "reference": reference }));
+    stop_in_the_middle(&backend, &ctx, &send, &reference).await;
+
+    let patient = wiring(&backend, Duration::from_secs(600)).await;
     let repeat = patient.dispatch(&ctx, &send).await;
     assert_eq!(repeat.code(), Some(RejectionCode::CallInProgress));
     tokio::time::sleep(Duration::from_millis(80)).await;
-    let brief = wiring(Duration::from_millis(50)).await;
+    let brief = wiring(&backend, Duration::from_millis(50)).await;
     let repeat = brief.dispatch(&ctx, &send).await;
     assert_eq!(repeat.code(), Some(RejectionCode::OutcomeUnknown));
     assert!(!repeat.rejection().unwrap().retryable());
-    assert_eq!(started(), 1, "started once, never again");
+    assert_eq!(wires_started(&reference), 1, "started once, never again");
+}
+
+/// An operator settles the claim of a call whose outcome is unknown: only such a claim (one
+/// within its lease is refused), once (of two operators at once, one wins), and repeats of
+/// the call then get the settled outcome. The call never starts again.
+async fn an_unknown_outcome_is_settled_once(backend: Backend) {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    let reference = format!("settle-{}", backend.tag());
+    let ctx = CallContext::new("agent").with_task_id("t7");
+    let send = ToolCall::new("s1", "wire_funds", json!({ "reference": reference }));
+    stop_in_the_middle(&backend, &ctx, &send, &reference).await;
+
+    let store = backend.open().await;
+    let claim = store
+        .open_claims()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|claim| claim.key.task == "t7" && claim.key.call_id == "s1")
+        .expect("the stopped call's claim is open");
+    let key = claim.key;
+    assert_eq!(
+        store.find_claim(&key.claim_id()).await.unwrap(),
+        Some(key.clone())
+    );
+    assert_eq!(store.find_claim("0000000000000000").await.unwrap(), None);
+
+    let wired = Outcome::Completed(json!({"transfer": "tr_1"}));
+    // Claimed after the lease's start: its worker may still report.
+    let within = store.settle_abandoned(&key, &wired, 0).await.unwrap_err();
+    assert_eq!(within.code(), RejectionCode::ClaimNotAbandoned);
+
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let failed = Outcome::Rejected(Rejection::new(RejectionCode::ToolFailed, "bounced"));
+    let operators: Vec<_> = [wired.clone(), failed.clone()]
+        .into_iter()
+        .map(|outcome| {
+            let (backend, key) = (backend.clone(), key.clone());
+            tokio::spawn(async move {
+                let store = backend.open().await;
+                let settled = store.settle_abandoned(&key, &outcome, now).await;
+                (outcome, settled)
+            })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    for operator in operators {
+        let (outcome, settled) = operator.await.unwrap();
+        match settled {
+            Ok(()) => winners.push(outcome),
+            Err(refusal) => assert_eq!(refusal.code(), RejectionCode::ClaimSettled),
+        }
+    }
+    assert_eq!(winners.len(), 1, "one operator settles it");
+
+    let brief = wiring(&backend, Duration::from_millis(10)).await;
+    let repeat = brief.dispatch(&ctx, &send).await;
+    assert_eq!(repeat, winners[0], "a repeat gets the settled outcome");
+    let again = store.settle_abandoned(&key, &wired, now).await.unwrap_err();
+    assert_eq!(again.code(), RejectionCode::ClaimSettled);
+    assert!(
+        !store
+            .open_claims()
+            .await
+            .unwrap()
+            .iter()
+            .any(|claim| claim.key == key),
+        "a settled claim is not open"
+    );
+    assert_eq!(
+        store.find_claim(&key.claim_id()).await.unwrap(),
+        Some(key),
+        "found, settled"
+    );
+    assert_eq!(wires_started(&reference), 1, "started once, never again");
 }

@@ -75,7 +75,10 @@ pub struct AuditRecord {
     /// `{"unrecorded": {"bytes": N, "sha256": "..."}}`.
     pub arguments: Value,
     /// `completed`, `rejected`, `pending`, or `about_to_run` for the write-ahead record of a
-    /// call that is about to run.
+    /// call that is about to run. An operator settling a claim whose outcome was unknown
+    /// (`portcullis claims settle`) writes `about_to_settle` first, then `settled` (the
+    /// outcome in `summary`, who and why in `resolution`) or `settle_refused` (the refusal's
+    /// `code`).
     pub decision: String,
     /// The gate that refused the call.
     pub gate: Option<String>,
@@ -280,6 +283,20 @@ impl Unchained {
         let mut decided = Decided::plain(&pending.ctx, &call, None, &outcome);
         decided.resolution = Some(format!("refused to {reviewer}"));
         let record = record_of(&decided);
+        Unchained::new(record, key)
+    }
+
+    /// `record`, to be chained under `key` (the application's
+    /// [`audit_key`](crate::RegistryBuilder::audit_key), or none): for a writer beside the
+    /// registries, such as the operator's command line. Its `sequence`, `previous_hash` and
+    /// `hash` are set when the sink chains it.
+    pub fn new(record: AuditRecord, key: Option<AuditKey>) -> Self {
+        let record = AuditRecord {
+            sequence: 0,
+            previous_hash: String::new(),
+            hash: String::new(),
+            ..record
+        };
         Unchained {
             digest: record.digest(),
             record,

@@ -18,6 +18,7 @@ use std::sync::{Arc, MutexGuard};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::audit::hex;
 use crate::gate::approve::now_ms;
 use crate::gate::parts::LockedParts;
 use crate::tool::BoxFuture;
@@ -47,6 +48,88 @@ impl CallKey {
             tool: tool.to_owned(),
             call_id: call_id.to_owned(),
         }
+    }
+
+    /// A short name of the call for an operator (`portcullis claims list` shows it,
+    /// `portcullis claims settle` takes it): 16 hex digits of the SHA-256 of the key's fields,
+    /// each preceded by its length. The same in every store and on every worker.
+    pub fn claim_id(&self) -> String {
+        let mut digest = Sha256::new();
+        let mut field = |text: Option<&str>| match text {
+            Some(text) => {
+                digest.update((text.len() as u64).to_le_bytes());
+                digest.update(text.as_bytes());
+            }
+            None => digest.update(u64::MAX.to_le_bytes()),
+        };
+        field(self.tenant.as_deref());
+        for text in [&self.actor, &self.task, &self.tool, &self.call_id] {
+            field(Some(text));
+        }
+        hex(&digest.finalize()[..8])
+    }
+}
+
+/// A claim whose call is not settled, as a durable store lists it for an operator.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenClaim {
+    /// The call.
+    pub key: CallKey,
+    /// [`ClaimState::Running`], or [`ClaimState::Pending`] with the ticket it waits under.
+    pub state: ClaimState,
+    /// When it was claimed, in milliseconds since the Unix epoch.
+    pub claimed_ms: u64,
+}
+
+impl OpenClaim {
+    /// Whether a repeat of the call is refused with `outcome_unknown`: it is running and was
+    /// claimed before `lease_start_ms`, so its worker stopped in the middle.
+    pub fn is_abandoned(&self, lease_start_ms: u64) -> bool {
+        matches!(self.state, ClaimState::Running) && self.claimed_ms < lease_start_ms
+    }
+}
+
+/// The refusal of a settlement that names no claim.
+pub fn claim_not_found() -> Rejection {
+    Rejection::new(
+        RejectionCode::ClaimNotFound,
+        "no claim of a call has this id, or its call was released without running",
+    )
+    .with_hint("list the open claims with `portcullis claims list`")
+}
+
+/// Whether an operator may settle a claim held in `state` since `claimed_ms` (`None`: no
+/// claim): only one whose outcome is unknown, claimed before `lease_start_ms` and never
+/// reported, may be. The rule every store applies, under the lock that makes the settlement
+/// one decision.
+pub fn may_settle(held: Option<(&ClaimState, u64)>, lease_start_ms: u64) -> Result<(), Rejection> {
+    match held {
+        None => Err(claim_not_found()),
+        Some((ClaimState::Settled(_), _)) => Err(Rejection::new(
+            RejectionCode::ClaimSettled,
+            "the claim is settled already: repeats of the call get the outcome it holds",
+        )
+        .with_hint("read who settled it in the audit log")),
+        Some((ClaimState::Pending(ticket), _)) => Err(Rejection::new(
+            RejectionCode::ClaimNotAbandoned,
+            format!(
+                "the call waits for a reviewer's decision under ticket {}; its outcome is not \
+                 unknown",
+                ticket.id
+            ),
+        )
+        .with_hint("decide the ticket with `portcullis approvals`")),
+        Some((ClaimState::Running, claimed_ms)) if claimed_ms >= lease_start_ms => {
+            Err(Rejection::new(
+                RejectionCode::ClaimNotAbandoned,
+                "the call was claimed less than its lease ago: its worker may still report how \
+                 it ended",
+            )
+            .with_hint(
+                "wait until the claim's lease has run out, then settle it if it is still open",
+            ))
+        }
+        Some((ClaimState::Running, _)) => Ok(()),
     }
 }
 
@@ -516,6 +599,51 @@ mod tests {
             Claim::New,
             "the oldest is forgotten"
         );
+    }
+
+    #[test]
+    fn a_claim_id_is_stable_and_tells_keys_apart() {
+        let call = key("alice", "1");
+        let id = call.claim_id();
+        assert_eq!(id.len(), 16);
+        assert!(id.bytes().all(|byte| byte.is_ascii_hexdigit()));
+        assert_eq!(id, key("alice", "1").claim_id(), "the same on every worker");
+        assert_ne!(id, key("alice", "2").claim_id());
+        // Fields are length-prefixed: moving text from one to the next changes the id.
+        let moved = CallKey {
+            actor: "alic".to_owned(),
+            task: "et".to_owned(),
+            ..call.clone()
+        };
+        assert_ne!(id, moved.claim_id());
+        assert_ne!(
+            id,
+            CallKey {
+                tenant: Some(String::new()),
+                ..call
+            }
+            .claim_id()
+        );
+    }
+
+    #[test]
+    fn only_a_claim_whose_outcome_is_unknown_may_be_settled() {
+        let code = |held: Option<(&ClaimState, u64)>| may_settle(held, 100).err().map(|r| r.code());
+        assert_eq!(code(Some((&ClaimState::Running, 99))), None);
+        assert_eq!(
+            code(Some((&ClaimState::Running, 100))),
+            Some(RejectionCode::ClaimNotAbandoned)
+        );
+        let settled = ClaimState::Settled(Outcome::Completed(json!(1)));
+        assert_eq!(code(Some((&settled, 0))), Some(RejectionCode::ClaimSettled));
+        assert_eq!(code(None), Some(RejectionCode::ClaimNotFound));
+        let open = OpenClaim {
+            key: key("alice", "1"),
+            state: ClaimState::Running,
+            claimed_ms: 99,
+        };
+        assert!(open.is_abandoned(100));
+        assert!(!open.is_abandoned(99));
     }
 
     #[test]

@@ -6,13 +6,16 @@ mod approvals;
 mod audit;
 mod budget;
 mod repeats;
+mod tls;
 mod transactions;
 
 use std::fmt;
 use std::sync::Arc;
 
-use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
-use tokio_postgres::{GenericClient, NoTls};
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod};
+use tokio_postgres::GenericClient;
+
+pub use tls::{PostgresTls, postgres_client};
 
 use crate::OpenError;
 use crate::group_commit::GroupCommit;
@@ -120,8 +123,9 @@ const AUDIT_LOCK: &str = "portcullis:audit";
 /// `DELETE … RETURNING`, a conditional `UPDATE`, or work ordered by an advisory lock (a
 /// task's budget, a task's and an actor's pending calls, the audit chain's head).
 ///
-/// Connections are made without TLS: reach the database over a local socket, a private
-/// network, or a TLS-terminating sidecar.
+/// Connections use TLS as the URL's `sslmode` says, verifying the server's certificate and
+/// host name against the roots of a [`PostgresTls`] (the URL's `sslrootcert` by default): see
+/// [`PostgresTls`] for what each mode does.
 #[derive(Clone)]
 pub struct PostgresStore {
     pool: Pool,
@@ -146,7 +150,24 @@ impl PostgresStore {
         schema: &str,
         connections: usize,
     ) -> Result<Self, OpenError> {
-        let store = Self::pool(url, schema, connections)?;
+        Self::connect_with_options(url, schema, connections, &PostgresTls::default()).await
+    }
+
+    /// Connects as [`connect`](Self::connect) does, trusting the servers whose certificates
+    /// `tls` verifies.
+    pub async fn connect_with_tls(url: &str, tls: &PostgresTls) -> Result<Self, OpenError> {
+        Self::connect_with_options(url, DEFAULT_SCHEMA, DEFAULT_CONNECTIONS, tls).await
+    }
+
+    /// Connects as [`connect_with`](Self::connect_with) does, trusting the servers whose
+    /// certificates `tls` verifies.
+    pub async fn connect_with_options(
+        url: &str,
+        schema: &str,
+        connections: usize,
+        tls: &PostgresTls,
+    ) -> Result<Self, OpenError> {
+        let store = Self::pool(url, schema, connections, tls)?;
         // Nothing to write when the schema is current: a role without the right to create
         // may then connect.
         if store.schema_version().await? != MIGRATIONS.len() as i64 {
@@ -159,7 +180,16 @@ impl PostgresStore {
     /// build's version (`NotMigrated` otherwise). For tools beside the application, such as
     /// the `portcullis` command line, that must not create a store where a URL is mistyped.
     pub async fn connect_existing(url: &str) -> Result<Self, OpenError> {
-        let store = Self::pool(url, DEFAULT_SCHEMA, 2)?;
+        Self::connect_existing_with_tls(url, &PostgresTls::default()).await
+    }
+
+    /// Connects as [`connect_existing`](Self::connect_existing) does, trusting the servers
+    /// whose certificates `tls` verifies.
+    pub async fn connect_existing_with_tls(
+        url: &str,
+        tls: &PostgresTls,
+    ) -> Result<Self, OpenError> {
+        let store = Self::pool(url, DEFAULT_SCHEMA, 2, tls)?;
         let (found, known) = (store.schema_version().await?, MIGRATIONS.len() as i64);
         if found != known {
             return Err(OpenError::NotMigrated { found, known });
@@ -168,7 +198,12 @@ impl PostgresStore {
     }
 
     /// A store on a pool of at most `connections` connections to `url`, using `schema`.
-    fn pool(url: &str, schema: &str, connections: usize) -> Result<Self, OpenError> {
+    fn pool(
+        url: &str,
+        schema: &str,
+        connections: usize,
+        tls: &PostgresTls,
+    ) -> Result<Self, OpenError> {
         let plain = !schema.is_empty()
             && schema
                 .chars()
@@ -179,11 +214,11 @@ impl PostgresStore {
                     .into(),
             ));
         }
-        let mut config: tokio_postgres::Config = url.parse().map_err(database)?;
+        let (mut config, connector) = tls::connection(url, tls)?;
         config.options(format!("-c search_path={schema}"));
         let manager = Manager::from_config(
             config,
-            NoTls,
+            connector,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -239,9 +274,12 @@ impl PostgresStore {
     }
 
     /// The schema's version: 0 where there is no store yet; refused if newer than this build
-    /// knows.
+    /// knows. The store's first connection: a server TLS refuses is [`OpenError::Tls`].
     async fn schema_version(&self) -> Result<i64, OpenError> {
-        let client = self.client().await.map_err(OpenError::Database)?;
+        let client = self.pool.get().await.map_err(|error| match error {
+            PoolError::Backend(error) => tls::connect_error(error),
+            other => database(other),
+        })?;
         let exists: bool = client
             .query_one("SELECT to_regclass('portcullis_schema') IS NOT NULL", &[])
             .await

@@ -1,11 +1,121 @@
 //! Claims of calls in PostgreSQL: of two workers claiming one call, one gets it.
 
-use portcullis_core::{BoxFuture, CallKey, Claim, ClaimState, RepeatStore, existing_claim};
+use portcullis_core::{
+    BoxFuture, CallKey, Claim, ClaimState, OpenClaim, Outcome, Rejection, RepeatStore,
+    existing_claim, may_settle,
+};
 
 use super::{PostgresStore, failed, to_text};
-use crate::values::{Failure, from_sql, now_ms, read_state, stored_state};
+use crate::claims::{settled_once, unavailable};
+use crate::values::{Failure, as_sql, from_sql, now_ms, read_state, stored_state};
 
 impl PostgresStore {
+    /// The claims whose calls are not settled (running, or waiting for a decision), oldest
+    /// first.
+    pub async fn open_claims(&self) -> Result<Vec<OpenClaim>, Rejection> {
+        let read = async {
+            let rows = self
+                .client()
+                .await?
+                .query(
+                    "SELECT call_key, state, claimed_ms FROM claims WHERE NOT settled
+                     ORDER BY claimed_ms",
+                    &[],
+                )
+                .await?;
+            rows.iter()
+                .map(|row| {
+                    let key: &str = row.try_get(0)?;
+                    Ok(OpenClaim {
+                        key: serde_json::from_str(key)?,
+                        state: read_state(&self.sealing, key, row.try_get(1)?)?,
+                        claimed_ms: from_sql(row.try_get(2)?),
+                    })
+                })
+                .collect::<Result<Vec<_>, Failure>>()
+        };
+        read.await
+            .map_err(|error| unavailable("read the claims", &*error))
+    }
+
+    /// The call whose claim has the id `id` ([`CallKey::claim_id`]), open or settled: the
+    /// open claims are read first, the settled ones only if none of them has it.
+    pub async fn find_claim(&self, id: &str) -> Result<Option<CallKey>, Rejection> {
+        let find = async {
+            let client = self.client().await?;
+            for settled in [false, true] {
+                let rows = client
+                    .query(
+                        "SELECT call_key FROM claims WHERE settled = $1",
+                        &[&settled],
+                    )
+                    .await?;
+                for row in rows {
+                    let key: CallKey = serde_json::from_str(row.try_get(0)?)?;
+                    if key.claim_id() == id {
+                        return Ok(Some(key));
+                    }
+                }
+            }
+            Ok::<_, Failure>(None)
+        };
+        find.await
+            .map_err(|error| unavailable("read the claims", &*error))
+    }
+
+    /// Settles the claim of `key` with `outcome`, for an operator who found out how its call
+    /// ended: only a claim whose outcome is unknown ([`may_settle`]), once. The claim's row is
+    /// locked while it is judged and written: of two settlements, or a settlement and the
+    /// worker's own report, one is first and the other finds the claim settled.
+    pub async fn settle_abandoned(
+        &self,
+        key: &CallKey,
+        outcome: &Outcome,
+        lease_start_ms: u64,
+    ) -> Result<(), Rejection> {
+        let settle = async {
+            let mut client = self.client().await?;
+            let transaction = client.transaction().await?;
+            let key = to_text(key)?;
+            let held = transaction
+                .query_opt(
+                    "SELECT state, claimed_ms FROM claims WHERE call_key = $1 FOR UPDATE",
+                    &[&key],
+                )
+                .await?;
+            let held = match held {
+                Some(row) => Some((
+                    read_state(&self.sealing, &key, row.try_get(0)?)?,
+                    from_sql(row.try_get(1)?),
+                )),
+                None => None,
+            };
+            if let Err(refusal) = may_settle(
+                held.as_ref()
+                    .map(|(state, claimed_ms)| (state, *claimed_ms)),
+                lease_start_ms,
+            ) {
+                return Ok(Err(refusal));
+            }
+            let updated = transaction
+                .execute(
+                    "UPDATE claims SET state = $2, settled = TRUE
+                     WHERE call_key = $1 AND NOT settled AND claimed_ms < $3",
+                    &[
+                        &key,
+                        &stored_state(&self.sealing, &key, &ClaimState::Settled(outcome.clone()))?,
+                        &as_sql(lease_start_ms),
+                    ],
+                )
+                .await?;
+            transaction.commit().await?;
+            Ok::<_, Failure>(settled_once(updated))
+        };
+        settle
+            .await
+            .unwrap_or_else(|error| Err(unavailable("settle a claim", &*error)))
+    }
+
     async fn claim_call(
         &self,
         key: &CallKey,

@@ -2,12 +2,16 @@
 
 use std::future::ready;
 
-use portcullis_core::{BoxFuture, CallKey, Claim, ClaimState, RepeatStore, existing_claim};
+use portcullis_core::{
+    BoxFuture, CallKey, Claim, ClaimState, OpenClaim, Outcome, Rejection, RepeatStore,
+    existing_claim, may_settle,
+};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::{SqliteStore, failed, from_sql, now_ms};
+use super::{SqliteStore, as_sql, failed, from_sql, now_ms};
+use crate::claims::{settled_once, unavailable};
 use crate::seal::Sealing;
-use crate::values::{read_state, stored_state};
+use crate::values::{Failure, read_state, stored_state};
 
 /// The claim's key as stored: the call key's JSON, which tells every tenant, actor, task, tool
 /// and call id apart.
@@ -65,6 +69,117 @@ fn claim(
     };
     transaction.commit()?;
     Ok(claim)
+}
+
+fn open_claims(connection: &Connection, sealing: &Sealing) -> Result<Vec<OpenClaim>, Failure> {
+    let mut statement = connection.prepare(
+        "SELECT call_key, state, claimed_ms FROM claims WHERE settled = 0 ORDER BY claimed_ms",
+    )?;
+    let rows = statement.query_map([], |row| {
+        Ok((
+            row.get::<_, String>(0)?,
+            row.get::<_, String>(1)?,
+            row.get::<_, i64>(2)?,
+        ))
+    })?;
+    let mut claims = Vec::new();
+    for row in rows {
+        let (key, state, claimed_ms) = row?;
+        claims.push(OpenClaim {
+            state: read_state(sealing, &key, &state)?,
+            key: serde_json::from_str(&key)?,
+            claimed_ms: from_sql(claimed_ms),
+        });
+    }
+    Ok(claims)
+}
+
+/// The key of the claim whose [`CallKey::claim_id`] is `id`: open claims first, then the
+/// settled ones, read one row at a time.
+fn find_claim(connection: &Connection, id: &str) -> Result<Option<CallKey>, Failure> {
+    let mut statement = connection.prepare("SELECT call_key FROM claims ORDER BY settled")?;
+    let mut rows = statement.query([])?;
+    while let Some(row) = rows.next()? {
+        let key: CallKey = serde_json::from_str(&row.get::<_, String>(0)?)?;
+        if key.claim_id() == id {
+            return Ok(Some(key));
+        }
+    }
+    Ok(None)
+}
+
+/// Settles `key` with `outcome` if its outcome is unknown, in one `IMMEDIATE` transaction:
+/// of two settlements, or a settlement and the worker's own report, one is first and the
+/// other finds the claim settled.
+fn settle_abandoned(
+    connection: &mut Connection,
+    sealing: &Sealing,
+    key: &CallKey,
+    outcome: &Outcome,
+    lease_start_ms: u64,
+) -> Result<Result<(), Rejection>, Failure> {
+    let key = stored_key(key)?;
+    let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let held: Option<(String, i64)> = transaction
+        .query_row(
+            "SELECT state, claimed_ms FROM claims WHERE call_key = ?1",
+            [&key],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .optional()?;
+    let held = match held {
+        Some((state, claimed_ms)) => {
+            Some((read_state(sealing, &key, &state)?, from_sql(claimed_ms)))
+        }
+        None => None,
+    };
+    if let Err(refusal) = may_settle(
+        held.as_ref()
+            .map(|(state, claimed_ms)| (state, *claimed_ms)),
+        lease_start_ms,
+    ) {
+        return Ok(Err(refusal));
+    }
+    let settled = stored_state(sealing, &key, &ClaimState::Settled(outcome.clone()))?;
+    let updated = transaction.execute(
+        "UPDATE claims SET state = ?2, settled = 1
+         WHERE call_key = ?1 AND settled = 0 AND claimed_ms < ?3",
+        params![key, settled, as_sql(lease_start_ms)],
+    )?;
+    transaction.commit()?;
+    Ok(settled_once(updated as u64))
+}
+
+impl SqliteStore {
+    /// The claims whose calls are not settled (running, or waiting for a decision), oldest
+    /// first.
+    pub fn open_claims(&self) -> Result<Vec<OpenClaim>, Rejection> {
+        open_claims(&self.lock(), &self.sealing)
+            .map_err(|error| unavailable("read the claims", &*error))
+    }
+
+    /// The call whose claim has the id `id` ([`CallKey::claim_id`]), open or settled.
+    pub fn find_claim(&self, id: &str) -> Result<Option<CallKey>, Rejection> {
+        find_claim(&self.lock(), id).map_err(|error| unavailable("read the claims", &*error))
+    }
+
+    /// Settles the claim of `key` with `outcome`, for an operator who found out how its call
+    /// ended: only a claim whose outcome is unknown ([`may_settle`]), once.
+    pub fn settle_abandoned(
+        &self,
+        key: &CallKey,
+        outcome: &Outcome,
+        lease_start_ms: u64,
+    ) -> Result<(), Rejection> {
+        settle_abandoned(
+            &mut self.lock(),
+            &self.sealing,
+            key,
+            outcome,
+            lease_start_ms,
+        )
+        .unwrap_or_else(|error| Err(unavailable("settle a claim", &*error)))
+    }
 }
 
 impl RepeatStore for SqliteStore {

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use portcullis_stores::Store;
+use portcullis_stores::{PostgresTls, Store, postgres_client};
 
 /// Where one test keeps its state.
 #[derive(Clone)]
@@ -34,10 +34,9 @@ impl Backend {
             return None;
         };
         let database = format!("portcullis_{name}");
-        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        let client = postgres_client(&url, &PostgresTls::default())
             .await
             .unwrap();
-        tokio::spawn(connection);
         for statement in [
             format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"),
             format!("CREATE DATABASE {database}"),
@@ -70,11 +69,9 @@ impl Backend {
     /// Runs `sql` on the store's database directly, as an attacker with access to it would.
     pub async fn tamper(&self, sql: &str) {
         if self.postgres {
-            let (client, connection) =
-                tokio_postgres::connect(&self.location, tokio_postgres::NoTls)
-                    .await
-                    .unwrap();
-            tokio::spawn(connection);
+            let client = postgres_client(&self.location, &PostgresTls::default())
+                .await
+                .unwrap();
             client
                 .batch_execute(&format!("SET search_path = portcullis; {sql}"))
                 .await
