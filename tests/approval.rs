@@ -414,3 +414,62 @@ async fn follow_runs_a_recorded_decision_once_and_then_reports_it_left() {
     let again = registry.dispatch(&ctx, &refund_call(100)).await;
     assert_eq!(again, ran);
 }
+
+/// Approves every ticket as rita, signing with her key.
+struct RitaSigns(portcullis::DecisionKey);
+
+impl portcullis::Approver for RitaSigns {
+    fn decide<'a>(
+        &'a self,
+        ticket: &'a portcullis::Ticket,
+    ) -> portcullis::BoxFuture<'a, portcullis::SignedDecision> {
+        let rita = Reviewer::new("rita").with_roles(["finance"]);
+        let decision = ApprovalDecision::Approve { reviewer: rita };
+        Box::pin(std::future::ready(self.0.sign(ticket, decision)))
+    }
+}
+
+/// With a keyring, an in-line approver's decision counts only signed by a key the keyring
+/// holds: `AutoApprove` leaves the call waiting, refused as unsigned; a signing approver runs
+/// it, and the audit says by which key.
+#[tokio::test]
+async fn an_in_line_approver_counts_only_signed_where_a_keyring_is_set() {
+    let rita = portcullis::DecisionKey::generate();
+    let keyring = portcullis::Keyring::new().reviewer(
+        Reviewer::new("rita").with_roles(["finance"]),
+        rita.public_key(),
+    );
+    let unsigned = Registry::builder()
+        .tool(Refund)
+        .keyring(keyring.clone())
+        .approver(portcullis::AutoApprove)
+        .build()
+        .unwrap();
+    let waiting = unsigned.dispatch(&billing(), &refund_call(100)).await;
+    assert!(waiting.ticket().is_some(), "{waiting:?}");
+    let refused = unsigned
+        .resume(
+            &waiting.ticket().unwrap().id,
+            ApprovalDecision::Approve {
+                reviewer: Reviewer::new("rita").with_roles(["finance"]),
+            },
+        )
+        .await;
+    assert_eq!(refused.code(), Some(RejectionCode::DecisionUnsigned));
+
+    let sink = MemoryAuditSink::default();
+    let signed = Registry::builder()
+        .tool(Refund)
+        .keyring(keyring)
+        .approver(RitaSigns(rita.clone()))
+        .audit(sink.clone())
+        .build()
+        .unwrap();
+    let outcome = signed.dispatch(&billing(), &refund_call(100)).await;
+    assert_eq!(outcome.output(), Some(&json!("refunded 100 for t_001")));
+    let resolution = sink.records().last().unwrap().resolution.clone();
+    assert_eq!(
+        resolution.as_deref(),
+        Some(format!("approved by rita, signed with {}", rita.public_key()).as_str())
+    );
+}

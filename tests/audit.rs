@@ -210,3 +210,99 @@ async fn snapshots_show_the_state_before_and_after() {
         (None, None)
     );
 }
+
+/// A sink whose storage can fail, as a database that goes down and comes back does.
+#[derive(Clone, Default)]
+struct FlakySink {
+    records: MemoryAuditSink,
+    down: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl portcullis::audit::AuditSink for FlakySink {
+    fn append(
+        &self,
+        entry: portcullis::audit::Unchained,
+    ) -> portcullis::BoxFuture<'_, std::io::Result<()>> {
+        if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+            return Box::pin(std::future::ready(Err(std::io::Error::other(
+                "the database is down",
+            ))));
+        }
+        self.records.append(entry)
+    }
+}
+
+static STORE_DOWN: std::sync::OnceLock<FlakySink> = std::sync::OnceLock::new();
+static MOVED: std::sync::Mutex<Vec<u64>> = std::sync::Mutex::new(Vec::new());
+
+/// Move money; the audit's database dies while the first transfer runs.
+#[tool(risk = "medium")]
+fn transfer(amount_cents: u64) -> Result<u64, ToolError> {
+    MOVED.lock().unwrap().push(amount_cents);
+    if amount_cents == 1 {
+        let sink = STORE_DOWN.get().unwrap();
+        sink.down.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+    Ok(amount_cents)
+}
+
+/// The audit's store dies while a call runs: the call completed, so its outcome record is
+/// kept and stored once the store is back, before any later record; no call runs while it
+/// waits (their write-ahead records wait behind it); every run ends with its outcome on record.
+#[tokio::test]
+async fn an_outcome_whose_store_died_mid_call_is_recorded_when_it_returns() {
+    let sink = STORE_DOWN.get_or_init(FlakySink::default).clone();
+    let registry = Registry::builder()
+        .tool(Transfer)
+        .audit(sink.clone())
+        .build()
+        .unwrap();
+    let ctx = CallContext::new("agent").with_task_id("t-down");
+    let first = registry
+        .dispatch(
+            &ctx,
+            &ToolCall::new("c1", "transfer", json!({"amount_cents": 1})),
+        )
+        .await;
+    assert!(first.is_completed(), "{first:?}");
+    let while_down = registry
+        .dispatch(
+            &ctx,
+            &ToolCall::new("c2", "transfer", json!({"amount_cents": 2})),
+        )
+        .await;
+    assert_eq!(while_down.code(), Some(RejectionCode::AuditUnavailable));
+    assert!(registry.flush_audit().await.is_err(), "still down");
+    assert_eq!(
+        *MOVED.lock().unwrap(),
+        [1],
+        "nothing ran while the record waited"
+    );
+
+    sink.down.store(false, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(registry.flush_audit().await.unwrap(), 1);
+    assert_eq!(registry.flush_audit().await.unwrap(), 0, "stored once");
+    let again = registry
+        .dispatch(
+            &ctx,
+            &ToolCall::new("c3", "transfer", json!({"amount_cents": 3})),
+        )
+        .await;
+    assert!(again.is_completed(), "{again:?}");
+
+    let records = sink.records.records();
+    let seen: Vec<(&str, &str)> = records
+        .iter()
+        .map(|record| (record.call_id.as_str(), record.decision.as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("c1", "about_to_run"),
+            ("c1", "completed"),
+            ("c3", "about_to_run"),
+            ("c3", "completed"),
+        ]
+    );
+    verify(&records, None).unwrap();
+}

@@ -20,6 +20,7 @@ pub mod audit;
 mod call;
 mod context;
 mod contract;
+pub mod encoding;
 pub mod export;
 mod gate;
 pub mod manifest;

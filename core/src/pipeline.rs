@@ -594,6 +594,8 @@ impl Registry {
             Some(
                 RejectionCode::ReviewerNotAllowed
                     | RejectionCode::SelfApproval
+                    | RejectionCode::DecisionUnsigned
+                    | RejectionCode::DecisionSignatureInvalid
                     | RejectionCode::TicketNotPending
                     | RejectionCode::TicketDecided
             )
@@ -723,6 +725,9 @@ impl Registry {
     /// the contract it was opened for (another application sharing the store, or an older
     /// or newer build during a deploy); it ends when it expires if no worker has.
     pub async fn run_decided(&self) -> Result<Vec<(String, Outcome)>, Rejection> {
+        if let Err(error) = self.flush_audit().await {
+            tracing::error!(%error, "the outcome records kept while the audit failed could not be stored yet");
+        }
         let store = &self.settings().approvals.store;
         let decided = store.decided().await?;
         let mut outcomes = Vec::with_capacity(decided.len());
@@ -747,6 +752,19 @@ impl Registry {
             }
         }
         Ok(outcomes)
+    }
+
+    /// Stores the outcome records of calls that ran while the audit sink could not store them
+    /// (its database was down, say), in order; returns how many. Each was kept in memory when
+    /// its store failed, and the next record stores them first, so no call runs before they
+    /// are on record; a worker's loop calls this too ([`run_decided`](Self::run_decided)
+    /// does), so that they are stored once the sink is back even when no call comes. They are
+    /// lost if the process stops first: its `about_to_run` records show which calls ran.
+    pub async fn flush_audit(&self) -> std::io::Result<usize> {
+        match &self.settings().audit {
+            Some(log) => log.store_unstored().await,
+            None => Ok(0),
+        }
     }
 
     /// Moves the call waiting under `ticket_id` on, for a caller that waits for it (an MCP

@@ -27,6 +27,7 @@ use std::sync::Arc;
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use hmac::{Hmac, Mac};
+use portcullis_core::encoding::{hex, unhex};
 use sha2::Sha256;
 
 /// How a sealed value starts; the key's id and the hex of nonce and ciphertext follow.
@@ -322,20 +323,6 @@ pub(crate) fn is_key_missing(error: &(dyn std::error::Error + 'static)) -> bool 
         cause = error.source();
     }
     false
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
-}
-
-fn unhex(digits: &str) -> Option<Vec<u8>> {
-    if !digits.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..digits.len())
-        .step_by(2)
-        .map(|at| u8::from_str_radix(digits.get(at..at + 2)?, 16).ok())
-        .collect()
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::Backend;
 use portcullis::prelude::*;
 use portcullis::{ApprovalDecision, DecisionKey, Keyring, Reviewer, record_decision};
-use portcullis_stores::{SealKeys, Store};
+use portcullis_stores::{PostgresTls, SealKeys, Store, postgres_client};
 use serde_json::json;
 
 /// The IBANs paid to; each test uses its own.
@@ -89,11 +89,9 @@ fn approve() -> ApprovalDecision {
 /// Every row of `table` as text, as whoever reads the database file or the table sees it.
 async fn dump(backend: &Backend, table: &str) -> String {
     if backend.tag() == "postgres" {
-        let (client, connection) =
-            tokio_postgres::connect(&backend.location, tokio_postgres::NoTls)
-                .await
-                .unwrap();
-        tokio::spawn(connection);
+        let client = postgres_client(&backend.location, &PostgresTls::default())
+            .await
+            .unwrap();
         let rows = client
             .query(
                 &format!("SELECT row_to_json(t)::text FROM portcullis.{table} t"),

@@ -790,3 +790,121 @@ async fn an_unknown_outcome_is_settled_once(backend: Backend) {
     );
     assert_eq!(wires_started(&reference), 1, "started once, never again");
 }
+
+/// The entries posted, one per run; the outage test posts amounts of its own.
+static POSTED: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+
+/// The database the next posting of 7001 cuts off, as a database that dies mid-call.
+static OUTAGE: Mutex<Option<String>> = Mutex::new(None);
+
+/// Lets connections to `database` in, or throws every one out and lets none in, from the
+/// server's maintenance database: the store's own connections die, as they do when the server
+/// is killed, and new ones are refused until it is back.
+async fn reachable(database: &str, reachable: bool) {
+    use portcullis_stores::{PostgresTls, postgres_client};
+
+    let url = std::env::var("PORTCULLIS_POSTGRES_URL").unwrap();
+    let client = postgres_client(&url, &PostgresTls::default())
+        .await
+        .unwrap();
+    client
+        .batch_execute(&format!(
+            "ALTER DATABASE {database} WITH ALLOW_CONNECTIONS {reachable}"
+        ))
+        .await
+        .unwrap();
+    if !reachable {
+        client
+            .execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1",
+                &[&database],
+            )
+            .await
+            .unwrap();
+    }
+}
+
+/// Post an entry to the ledger.
+#[tool(risk = "medium")]
+async fn post_entry(amount_cents: u64) -> Result<u64, ToolError> {
+    POSTED.lock().unwrap().push(amount_cents);
+    if amount_cents == 7001 {
+        let database = OUTAGE.lock().unwrap().clone();
+        if let Some(database) = database {
+            reachable(&database, false).await;
+        }
+    }
+    Ok(amount_cents)
+}
+
+/// The store's PostgreSQL dies while a call runs, and comes back: the call completed, and its
+/// outcome record is stored once the database is back, before anything else; the calls sent
+/// meanwhile are refused and run nothing; every call that ran has its `about_to_run` and its
+/// outcome record, and none ran twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_run_has_its_outcome_on_record_when_the_database_dies_mid_call() {
+    use std::time::{Duration, Instant};
+
+    let Some(backend) = Backend::postgres("outage").await else {
+        return;
+    };
+    let database = "portcullis_outage";
+    *OUTAGE.lock().unwrap() = Some(database.to_owned());
+    let store = backend.open().await;
+    let registry = Registry::builder()
+        .tool(PostEntry)
+        .repeat_store(store.clone())
+        .audit(store)
+        .build()
+        .unwrap();
+    let ctx = CallContext::new("agent").with_task_id("t-outage");
+    let post = |amount: u64| {
+        ToolCall::new(
+            format!("c{amount}"),
+            "post_entry",
+            json!({"amount_cents": amount}),
+        )
+    };
+
+    for amount in [7000, 7001] {
+        let outcome = registry.dispatch(&ctx, &post(amount)).await;
+        assert!(outcome.is_completed(), "{amount}: {outcome:?}");
+    }
+    // The database is gone: calls are refused, and run nothing.
+    for amount in [7002, 7003] {
+        let outcome = registry.dispatch(&ctx, &post(amount)).await;
+        assert!(outcome.rejection().is_some(), "{amount}: {outcome:?}");
+    }
+    assert!(registry.flush_audit().await.is_err());
+    reachable(database, true).await;
+    let started = Instant::now();
+    while registry.flush_audit().await.is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the store came back"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for amount in [7004, 7005] {
+        let outcome = registry.dispatch(&ctx, &post(amount)).await;
+        assert!(outcome.is_completed(), "{amount}: {outcome:?}");
+    }
+
+    let posted: Vec<u64> = POSTED.lock().unwrap().clone();
+    assert_eq!(
+        posted,
+        [7000, 7001, 7004, 7005],
+        "each ran once, none while down"
+    );
+    let records = backend.open().await.audit_records(0, None).await.unwrap();
+    portcullis::audit::verify(&records, None).unwrap();
+    for amount in posted {
+        let call_id = format!("c{amount}");
+        let decisions: Vec<&str> = records
+            .iter()
+            .filter(|record| record.call_id == call_id)
+            .map(|record| record.decision.as_str())
+            .collect();
+        assert_eq!(decisions, ["about_to_run", "completed"], "{call_id}");
+    }
+}

@@ -26,8 +26,10 @@ mod round_writer;
 mod sinks;
 
 use std::borrow::Cow;
+use std::collections::VecDeque;
 use std::fmt;
 use std::io::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -36,6 +38,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::encoding::hex;
 use crate::gate::decode::longer_than;
 use crate::pipeline::Facts;
 use crate::rejection::shorten;
@@ -323,17 +326,6 @@ pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
 
-/// `bytes` in lowercase hex.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut hex = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        hex.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        hex.push(char::from(DIGITS[usize::from(byte & 0xf)]));
-    }
-    hex
-}
-
 /// Where records go: a sink is one log, and orders what its writers append.
 ///
 /// `append` must, as one step that no other writer of the same log interleaves with: find the
@@ -378,7 +370,18 @@ impl Snapshots {
 pub(crate) struct AuditLog {
     sink: Box<dyn AuditSink>,
     key: Option<AuditKey>,
+    /// Outcome records of calls that ran, which the sink could not store when they came:
+    /// stored, in order, before any record after them (so no call runs before they are on
+    /// record, as its `about_to_run` record waits behind them), and by
+    /// [`Registry::flush_audit`](crate::Registry::flush_audit).
+    unstored: Mutex<VecDeque<AuditRecord>>,
+    /// How many records `unstored` holds, read without its lock on every record.
+    waiting: AtomicUsize,
 }
+
+/// The most outcome records kept while the sink fails. Calls cannot run then (their
+/// `about_to_run` records wait behind these), so only the calls already running add to them.
+const MAX_UNSTORED: usize = 10_000;
 
 /// What the dispatcher knows about a decision when it records it.
 pub(crate) struct Decided<'a> {
@@ -421,6 +424,8 @@ impl AuditLog {
         AuditLog {
             sink: Box::new(sink),
             key: None,
+            unstored: Mutex::new(VecDeque::new()),
+            waiting: AtomicUsize::new(0),
         }
     }
 
@@ -428,11 +433,57 @@ impl AuditLog {
         self.key = Some(key);
     }
 
-    /// Records one decision; a failure to store it is reported to `tracing`.
+    /// Records one decision; a failure to store it is reported to `tracing`. The outcome of a
+    /// call that ran is kept until it is stored: every run ends with its outcome on record.
     pub(crate) async fn append(&self, decided: Decided<'_>) {
-        if let Err(error) = self.store(record_of(&decided)).await {
+        let record = record_of(&decided);
+        let ran = decided
+            .outcome
+            .rejection()
+            .is_none_or(|rejection| rejection.gate() == crate::Gate::Execute);
+        let kept = ran.then(|| record.clone());
+        if let Err(error) = self.store(record).await {
             tracing::error!(tool = %decided.call.name, %error, "an audit record could not be written");
+            if let Some(record) = kept {
+                self.keep_unstored(record);
+            }
         }
+    }
+
+    /// Stores the outcome records kept while the sink failed, in order; how many it stored.
+    pub(crate) async fn store_unstored(&self) -> std::io::Result<usize> {
+        let mut stored = 0;
+        while self.waiting.load(Ordering::Acquire) > 0 {
+            let Some(record) = self.unstored_records().pop_front() else {
+                break;
+            };
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+            let kept = record.clone();
+            if let Err(error) = self.append_now(record).await {
+                self.unstored_records().push_front(kept);
+                self.waiting.fetch_add(1, Ordering::AcqRel);
+                return Err(error);
+            }
+            stored += 1;
+        }
+        Ok(stored)
+    }
+
+    fn keep_unstored(&self, record: AuditRecord) {
+        let mut unstored = self.unstored_records();
+        if unstored.len() >= MAX_UNSTORED {
+            tracing::error!(
+                tool = %record.tool,
+                "an outcome record is lost: {MAX_UNSTORED} wait for the audit sink already"
+            );
+            return;
+        }
+        unstored.push_back(record);
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+    }
+
+    fn unstored_records(&self) -> std::sync::MutexGuard<'_, VecDeque<AuditRecord>> {
+        self.unstored.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Records that `call` (or, with `resolution`, its compensation) is about to run: the
@@ -458,7 +509,13 @@ impl AuditLog {
         self.store(record).await
     }
 
+    /// Stores `record` after the records kept before it.
     async fn store(&self, record: AuditRecord) -> std::io::Result<()> {
+        self.store_unstored().await?;
+        self.append_now(record).await
+    }
+
+    async fn append_now(&self, record: AuditRecord) -> std::io::Result<()> {
         let digest = record.digest();
         self.sink
             .append(Unchained {

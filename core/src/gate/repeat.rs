@@ -18,7 +18,7 @@ use std::sync::{Arc, MutexGuard};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::audit::hex;
+use crate::encoding::hex;
 use crate::gate::approve::now_ms;
 use crate::gate::parts::LockedParts;
 use crate::tool::BoxFuture;

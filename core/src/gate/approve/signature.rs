@@ -37,7 +37,8 @@ use sha2::{Digest, Sha256};
 use super::decision::ApprovalDecision;
 use super::reviewer::Reviewer;
 use super::store::{PendingCall, Ticket, now_ms};
-use crate::audit::{hex, sha256_hex};
+use crate::audit::sha256_hex;
+use crate::encoding::{hex, unhex};
 use crate::{Rejection, RejectionCode};
 
 /// The prefix of a key written as text.
@@ -231,16 +232,6 @@ fn key_bytes(text: &str) -> Result<[u8; 32], KeyError> {
     bytes
         .try_into()
         .map_err(|_| KeyError::Invalid("an Ed25519 key has 32 bytes".to_owned()))
-}
-
-fn unhex(digits: &str) -> Option<Vec<u8>> {
-    if !digits.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..digits.len())
-        .step_by(2)
-        .map(|at| u8::from_str_radix(digits.get(at..at + 2)?, 16).ok())
-        .collect()
 }
 
 /// The reviewers whose signed decisions count, with the roles and tenant each decides with,

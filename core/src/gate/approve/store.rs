@@ -78,7 +78,7 @@ impl Ticket {
 pub(crate) fn random_id(prefix: &str) -> String {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).expect("the operating system's random source is available");
-    format!("{prefix}_{}", crate::audit::hex(&bytes))
+    format!("{prefix}_{}", crate::encoding::hex(&bytes))
 }
 
 /// Milliseconds since the Unix epoch.

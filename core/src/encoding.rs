@@ -1,0 +1,31 @@
+//! Bytes as text, as portcullis writes digests, keys, signatures and ids: lowercase hex.
+//!
+//! ```
+//! use portcullis_core::encoding::{hex, unhex};
+//!
+//! assert_eq!(hex(&[0x00, 0xab]), "00ab");
+//! assert_eq!(unhex("00ab"), Some(vec![0x00, 0xab]));
+//! assert_eq!(unhex("0g"), None);
+//! ```
+
+/// `bytes` in lowercase hex.
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut hex = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        hex.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        hex.push(char::from(DIGITS[usize::from(byte & 0xf)]));
+    }
+    hex
+}
+
+/// The bytes that `digits` (hex, either case) write; `None` for anything else.
+pub fn unhex(digits: &str) -> Option<Vec<u8>> {
+    if !digits.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..digits.len())
+        .step_by(2)
+        .map(|at| u8::from_str_radix(digits.get(at..at + 2)?, 16).ok())
+        .collect()
+}
