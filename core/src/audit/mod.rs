@@ -437,14 +437,18 @@ impl AuditLog {
     /// call that ran is kept until it is stored: every run ends with its outcome on record.
     pub(crate) async fn append(&self, decided: Decided<'_>) {
         let record = record_of(&decided);
-        let ran = decided
-            .outcome
-            .rejection()
-            .is_none_or(|rejection| rejection.gate() == crate::Gate::Execute);
-        let kept = ran.then(|| record.clone());
+        let time_ms = record.time_ms;
         if let Err(error) = self.store(record).await {
             tracing::error!(tool = %decided.call.name, %error, "an audit record could not be written");
-            if let Some(record) = kept {
+            let ran = decided
+                .outcome
+                .rejection()
+                .is_none_or(|rejection| rejection.gate() == crate::Gate::Execute);
+            // Written again rather than copied before every store: a failure is rare, and a
+            // record's only reading of the clock is its time.
+            if ran {
+                let mut record = record_of(&decided);
+                record.time_ms = time_ms;
                 self.keep_unstored(record);
             }
         }
