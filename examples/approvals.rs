@@ -6,8 +6,9 @@
 //! cargo run -p portcullis-cli -- keys generate --out target/rita.key --reviewer rita \
 //!     --role finance > target/keyring.json   # rita's key; the workers' keyring
 //! cargo run --example approvals -- request    # the call waits; prints its ticket
+//! cargo run -p portcullis-cli -- approvals show <TICKET> --reviewer rita --role finance
 //! cargo run -p portcullis-cli -- approvals approve <TICKET> --reviewer rita --role finance \
-//!     --key-file target/rita.key
+//!     --key-file target/rita.key --call-digest <DIGEST SHOW PRINTED>
 //! cargo run --example approvals -- work       # runs the approved payout; again: nothing left
 //! ```
 //!
@@ -99,10 +100,14 @@ async fn main() -> ExitCode {
                     println!("waiting for approval: {}", ticket.description);
                     println!("ticket: {}", ticket.id);
                     println!(
-                        "approve it with:\n  cargo run -p portcullis-cli -- --store {location} \
-                         approvals approve {} --reviewer rita --role finance \
-                         --key-file target/rita.key",
-                        ticket.id
+                        "review it (the real arguments and the call digest):\n  cargo run -p \
+                         portcullis-cli -- --store {location} approvals show {id} --reviewer rita \
+                         --role finance\napprove it, signing the call you reviewed:\n  cargo run \
+                         -p portcullis-cli -- --store {location} approvals approve {id} \
+                         --reviewer rita --role finance --key-file target/rita.key \
+                         --call-digest {digest}",
+                        id = ticket.id,
+                        digest = ticket.call_digest,
                     );
                     println!("then run the worker: cargo run --example approvals -- work");
                 }

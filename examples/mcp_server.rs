@@ -17,8 +17,10 @@
 //! cargo run -p portcullis-cli -- keys generate --out target/rita.key --reviewer rita \
 //!     --role finance > target/keyring.json
 //! cargo run -p portcullis-cli -- approvals list --store target/mcp-example.db
+//! cargo run -p portcullis-cli -- approvals show <TICKET> --reviewer rita --role finance \
+//!     --store target/mcp-example.db
 //! cargo run -p portcullis-cli -- approvals approve <TICKET> --reviewer rita --role finance \
-//!     --key-file target/rita.key --store target/mcp-example.db
+//!     --key-file target/rita.key --call-digest <DIGEST SHOW PRINTED> --store target/mcp-example.db
 //! ```
 //!
 //! The server signs its callers' confirmations with a key it makes when it starts; a server

@@ -90,6 +90,10 @@ pub struct ReviewerArgs {
     /// only signed decisions, with the roles their keyring gives the key.
     #[arg(long, env = "PORTCULLIS_REVIEWER_KEY_FILE", value_name = "FILE")]
     key_file: Option<PathBuf>,
+    /// The call digest `approvals show` printed: a signed decision is made only over the call
+    /// the reviewer was shown, whatever the store holds by then.
+    #[arg(long, value_name = "DIGEST")]
+    call_digest: Option<String>,
     /// The audit key the application passes to `AuditKey::new`: a refused decision is
     /// recorded in the store's audit log, linked as the log is.
     #[arg(long, env = "PORTCULLIS_AUDIT_KEY_FILE", value_name = "FILE")]
@@ -263,6 +267,7 @@ async fn show(
         let mut shown = with_state(&pending.ticket, state);
         shown["arguments"] = arguments.clone();
         shown["arguments_redacted"] = Value::Bool(redacted);
+        shown["call_digest"] = Value::from(pending.digest());
         return write_json(out, &shown);
     }
     let ticket = &pending.ticket;
@@ -297,6 +302,7 @@ async fn show(
         ),
         ("approvers", approvers(ticket)),
         ("contract sha256", ticket.contract_hash.clone()),
+        ("call digest", pending.digest()),
     ];
     for (label, value) in rows {
         writeln!(
@@ -361,7 +367,15 @@ async fn decide(
                 .await
                 .map_err(CliError::Refused)?
                 .ok_or_else(|| CliError::Refused(not_pending()))?;
-            if pending.digest() != pending.ticket.call_digest {
+            let Some(shown) = reviewer_args.call_digest.as_deref() else {
+                return Err(CliError::Usage(
+                    "a signed decision needs --call-digest, as `portcullis approvals show` \
+                     printed it for the call you reviewed"
+                        .to_owned(),
+                ));
+            };
+            let digest = pending.digest();
+            if digest != pending.ticket.call_digest || digest != shown {
                 return Err(CliError::CallChanged(pending.ticket.id));
             }
             key.sign(&pending.ticket, decision)

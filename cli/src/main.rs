@@ -106,8 +106,8 @@ pub enum CliError {
     ReadFile(PathBuf, io::Error),
     /// A file named on the command line could not be written.
     WriteFile(PathBuf, io::Error),
-    /// The call stored under a ticket is not the call the ticket was opened for: someone
-    /// changed it in the store. Nothing is signed.
+    /// The call stored under a ticket is not the call the ticket was opened for, or not the
+    /// one the reviewer was shown: someone changed it in the store. Nothing is signed.
     CallChanged(String),
     /// A file named on the command line is not what the command expects.
     BadFile(PathBuf, String),
@@ -191,8 +191,9 @@ impl fmt::Display for CliError {
             CliError::CallChanged(ticket) => write!(
                 f,
                 "the call stored under ticket {ticket} is not the call the ticket was opened \
-                 for: it was changed in the store, so nothing was signed; reject it, and find \
-                 out who can write the store"
+                 for, or not the one `approvals show` printed (its call digest differs): it was \
+                 changed in the store, so nothing was signed; show it again, and find out who \
+                 can write the store"
             ),
             CliError::ManifestsDiffer => {
                 f.write_str("the manifests differ: review the changes above before accepting them")

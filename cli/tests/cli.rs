@@ -188,22 +188,25 @@ async fn a_decision_signed_on_the_command_line_runs_in_a_worker_with_a_keyring()
         )
     };
     let ticket = |outcome: Outcome| outcome.ticket().unwrap().id.clone();
-    let approve = |ticket: &str, signed: bool| {
-        let mut args = vec![
-            "--store",
-            store,
-            "approvals",
-            "approve",
-            ticket,
-            "--reviewer",
-            "rita",
-            "--role",
-            "finance",
-        ];
-        if signed {
-            args.extend(["--key-file", key]);
+    let as_rita = ["--reviewer", "rita", "--role", "finance"];
+    // The digest of the call as `show` prints it to the reviewer.
+    let shown_digest = |ticket: &str| {
+        let mut args = vec!["--store", store, "approvals", "show", ticket, "--json"];
+        args.extend(as_rita);
+        let shown: Value = serde_json::from_slice(&portcullis(&args).stdout).unwrap();
+        shown["call_digest"].as_str().unwrap().to_owned()
+    };
+    let approve_shown = |ticket: &str, digest: Option<&str>| {
+        let mut args = vec!["--store", store, "approvals", "approve", ticket];
+        args.extend(as_rita);
+        if let Some(digest) = digest {
+            args.extend(["--key-file", key, "--call-digest", digest]);
         }
         portcullis(&args)
+    };
+    let approve = |ticket: &str, signed: bool| {
+        let digest = signed.then(|| shown_digest(ticket));
+        approve_shown(ticket, digest.as_deref())
     };
 
     let first = ticket(signed_worker.dispatch(&ctx, &payout("p1", "acme")).await);
@@ -232,6 +235,34 @@ async fn a_decision_signed_on_the_command_line_runs_in_a_worker_with_a_keyring()
     assert_eq!(code(&refused), 1, "{}", stderr(&refused));
     assert!(
         stderr(&refused).contains("was changed in the store"),
+        "{}",
+        stderr(&refused)
+    );
+    // The call is changed after the reviewer saw it: the digest she was shown no longer
+    // matches, and nothing is signed; a signed approval without a shown digest is refused.
+    let swapped = ticket(signed_worker.dispatch(&ctx, &payout("p4", "acme")).await);
+    let seen = shown_digest(&swapped);
+    let without = approve_shown(&swapped, None);
+    assert_eq!(code(&without), 0, "an unsigned approval needs no digest");
+    let swapped = ticket(signed_worker.dispatch(&ctx, &payout("p5", "acme")).await);
+    let no_digest = portcullis(&[
+        "--store",
+        store,
+        "approvals",
+        "approve",
+        &swapped,
+        "--reviewer",
+        "rita",
+        "--role",
+        "finance",
+        "--key-file",
+        key,
+    ]);
+    assert_eq!(code(&no_digest), 2, "{}", stderr(&no_digest));
+    let refused = approve_shown(&swapped, Some(&seen));
+    assert_eq!(code(&refused), 1, "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("call digest differs"),
         "{}",
         stderr(&refused)
     );

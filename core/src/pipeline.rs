@@ -375,6 +375,12 @@ async fn admit<'a>(
         }
         return Err(refusal);
     }
+    if facts.lease.get().is_some() {
+        // Its claim says it runs now: a worker that stops while it runs leaves it
+        // `outcome_unknown`, for an operator to settle.
+        let key = CallKey::new(ctx, contract.name(), &call.id);
+        settings.repeats.update(&key, ClaimState::Running).await;
+    }
 
     // 9. execute, with the state it changes seen before and after.
     if let Some(snapshot) = bound.snapshot(ctx) {
@@ -936,8 +942,18 @@ impl Registry {
                 )
             }
         };
-        let Dispatched { outcome, contract } = self.decide(ctx, &call, road, facts).await;
         let key = CallKey::new(ctx, &pending.ticket.tool, &pending.ticket.call_id);
+        // A decided call runs only while its claim still waits under this ticket: a row put
+        // back into the store after its call ran, or whose claim is gone, runs nothing.
+        if let Err(refusal) = self.still_waiting(&key, &pending).await {
+            let _ = self.unlease(facts).await;
+            let outcome = Outcome::Rejected(refusal);
+            let mut decided = Decided::plain(ctx, &call, self.contract(&call.name), &outcome);
+            decided.resolution = Some(resolution);
+            settings.record(decided).await;
+            return outcome;
+        }
+        let Dispatched { outcome, contract } = self.decide(ctx, &call, road, facts).await;
         let unrecorded = outcome.code() == Some(RejectionCode::AuditUnavailable);
         let left = matches!(
             outcome.code(),
@@ -993,6 +1009,40 @@ impl Registry {
             })
             .await;
         outcome
+    }
+
+    /// Whether the claim of the call waiting under `pending`'s ticket still waits for it: the
+    /// claim made when the call began to wait, with the call's arguments, pending under this
+    /// ticket. `ticket_decided` otherwise: the call ran or ended already (its row was put back
+    /// into the store), or its claim is gone.
+    async fn still_waiting(&self, key: &CallKey, pending: &PendingCall) -> Result<(), Rejection> {
+        let settings = self.settings();
+        let Some(Registered { check, .. }) = self.registered(&pending.ticket.tool) else {
+            return Ok(());
+        };
+        let fingerprint = sha256_hex(check.identity_text(&pending.canonical).as_bytes());
+        let replayed = || {
+            Rejection::new(
+                RejectionCode::TicketDecided,
+                "this ticket's call ran or ended already; a decision runs it once",
+            )
+            .with_retryable(false)
+        };
+        match settings.repeats.claim(key, &fingerprint, 0).await {
+            Claim::Existing(ClaimState::Pending(ticket)) if ticket.id == pending.ticket.id => {
+                Ok(())
+            }
+            Claim::New => {
+                settings.repeats.release(key).await;
+                Err(replayed())
+            }
+            Claim::Unavailable | Claim::Full => Err(Rejection::new(
+                RejectionCode::ClaimsUnavailable,
+                "the call's claim could not be read, so it did not run",
+            )
+            .with_hint("try again later")),
+            _ => Err(replayed()),
+        }
     }
 
     /// Ends a leased call that will not run: takes it out of the store under its lease, then

@@ -259,15 +259,18 @@ impl Sealing {
         }
     }
 
-    /// The value stored at `place` as `stored`, opened if it was sealed. A value written in
-    /// clear (before the store had keys) reads as it is.
+    /// The value stored at `place` as `stored`, opened if it was sealed. A store with keys
+    /// reads only sealed values: a value in clear there was written around it (`Tampered`).
     pub(crate) fn read<'a>(
         &self,
         place: &str,
         stored: &'a str,
     ) -> Result<Cow<'a, str>, Box<dyn std::error::Error + Send + Sync>> {
         let Some(sealed) = stored.strip_prefix(SEALED) else {
-            return Ok(Cow::Borrowed(stored));
+            return match self.0 {
+                Some(_) => Err(Box::new(Tampered)),
+                None => Ok(Cow::Borrowed(stored)),
+            };
         };
         let (key_id, digits) = sealed.split_once(':').ok_or(Tampered)?;
         let key = self
@@ -356,8 +359,9 @@ mod tests {
             let missing = other.read("claims.state:a", &sealed).unwrap_err();
             assert!(is_key_missing(missing.as_ref()), "{missing}");
         }
-        // What was written in clear reads as it is.
-        assert_eq!(sealing.read("x", "plain").unwrap(), "plain");
+        // What was written in clear reads as it is without keys, and is refused with them.
+        assert_eq!(Sealing::default().read("x", "plain").unwrap(), "plain");
+        assert!(sealing.read("x", "plain").unwrap_err().is::<Tampered>());
     }
 
     #[test]

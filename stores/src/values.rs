@@ -12,18 +12,18 @@ use crate::seal::Sealing;
 /// A database or reading failure.
 pub(crate) type Failure = Box<dyn std::error::Error + Send + Sync>;
 
-/// An abandoned transaction read back from its stored context and its steps (each a payload
-/// and whether it was compensated), in order.
+/// An abandoned transaction read back from its stored context and its steps (each its
+/// place, its payload and whether it was compensated), in order.
 pub(crate) fn read_abandoned(
     sealing: &Sealing,
     id: &str,
     ctx: &str,
-    steps: &[(String, bool)],
+    steps: &[(i64, String, bool)],
 ) -> Result<Abandoned, Failure> {
     let steps = steps
         .iter()
-        .map(|(payload, compensated)| {
-            let payload = sealing.read(&place("transaction_steps.payload", id), payload)?;
+        .map(|(index, payload, compensated)| {
+            let payload = sealing.read(&step_place(id, *index), payload)?;
             let mut step: StoredStep = serde_json::from_str(&payload)?;
             step.compensated = *compensated;
             Ok(step)
@@ -158,17 +158,19 @@ pub(crate) fn stored_context(
 }
 
 /// A transaction's step as a database keeps it (sealed with keys: it holds the call's
-/// canonical arguments and output). Bound to the transaction, not to its place in it, which
-/// the database counts as it inserts.
+/// canonical arguments and output), bound to the transaction and its place in it, so that a
+/// step copied to another place does not open.
 pub(crate) fn stored_step(
     sealing: &Sealing,
     id: &str,
+    index: i64,
     step: &StoredStep,
 ) -> Result<String, serde_json::Error> {
-    Ok(sealing.write(
-        &place("transaction_steps.payload", id),
-        serde_json::to_string(step)?,
-    ))
+    Ok(sealing.write(&step_place(id, index), serde_json::to_string(step)?))
+}
+
+fn step_place(id: &str, index: i64) -> String {
+    place("transaction_steps.payload", &format!("{id}:{index}"))
 }
 
 /// The time at and before which a refusal is outside `limit`'s window at `now`.

@@ -145,7 +145,39 @@ on_both!(
     a_store_without_the_key_refuses_and_loses_nothing,
     rotated_keys_open_what_the_old_key_sealed,
     a_sealed_call_moved_to_another_row_does_not_open,
+    a_call_written_in_clear_into_a_sealed_store_does_not_read,
 );
+
+/// Whoever writes the table puts a call in clear under a sealed ticket (one a store without
+/// keys wrote, paying someone else): a store with keys reads only sealed values, and runs
+/// nothing.
+async fn a_call_written_in_clear_into_a_sealed_store_does_not_read(backend: Backend) {
+    let keys = SealKeys::generate("k1");
+    let sealed = worker(
+        backend.open().await.sealed_with(keys),
+        Duration::from_secs(600),
+    );
+    let keyless = worker(backend.open().await, Duration::from_secs(600));
+    let ctx = CallContext::new("agent").with_task_id("t5");
+    let honest = format!("BE68539007547034{}", backend.tag().len());
+    let thief = format!("LU280019400644750000{}", backend.tag().len());
+    let ticket = sealed.dispatch(&ctx, &payout("p1", &honest)).await;
+    let ticket = ticket.ticket().unwrap().clone();
+    let plain = keyless.dispatch(&ctx, &payout("p2", &thief)).await;
+    let plain = plain.ticket().unwrap().clone();
+    backend
+        .tamper(&format!(
+            "UPDATE pending_calls SET call = (SELECT call FROM pending_calls WHERE ticket_id = '{}')
+             WHERE ticket_id = '{}'",
+            plain.id, ticket.id
+        ))
+        .await;
+    let outcome = sealed
+        .resume(&ticket.id, rita().sign(&ticket, approve()))
+        .await;
+    assert_eq!(outcome.code(), Some(RejectionCode::ApprovalsUnavailable));
+    assert_eq!(paid_to(&honest) + paid_to(&thief), 0);
+}
 
 /// The IBAN of a payout waiting for approval, of an edit that changes it, of the claim's
 /// outcome once it ran, and the card of a transaction's step: none in any row, in clear.

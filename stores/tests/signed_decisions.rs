@@ -142,7 +142,41 @@ on_both!(
     a_key_the_keyring_does_not_allow_for_the_reviewer_runs_nothing,
     roles_come_from_the_keyring_not_from_the_row,
     a_confirmation_key_decides_only_as_the_caller_of_a_tool_it_confirms,
+    a_decided_row_put_back_after_its_call_ran_runs_nothing,
 );
+
+/// Whoever can write the table copies a signed, decided row before its call runs and puts it
+/// back after: the signature still verifies, but the call's claim no longer waits under the
+/// ticket, so nothing runs again.
+async fn a_decided_row_put_back_after_its_call_ran_runs_nothing(backend: Backend) {
+    let keys = Keys::new();
+    let supplier = format!("replayed-row-{}", backend.tag());
+    let registry = worker(&backend, &keys).await;
+    let ctx = CallContext::new("agent").with_task_id("t8");
+    let ticket = waiting(&registry, &ctx, "p1", &supplier).await;
+    let store = backend.open().await;
+    record_decision(&store, &ticket.id, keys.rita.sign(&ticket, approve("rita")))
+        .await
+        .unwrap();
+    backend
+        .tamper(&format!(
+            "CREATE TABLE stash AS SELECT * FROM pending_calls WHERE ticket_id = '{}'",
+            ticket.id
+        ))
+        .await;
+    let outcome = ran_once(&registry).await;
+    assert!(outcome.output().is_some(), "{outcome:?}");
+    backend
+        .tamper("INSERT INTO pending_calls SELECT * FROM stash")
+        .await;
+    let replayed = ran_once(&registry).await;
+    assert_eq!(replayed.code(), Some(RejectionCode::TicketDecided));
+    assert_eq!(payouts_to(&supplier), 1);
+    assert!(
+        registry.run_decided().await.unwrap().is_empty(),
+        "the row is gone"
+    );
+}
 
 /// The road that works: rita signs in another process (the command line), a worker runs the
 /// call once, and the audit says it was signed, and by which key.

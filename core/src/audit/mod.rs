@@ -29,7 +29,7 @@ use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::fmt;
 use std::io::Write as _;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -377,6 +377,9 @@ pub(crate) struct AuditLog {
     unstored: Mutex<VecDeque<AuditRecord>>,
     /// How many records `unstored` holds, read without its lock on every record.
     waiting: AtomicUsize,
+    /// Whether a caller is storing the kept records: another then waits its turn rather than
+    /// store a record before them.
+    flushing: AtomicBool,
 }
 
 /// The most outcome records kept while the sink fails. Calls cannot run then (their
@@ -426,6 +429,7 @@ impl AuditLog {
             key: None,
             unstored: Mutex::new(VecDeque::new()),
             waiting: AtomicUsize::new(0),
+            flushing: AtomicBool::new(false),
         }
     }
 
@@ -456,6 +460,27 @@ impl AuditLog {
 
     /// Stores the outcome records kept while the sink failed, in order; how many it stored.
     pub(crate) async fn store_unstored(&self) -> std::io::Result<usize> {
+        if self.waiting.load(Ordering::Acquire) == 0 {
+            return Ok(0);
+        }
+        if self.flushing.swap(true, Ordering::AcqRel) {
+            return Err(std::io::Error::other(
+                "records kept while the audit sink failed are being stored",
+            ));
+        }
+        // Let go however this ends, a caller dropping the future included.
+        struct Turn<'a>(&'a AtomicBool);
+        impl Drop for Turn<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::Release);
+            }
+        }
+        let _turn = Turn(&self.flushing);
+        self.store_kept().await
+    }
+
+    /// [`store_unstored`](Self::store_unstored), by the one caller that stores them.
+    async fn store_kept(&self) -> std::io::Result<usize> {
         let mut stored = 0;
         while self.waiting.load(Ordering::Acquire) > 0 {
             let Some(record) = self.unstored_records().pop_front() else {

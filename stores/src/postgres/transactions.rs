@@ -29,11 +29,17 @@ impl PostgresStore {
                 ],
             )
             .await?;
+        let index: i64 = transaction
+            .query_one(
+                "SELECT count(*) FROM transaction_steps WHERE id = $1",
+                &[&id],
+            )
+            .await?
+            .try_get(0)?;
         transaction
             .execute(
-                "INSERT INTO transaction_steps (id, step, payload)
-                 VALUES ($1, (SELECT count(*) FROM transaction_steps WHERE id = $1), $2)",
-                &[&id, &stored_step(&self.sealing, id, step)?],
+                "INSERT INTO transaction_steps (id, step, payload) VALUES ($1, $2, $3)",
+                &[&id, &index, &stored_step(&self.sealing, id, index, step)?],
             )
             .await?;
         transaction.commit().await?;
@@ -62,15 +68,15 @@ impl PostgresStore {
                 .await?;
             let steps = transaction
                 .query(
-                    "SELECT payload, compensated FROM transaction_steps WHERE id = $1
+                    "SELECT step, payload, compensated FROM transaction_steps WHERE id = $1
                      ORDER BY step",
                     &[&id],
                 )
                 .await?;
             let steps = steps
                 .iter()
-                .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
-                .collect::<Result<Vec<(String, bool)>, tokio_postgres::Error>>()?;
+                .map(|row| Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?)))
+                .collect::<Result<Vec<(i64, String, bool)>, tokio_postgres::Error>>()?;
             match read_abandoned(&self.sealing, &id, &ctx, &steps) {
                 Ok(open) => abandoned.push(open),
                 // Left leased: an operator must look at a transaction that does not read back.

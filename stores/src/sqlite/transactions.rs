@@ -33,10 +33,18 @@ fn record_step(
             as_sql(lease_until_ms)
         ],
     )?;
+    let index: i64 = transaction.query_row(
+        "SELECT count(*) FROM transaction_steps WHERE id = ?1",
+        [id],
+        |row| row.get(0),
+    )?;
     transaction.execute(
-        "INSERT INTO transaction_steps (id, step, payload)
-         VALUES (?1, (SELECT count(*) FROM transaction_steps WHERE id = ?1), ?2)",
-        params![id, stored_step(sealing, id, step).map_err(to_sql_error)?],
+        "INSERT INTO transaction_steps (id, step, payload) VALUES (?1, ?2, ?3)",
+        params![
+            id,
+            index,
+            stored_step(sealing, id, index, step).map_err(to_sql_error)?
+        ],
     )?;
     transaction.commit()
 }
@@ -60,11 +68,13 @@ fn take_abandoned(
             "UPDATE transactions SET lease_until_ms = ?2 WHERE id = ?1",
             params![id, as_sql(lease_until_ms)],
         )?;
-        let steps: Vec<(String, bool)> = {
+        let steps: Vec<(i64, String, bool)> = {
             let mut statement = transaction.prepare(
-                "SELECT payload, compensated FROM transaction_steps WHERE id = ?1 ORDER BY step",
+                "SELECT step, payload, compensated FROM transaction_steps WHERE id = ?1
+                 ORDER BY step",
             )?;
-            let rows = statement.query_map([&id], |row| Ok((row.get(0)?, row.get(1)?)))?;
+            let rows =
+                statement.query_map([&id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?;
             rows.collect::<Result<_, _>>()?
         };
         match read_abandoned(sealing, &id, &ctx, &steps) {
