@@ -147,12 +147,6 @@ impl PendingLimits {
         }
         Ok(())
     }
-
-    /// No limit: for a call that waits again after it was admitted once.
-    pub const UNLIMITED: PendingLimits = PendingLimits {
-        per_task: usize::MAX,
-        per_actor: usize::MAX,
-    };
 }
 
 impl Default for PendingLimits {
