@@ -946,7 +946,11 @@ impl Registry {
         // A decided call runs only while its claim still waits under this ticket: a row put
         // back into the store after its call ran, or whose claim is gone, runs nothing.
         if let Err(refusal) = self.still_waiting(&key, &pending).await {
-            let _ = self.unlease(facts).await;
+            // A replayed row ends here; a call whose claim could not be read waits for the
+            // claims to come back, under its lease.
+            if refusal.code() != RejectionCode::ClaimsUnavailable {
+                let _ = self.unlease(facts).await;
+            }
             let outcome = Outcome::Rejected(refusal);
             let mut decided = Decided::plain(ctx, &call, self.contract(&call.name), &outcome);
             decided.resolution = Some(resolution);
@@ -954,7 +958,10 @@ impl Registry {
             return outcome;
         }
         let Dispatched { outcome, contract } = self.decide(ctx, &call, road, facts).await;
-        let unrecorded = outcome.code() == Some(RejectionCode::AuditUnavailable);
+        let unrecorded = matches!(
+            outcome.code(),
+            Some(RejectionCode::AuditUnavailable | RejectionCode::BudgetUnavailable)
+        );
         let left = matches!(
             outcome.code(),
             Some(
@@ -965,8 +972,8 @@ impl Registry {
         );
         if unrecorded || left {
             // Nothing ran: the call stays under its ticket and its decision, claimed as
-            // pending. Given back when its audit could not be written, for `run_decided` once
-            // it can; left under the lease when the store could not remove it (the lease runs
+            // pending. Given back when its audit could not be written or its budget counted,
+            // for `run_decided` once they can; left under the lease when the store could not remove it (the lease runs
             // out, and a worker runs it then) or another worker holds it. An approved call
             // keeps its reservation; an edited one was given back and is counted again then.
             let mut decided = Decided::plain(ctx, &call, contract, &outcome);
