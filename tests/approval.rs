@@ -473,3 +473,85 @@ async fn an_in_line_approver_counts_only_signed_where_a_keyring_is_set() {
         Some(format!("approved by rita, signed with {}", rita.public_key()).as_str())
     );
 }
+
+/// Claims kept in memory, that can be made unreachable, as a database that is down.
+#[derive(Clone, Default)]
+struct FlakyClaims {
+    claims: portcullis::InMemoryRepeatStore,
+    down: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl portcullis::RepeatStore for FlakyClaims {
+    fn claim<'a>(
+        &'a self,
+        key: &'a portcullis::CallKey,
+        fingerprint: &'a str,
+        lease_start_ms: u64,
+    ) -> portcullis::BoxFuture<'a, portcullis::Claim> {
+        if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+            return Box::pin(std::future::ready(portcullis::Claim::Unavailable));
+        }
+        self.claims.claim(key, fingerprint, lease_start_ms)
+    }
+
+    fn update<'a>(
+        &'a self,
+        key: &'a portcullis::CallKey,
+        state: portcullis::ClaimState,
+    ) -> portcullis::BoxFuture<'a, ()> {
+        self.claims.update(key, state)
+    }
+
+    fn release<'a>(&'a self, key: &'a portcullis::CallKey) -> portcullis::BoxFuture<'a, ()> {
+        self.claims.release(key)
+    }
+}
+
+/// A decided call whose claim cannot be read when a worker takes it does not run and is not
+/// lost: it stays under the worker's lease, and runs once the claims are back and the lease
+/// ran out.
+#[tokio::test]
+async fn a_decided_call_waits_while_its_claims_cannot_be_read() {
+    let store = portcullis::InMemoryApprovalStore::default();
+    let claims = FlakyClaims::default();
+    let registry = Registry::builder()
+        .tool(Refund)
+        .approval_store(store.clone())
+        .accept_unsigned_decisions()
+        .approval_lease(Duration::from_millis(50))
+        .repeat_store(claims.clone())
+        .build()
+        .unwrap();
+    let ticket = registry
+        .dispatch(&billing(), &refund_call(300))
+        .await
+        .ticket()
+        .unwrap()
+        .id
+        .clone();
+    let rita = Reviewer::new("rita").with_roles(["finance"]);
+    portcullis::record_decision(
+        &store,
+        &ticket,
+        ApprovalDecision::Approve { reviewer: rita },
+    )
+    .await
+    .unwrap();
+
+    claims.down.store(true, std::sync::atomic::Ordering::SeqCst);
+    let ran = registry.run_decided().await.unwrap();
+    assert_eq!(ran.len(), 1);
+    assert_eq!(ran[0].1.code(), Some(RejectionCode::ClaimsUnavailable));
+
+    claims
+        .down
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let ran = registry.run_decided().await.unwrap();
+    assert_eq!(ran.len(), 1, "the call was kept");
+    assert_eq!(ran[0].1.output(), Some(&json!("refunded 300 for t_001")));
+    assert!(
+        registry.run_decided().await.unwrap().is_empty(),
+        "it ran once"
+    );
+}
