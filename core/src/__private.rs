@@ -467,6 +467,132 @@ pub fn within(argument: &str, pointers: Vec<String>) -> Vec<String> {
         .collect()
 }
 
+/// The types whose fields carry `#[from(...)]`: `#[derive(Sourced)]` implements it, and the
+/// containers pass it through, so that a field's declared sources hold wherever the arguments
+/// hold its type.
+pub trait SourcedFields {
+    /// The declared sources of the values inside a value of this type, their pointers from it.
+    fn source_rules() -> Vec<crate::SourceRule>;
+}
+
+/// Every element (of a list or set) or value (of a map) is an `Inner`.
+fn each_sourced<Inner: SourcedFields>() -> Vec<crate::SourceRule> {
+    Inner::source_rules()
+        .into_iter()
+        .map(|rule| crate::SourceRule {
+            pointer: format!("/*{}", rule.pointer),
+            ..rule
+        })
+        .collect()
+}
+
+impl<T: SourcedFields> SourcedFields for Option<T> {
+    fn source_rules() -> Vec<crate::SourceRule> {
+        T::source_rules()
+    }
+}
+
+impl<T: SourcedFields> SourcedFields for Box<T> {
+    fn source_rules() -> Vec<crate::SourceRule> {
+        T::source_rules()
+    }
+}
+
+impl<T: SourcedFields> SourcedFields for Vec<T> {
+    fn source_rules() -> Vec<crate::SourceRule> {
+        each_sourced::<T>()
+    }
+}
+
+impl<T: SourcedFields, const N: usize> SourcedFields for [T; N] {
+    fn source_rules() -> Vec<crate::SourceRule> {
+        each_sourced::<T>()
+    }
+}
+
+impl<T: SourcedFields, S> SourcedFields for std::collections::HashSet<T, S> {
+    fn source_rules() -> Vec<crate::SourceRule> {
+        each_sourced::<T>()
+    }
+}
+
+impl<T: SourcedFields> SourcedFields for std::collections::BTreeSet<T> {
+    fn source_rules() -> Vec<crate::SourceRule> {
+        each_sourced::<T>()
+    }
+}
+
+impl<K, V: SourcedFields, S> SourcedFields for std::collections::HashMap<K, V, S> {
+    fn source_rules() -> Vec<crate::SourceRule> {
+        each_sourced::<V>()
+    }
+}
+
+impl<K, V: SourcedFields> SourcedFields for std::collections::BTreeMap<K, V> {
+    fn source_rules() -> Vec<crate::SourceRule> {
+        each_sourced::<V>()
+    }
+}
+
+/// Finds the declared sources inside `T` where it has some, and none otherwise (method
+/// resolution picks the first applicable trait).
+pub struct SourcedProbe<T>(PhantomData<T>);
+
+impl<T> SourcedProbe<T> {
+    /// A probe for `T`.
+    pub const fn new() -> Self {
+        SourcedProbe(PhantomData)
+    }
+}
+
+impl<T> Default for SourcedProbe<T> {
+    fn default() -> Self {
+        SourcedProbe::new()
+    }
+}
+
+/// Chosen when `T` has fields with declared sources.
+pub trait HasSourcedFields {
+    /// Their rules.
+    fn rules(&self) -> Vec<crate::SourceRule>;
+}
+
+impl<T: SourcedFields> HasSourcedFields for SourcedProbe<T> {
+    fn rules(&self) -> Vec<crate::SourceRule> {
+        T::source_rules()
+    }
+}
+
+/// Chosen otherwise.
+pub trait NoSourcedFields {
+    /// None.
+    fn rules(&self) -> Vec<crate::SourceRule>;
+}
+
+impl<T> NoSourcedFields for &SourcedProbe<T> {
+    fn rules(&self) -> Vec<crate::SourceRule> {
+        Vec::new()
+    }
+}
+
+/// `rules` within the argument `argument` (the whole arguments when `None`), added to
+/// `contract`.
+pub fn with_source_rules(
+    mut contract: crate::ContractBuilder,
+    argument: Option<&str>,
+    rules: Vec<crate::SourceRule>,
+) -> crate::ContractBuilder {
+    let argument = argument.map(|argument| argument.replace('~', "~0").replace('/', "~1"));
+    for rule in rules {
+        let pointer = match &argument {
+            Some(argument) => format!("/{argument}{}", rule.pointer),
+            None => rule.pointer,
+        };
+        contract = contract.from_sources(pointer, rule.from, rule.matching);
+    }
+    contract
+}
+
 /// Checks a parameter's own constraints when its type implements `Validate`, or is an `Option`
 /// or a `Box` of such a type, and nothing otherwise. The call is written
 /// `(&&&Nested(value)).validate_nested()`: method resolution tries `&&Nested`, then `&Nested`,

@@ -37,7 +37,8 @@ pub mod wire;
 pub use call::{Arguments, ToolCall};
 pub use context::{CallContext, ToolChoice};
 pub use contract::{
-    AllowedValuesFn, Approval, ContractBuilder, ContractError, Risk, ToolContract, name_problem,
+    AfterUntrusted, AllowedValuesFn, Approval, ContractBuilder, ContractError, Matching,
+    OnUntrusted, OutputTrust, Provenance, Risk, SourceRule, Sources, ToolContract, name_problem,
 };
 pub use gate::approve::decision::{ApprovalDecision, Progress, Recorded, record_decision};
 pub use gate::approve::reviewer::Reviewer;
@@ -49,6 +50,11 @@ pub use gate::approve::store::{
     PendingLimits, Ticket,
 };
 pub use gate::authorize::policy::{Decision, Policy, PolicyError, PolicyRequest, ReadOnlyRequests};
+pub use gate::authorize::provenance::ValueSource;
+pub use gate::authorize::provenance::store::{
+    InMemoryProvenanceStore, Origin, ProvenanceStore, SOURCE_TEXT_LIMIT, SourceRecord,
+    TASK_TEXT_LIMIT, sources_unavailable,
+};
 pub use gate::budget::store::{
     Admitted, BudgetCapacity, BudgetLimits, BudgetStore, Charge, CircuitBreaker,
     InMemoryBudgetStore, RateLimit, RefusalLimit, Usage, judge_charge,

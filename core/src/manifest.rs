@@ -92,6 +92,13 @@ fn entry(contract: &ToolContract) -> Value {
     if contract.caller_confirms() {
         entry["caller_confirms"] = Value::Bool(true);
     }
+    if !contract.provenance().is_empty() {
+        let mut provenance = contract.provenance().clone();
+        provenance
+            .rules
+            .sort_by(|one, other| one.pointer.cmp(&other.pointer));
+        entry["provenance"] = json!(provenance);
+    }
     entry
 }
 

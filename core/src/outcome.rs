@@ -87,6 +87,7 @@ mod tests {
             caller_confirms: false,
             contract_hash: "ab".repeat(32),
             call_digest: "cd".repeat(32),
+            sources: Vec::new(),
         }
     }
 

@@ -15,6 +15,7 @@ use crate::gate::approve::signature::Keyring;
 use crate::gate::approve::store::PendingLimits;
 use crate::gate::approve::{Approvals, Trust};
 use crate::gate::authorize::Rules;
+use crate::gate::authorize::provenance::Provenance;
 use crate::gate::budget::Budget;
 use crate::gate::repeat::{InMemoryRepeatStore, RepeatStore};
 use crate::gate::validate::SchemaCheck;
@@ -22,8 +23,8 @@ use crate::pipeline::ErasedTool;
 use crate::transaction::store::{DurableTransactions, TransactionStore};
 use crate::{
     ApprovalStore, Approver, BudgetLimits, BudgetStore, CallContext, ContractError, DecodeLimits,
-    InMemoryApprovalStore, InMemoryBudgetStore, Policy, RefusalLimit, Rejection, Ticket, Tool,
-    ToolContract,
+    InMemoryApprovalStore, InMemoryBudgetStore, InMemoryProvenanceStore, Policy, ProvenanceStore,
+    RefusalLimit, Rejection, Ticket, Tool, ToolContract,
 };
 
 /// Refusals a task may collect within a window before it is stopped, unless the registry says
@@ -76,6 +77,8 @@ pub(crate) struct Settings {
     /// The key of the audit chain, set before or after the sink.
     audit_key: Option<AuditKey>,
     pub(crate) repeats: Box<dyn RepeatStore>,
+    /// The tasks' sources, for the provenance gate.
+    pub(crate) provenance: Provenance,
     /// How long a claimed call may run before a repeat finds its outcome unknown.
     pub(crate) claim_lease_ms: u64,
     /// Refusals a task may collect within a window before it is stopped; `None`: no limit.
@@ -119,6 +122,11 @@ impl Registry {
                 audit: None,
                 audit_key: None,
                 repeats: Box::new(InMemoryRepeatStore::default()),
+                provenance: Provenance {
+                    store: Arc::new(InMemoryProvenanceStore::default()),
+                    cache: Default::default(),
+                    recording: false,
+                },
                 claim_lease_ms: DEFAULT_CLAIM_LEASE_MS,
                 refusal_limit: Some(DEFAULT_REFUSAL_LIMIT),
                 reveal_denied_tools: false,
@@ -147,7 +155,24 @@ impl Registry {
     /// task id was made for it. Never for a task that may go on: its budget and its refusals
     /// would start afresh.
     pub async fn end_task(&self, task_id: &str) {
-        self.inner.settings.budget.store.forget_task(task_id).await;
+        let settings = &self.inner.settings;
+        settings.budget.store.forget_task(task_id).await;
+        settings.provenance.store.forget_task(task_id).await;
+        settings.provenance.cache.forget(task_id);
+    }
+
+    /// Records a later message of the user in the task of `ctx`, as a source its calls' values
+    /// may come from (the request it began with is one already:
+    /// [`CallContext::with_request`]). Pass every message the user writes, as they wrote it:
+    /// a value the model was refused as `untrusted_value` passes once the user confirms it in
+    /// one. Refused with `sources_unavailable` (or `output_unrecorded` from a full in-memory
+    /// store) when it could not be recorded.
+    pub async fn add_user_message(&self, ctx: &CallContext, text: &str) -> Result<(), Rejection> {
+        self.inner
+            .settings
+            .provenance
+            .add_user_message(ctx, text)
+            .await
     }
 
     /// The calls waiting for a human, oldest first; `approvals_unavailable` when the store
@@ -295,6 +320,15 @@ impl RegistryBuilder {
     /// even so).
     pub fn budget(mut self, limits: BudgetLimits) -> Self {
         self.settings.budget.limits = limits;
+        self
+    }
+
+    /// Keeps the tasks' sources in `store` instead of this process's memory (an
+    /// [`InMemoryProvenanceStore`]): give every worker serving the same tasks the same durable
+    /// store (the stores crate has SQLite and PostgreSQL ones), so that each judges a call
+    /// against everything its task read.
+    pub fn provenance_store(mut self, store: impl ProvenanceStore) -> Self {
+        self.settings.provenance.store = Arc::new(store);
         self
     }
 
@@ -544,7 +578,12 @@ impl RegistryBuilder {
         if let Some(pair) = tools.windows(2).find(|pair| pair[0].0 == pair[1].0) {
             return Err(BuildError::DuplicateTool(pair[0].0.clone()));
         }
-        for profile in &self.settings.profiles {
+        let mut settings = self.settings;
+        // Outputs are recorded only where a contract reads where values came from.
+        settings.provenance.recording = tools
+            .iter()
+            .any(|(_, entry)| entry.tool.contract().provenance().checks_calls());
+        for profile in &settings.profiles {
             check_all(
                 *profile,
                 tools.iter().map(|(_, entry)| entry.tool.contract()),
@@ -552,10 +591,7 @@ impl RegistryBuilder {
             .map_err(BuildError::Profile)?;
         }
         Ok(Registry {
-            inner: Arc::new(Inner {
-                tools,
-                settings: self.settings,
-            }),
+            inner: Arc::new(Inner { tools, settings }),
         })
     }
 }

@@ -57,6 +57,18 @@ pub enum RejectionCode {
     PolicyDenied,
     /// The call does not fit what the user asked for; the rule's id is the rejection's reason.
     IntentMismatch,
+    /// A value declared `#[from(...)]` was found only in a source it may not come from: a
+    /// tool's output the contract does not trust (or, for `#[from(user)]`, any tool's output).
+    UntrustedValue,
+    /// A value declared `#[from(...)]` was found in no source of the task: the model made it
+    /// up, or changed it.
+    UnsourcedValue,
+    /// The tool does not run once its task read untrusted content (`after_untrusted =
+    /// "refuse"`).
+    UntrustedTask,
+    /// The task's sources could not be read, so the provenance of the call's values cannot be
+    /// told.
+    SourcesUnavailable,
     /// The task has made all the calls it may make (in all, or of this tool).
     BudgetCallsExceeded,
     /// The call would spend more than the task's budget.
@@ -134,6 +146,9 @@ pub enum RejectionCode {
     DecisionSignatureInvalid,
     /// The tool ran and returned an error.
     ToolFailed,
+    /// The tool ran, but its output could not be recorded as a source of the task, so it is
+    /// withheld from the model: what the gates cannot account for must not be read.
+    OutputUnrecorded,
     /// The tool did not finish within its `timeout_ms`.
     ToolTimeout,
     /// The tool panicked; the panic was contained.
@@ -162,6 +177,11 @@ impl RejectionCode {
             RejectionCode::TenantMismatch => "tenant_mismatch",
             RejectionCode::PolicyDenied => "policy_denied",
             RejectionCode::IntentMismatch => "intent_mismatch",
+            RejectionCode::UntrustedValue => "untrusted_value",
+            RejectionCode::UnsourcedValue => "unsourced_value",
+            RejectionCode::UntrustedTask => "untrusted_task",
+            RejectionCode::SourcesUnavailable => "sources_unavailable",
+            RejectionCode::OutputUnrecorded => "output_unrecorded",
             RejectionCode::BudgetCallsExceeded => "budget_calls_exceeded",
             RejectionCode::BudgetCostExceeded => "budget_cost_exceeded",
             RejectionCode::StalledLoop => "stalled_loop",
@@ -216,7 +236,11 @@ impl RejectionCode {
             | RejectionCode::EnvironmentMismatch
             | RejectionCode::TenantMismatch
             | RejectionCode::PolicyDenied
-            | RejectionCode::IntentMismatch => Gate::Authorize,
+            | RejectionCode::IntentMismatch
+            | RejectionCode::UntrustedValue
+            | RejectionCode::UnsourcedValue
+            | RejectionCode::UntrustedTask
+            | RejectionCode::SourcesUnavailable => Gate::Authorize,
             RejectionCode::BudgetCallsExceeded
             | RejectionCode::BudgetCostExceeded
             | RejectionCode::StalledLoop
@@ -247,6 +271,7 @@ impl RejectionCode {
             | RejectionCode::SealKeyMissing => Gate::Approve,
             RejectionCode::AuditUnavailable => Gate::Audit,
             RejectionCode::ToolFailed
+            | RejectionCode::OutputUnrecorded
             | RejectionCode::ToolTimeout
             | RejectionCode::ToolPanicked => Gate::Execute,
         }
@@ -261,6 +286,7 @@ impl RejectionCode {
                 | RejectionCode::ArgumentsNotReproducible
                 | RejectionCode::RoleDenied
                 | RejectionCode::TooManyRefusals
+                | RejectionCode::OutputUnrecorded
         )
     }
 }

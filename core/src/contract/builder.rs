@@ -4,7 +4,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{AllowedValuesFn, Approval, DynamicValues, Risk, ToolContract, pointer_of};
+use super::{
+    AfterUntrusted, AllowedValuesFn, Approval, DynamicValues, Matching, OnUntrusted, OutputTrust,
+    Risk, SourceRule, Sources, ToolContract, pointer_of,
+};
 
 /// Builds a [`ToolContract`]; see [`ToolContract::builder`].
 #[derive(Debug, Clone)]
@@ -180,6 +183,44 @@ impl ContractBuilder {
                 self.contract.sensitive.push(pointer);
             }
         }
+        self
+    }
+
+    /// Requires the value of an argument (its name as the model sees it, or a JSON pointer into
+    /// the arguments where `*` stands for every element of a list) to come `from` these
+    /// sources: `#[from(...)]` writes it. Declaring a pointer again replaces its rule.
+    pub fn from_sources(
+        mut self,
+        argument: impl Into<String>,
+        from: Sources,
+        matching: Matching,
+    ) -> Self {
+        let pointer = pointer_of(argument.into());
+        let rules = &mut self.contract.provenance.rules;
+        rules.retain(|rule| rule.pointer != pointer);
+        rules.push(SourceRule {
+            pointer,
+            from,
+            matching,
+        });
+        self
+    }
+
+    /// Sets how far the tool's output can be trusted as a source (untrusted by default).
+    pub fn output_trust(mut self, trust: OutputTrust) -> Self {
+        self.contract.provenance.output = trust;
+        self
+    }
+
+    /// Sets what happens to a call with a value found only in untrusted sources.
+    pub fn on_untrusted(mut self, then: OnUntrusted) -> Self {
+        self.contract.provenance.on_untrusted = then;
+        self
+    }
+
+    /// Sets what happens to every call of the tool once its task read untrusted content.
+    pub fn after_untrusted(mut self, then: AfterUntrusted) -> Self {
+        self.contract.provenance.after_untrusted = Some(then);
         self
     }
 

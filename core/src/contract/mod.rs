@@ -4,6 +4,7 @@
 mod builder;
 mod check;
 mod dynamic;
+mod provenance;
 mod sensitive;
 
 use std::fmt;
@@ -17,6 +18,9 @@ pub use check::{ContractError, name_problem};
 pub use dynamic::AllowedValuesFn;
 pub(crate) use dynamic::DynamicValues;
 pub(crate) use dynamic::{AllowedValues, ValuesApply};
+pub use provenance::{
+    AfterUntrusted, Matching, OnUntrusted, OutputTrust, Provenance, SourceRule, Sources,
+};
 pub use sensitive::REDACTED;
 pub(crate) use sensitive::pointer_of;
 
@@ -115,6 +119,8 @@ pub struct ToolContract {
     #[serde(serialize_with = "serialize_millis")]
     timeout: Option<Duration>,
     sensitive: Vec<String>,
+    #[serde(skip_serializing_if = "Provenance::is_empty")]
+    provenance: Provenance,
     /// Arguments whose type and own checks enforce all their schema shows; not for review.
     #[serde(skip)]
     checked_in_code: Vec<String>,
@@ -164,6 +170,7 @@ impl ToolContract {
                 audit_required: None,
                 timeout: None,
                 sensitive: Vec::new(),
+                provenance: Provenance::default(),
                 checked_in_code: Vec::new(),
                 dynamic_values: Vec::new(),
                 input_schema,
@@ -304,6 +311,12 @@ impl ToolContract {
     /// or value of a map (`/admin_note`, `/cards/*/number`).
     pub fn sensitive(&self) -> &[String] {
         &self.sensitive
+    }
+
+    /// Where the arguments' values must come from, how far the output can be trusted, and
+    /// what happens to a call an untrusted source touched.
+    pub fn provenance(&self) -> &Provenance {
+        &self.provenance
     }
 
     /// The arguments whose Rust type and `#[validate]` rules already enforce everything their

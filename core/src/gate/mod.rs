@@ -99,6 +99,10 @@ impl Gate {
                 TenantMismatch,
                 PolicyDenied,
                 IntentMismatch,
+                UntrustedValue,
+                UnsourcedValue,
+                UntrustedTask,
+                SourcesUnavailable,
             ],
             Gate::Budget => &[
                 BudgetCallsExceeded,
@@ -132,7 +136,7 @@ impl Gate {
                 SealKeyMissing,
             ],
             Gate::Audit => &[AuditUnavailable],
-            Gate::Execute => &[ToolFailed, ToolTimeout, ToolPanicked],
+            Gate::Execute => &[ToolFailed, OutputUnrecorded, ToolTimeout, ToolPanicked],
         }
     }
 }

@@ -409,6 +409,7 @@ mod tests {
             caller_confirms: false,
             contract_hash: "0".repeat(64),
             call_digest: "1".repeat(64),
+            sources: Vec::new(),
         }
     }
 

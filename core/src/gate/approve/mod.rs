@@ -131,6 +131,7 @@ impl Approvals {
             caller_confirms: contract.caller_confirms(),
             contract_hash: contract_hash(contract),
             call_digest: String::new(),
+            sources: Vec::new(),
         }
     }
 }

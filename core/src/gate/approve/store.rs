@@ -66,6 +66,11 @@ pub struct Ticket {
     /// signature covers ([`DecisionKey::sign`](crate::DecisionKey::sign)).
     #[serde(default)]
     pub call_digest: String,
+    /// Where each value the contract declares `#[from(...)]` was found (see
+    /// [`ValueSource`](crate::ValueSource)): a call waiting because a value came from an
+    /// untrusted source shows which, and from where.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<crate::ValueSource>,
 }
 
 impl Ticket {

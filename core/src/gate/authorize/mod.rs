@@ -9,6 +9,7 @@
 //! (`intent_mismatch`) decide, in that order.
 
 pub(crate) mod policy;
+pub(crate) mod provenance;
 
 use serde_json::Value;
 

@@ -1,0 +1,118 @@
+//! What a contract declares about where values come from: which arguments must have been
+//! supplied by the user (or a trusted tool), whether the tool's own output can be trusted, and
+//! what happens to a call whose values, or whose task, an untrusted source touched.
+//!
+//! The provenance gate ([`Registry::add_user_message`](crate::Registry::add_user_message)
+//! tells the rest of the story) enforces it.
+
+use serde::{Deserialize, Serialize};
+
+/// The sources a value may come from for its argument to pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Sources {
+    /// The user's own messages, or a reviewer's edit (`#[from(user)]`).
+    User,
+    /// The user, or the output of a tool whose contract trusts it (`#[from(user, trusted)]`).
+    UserOrTrusted,
+}
+
+/// What of a value must be found in a source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Matching {
+    /// The whole value: a string as a run of whole words, a number by its value, a list
+    /// element by element.
+    #[default]
+    Whole,
+    /// Every link, e-mail address, IBAN and phone number inside a text the model wrote
+    /// (`#[from(..., entities)]`).
+    Entities,
+}
+
+/// One argument's declared sources: `#[from(...)]` on a parameter or a field.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SourceRule {
+    /// A JSON pointer into the arguments, `*` standing for every element of a list
+    /// (`/recipient`, `/payees/*/iban`).
+    pub pointer: String,
+    /// Where its value may come from.
+    pub from: Sources,
+    /// Whether the whole value, or the entities inside it, must be found.
+    pub matching: Matching,
+}
+
+/// How far the tool's output can be trusted as a source of later calls' values.
+///
+/// A tool's output is untrusted unless its contract says otherwise: text a third party can
+/// write (an e-mail, a web page, a file, a transaction's note) may carry an attacker's words.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "trusted", content = "fields")]
+pub enum OutputTrust {
+    /// No part of it: the default.
+    #[default]
+    None,
+    /// All of it: data the user owns and no third party writes (`output = "trusted"`).
+    All,
+    /// Only the values at these JSON pointers into the output, `*` standing for every element
+    /// of a list or value of a map (`trusted_output = ["/*/recipient"]`); the rest is not.
+    Fields(Vec<String>),
+}
+
+/// What happens to a call with a value found only in untrusted sources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnUntrusted {
+    /// It is refused with `untrusted_value`: the default.
+    #[default]
+    Refuse,
+    /// It waits for a human, whose ticket shows where each value came from
+    /// (`on_untrusted = "approve"`).
+    Approve,
+}
+
+/// What happens to every call of the tool once its task read untrusted content
+/// (`after_untrusted = "approve" | "refuse"`), whatever its arguments: for tools whose danger
+/// is the call itself (a password change, an account closure).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AfterUntrusted {
+    /// The call waits for a human.
+    Approve,
+    /// The call is refused with `untrusted_task`.
+    Refuse,
+}
+
+/// Everything a contract declares about provenance.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct Provenance {
+    /// The arguments' declared sources.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<SourceRule>,
+    /// How far the tool's output can be trusted.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub output: OutputTrust,
+    /// What happens to a call with a value found only in untrusted sources.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub on_untrusted: OnUntrusted,
+    /// What happens to a call once its task read untrusted content.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_untrusted: Option<AfterUntrusted>,
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
+}
+
+impl Provenance {
+    /// Whether the contract declares nothing about provenance: the gate has nothing to check,
+    /// and the tool's output is an untrusted source.
+    pub fn is_empty(&self) -> bool {
+        *self == Provenance::default()
+    }
+
+    /// Whether a call of the tool is judged by the gate at all.
+    pub(crate) fn checks_calls(&self) -> bool {
+        !self.rules.is_empty() || self.after_untrusted.is_some()
+    }
+}

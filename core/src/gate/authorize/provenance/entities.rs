@@ -1,0 +1,167 @@
+//! The entities inside a text the model wrote (`#[from(..., entities)]`): what an injected
+//! instruction needs to smuggle into a message or a page to do harm somewhere else.
+//!
+//! - **Links**, with or without a scheme (`https://x.example/a`, `x.example/a`), found by
+//!   [`linkify`]: trailing punctuation and enclosing brackets are not part of a link. A link
+//!   is compared without its scheme, so `x.example/a` is found in `https://x.example/a`.
+//! - **E-mail addresses**, found by [`linkify`].
+//! - **IBANs**: two letters, two digits, then 11 to 30 letters and digits, written whole or
+//!   in groups of four separated by single spaces. The checksum is not verified: a made-up
+//!   account number is as dangerous as a real one.
+//! - **Phone numbers**: 10 to 15 digits, with an optional leading `+` and spaces, dots,
+//!   dashes, slashes and brackets between them (shorter runs are amounts and dates).
+//!
+//! All four compare in lower case.
+
+use std::ops::Range;
+use std::sync::OnceLock;
+
+use linkify::{LinkFinder, LinkKind};
+use regex::Regex;
+
+/// What kind of entity was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EntityKind {
+    Link,
+    Email,
+    Iban,
+    Phone,
+}
+
+impl EntityKind {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            EntityKind::Link => "link",
+            EntityKind::Email => "e-mail address",
+            EntityKind::Iban => "IBAN",
+            EntityKind::Phone => "phone number",
+        }
+    }
+}
+
+/// One entity inside a normalized text: its kind and the part of it that is compared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Entity<'a> {
+    pub(crate) kind: EntityKind,
+    pub(crate) text: &'a str,
+}
+
+fn iban() -> &'static Regex {
+    static IBAN: OnceLock<Regex> = OnceLock::new();
+    IBAN.get_or_init(|| {
+        Regex::new(
+            r"(?i)\b[a-z]{2}[0-9]{2}(?:[a-z0-9]{11,30}|(?: [a-z0-9]{4}){2,7}(?: [a-z0-9]{1,4})?)\b",
+        )
+        .expect("the IBAN pattern is valid")
+    })
+}
+
+fn phone() -> &'static Regex {
+    static PHONE: OnceLock<Regex> = OnceLock::new();
+    PHONE.get_or_init(|| {
+        Regex::new(r"\+?\(?[0-9][0-9 ().\-/]{6,}[0-9]").expect("the phone pattern is valid")
+    })
+}
+
+fn links() -> &'static LinkFinder {
+    static FINDER: OnceLock<LinkFinder> = OnceLock::new();
+    FINDER.get_or_init(|| {
+        let mut finder = LinkFinder::new();
+        finder
+            .url_must_have_scheme(false)
+            .kinds(&[LinkKind::Url, LinkKind::Email]);
+        finder
+    })
+}
+
+/// The entities of a normalized text, in order of where they start.
+pub(crate) fn entities(normal: &str) -> Vec<Entity<'_>> {
+    let mut found: Vec<(Range<usize>, Entity<'_>)> = Vec::new();
+    for link in links().links(normal) {
+        let (kind, text) = match link.kind() {
+            LinkKind::Email => (EntityKind::Email, link.as_str()),
+            _ => {
+                let text = link.as_str();
+                let text = text.split_once("://").map_or(text, |(_, rest)| rest);
+                (EntityKind::Link, text)
+            }
+        };
+        found.push((link.start()..link.end(), Entity { kind, text }));
+    }
+    let overlaps = |found: &[(Range<usize>, Entity<'_>)], span: &Range<usize>| {
+        found
+            .iter()
+            .any(|(taken, _)| taken.start < span.end && span.start < taken.end)
+    };
+    for iban in iban().find_iter(normal) {
+        let span = iban.range();
+        if !overlaps(&found, &span) {
+            let entity = Entity {
+                kind: EntityKind::Iban,
+                text: iban.as_str(),
+            };
+            found.push((span, entity));
+        }
+    }
+    for phone in phone().find_iter(normal) {
+        let span = phone.range();
+        let digits = phone.as_str().bytes().filter(u8::is_ascii_digit).count();
+        let glued = normal[..span.start]
+            .chars()
+            .next_back()
+            .is_some_and(char::is_alphanumeric);
+        if (10..=15).contains(&digits) && !glued && !overlaps(&found, &span) {
+            let entity = Entity {
+                kind: EntityKind::Phone,
+                text: phone.as_str(),
+            };
+            found.push((span, entity));
+        }
+    }
+    found.sort_by_key(|(span, _)| span.start);
+    found.into_iter().map(|(_, entity)| entity).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(text: &str) -> Vec<(EntityKind, &str)> {
+        entities(text)
+            .into_iter()
+            .map(|entity| (entity.kind, entity.text))
+            .collect()
+    }
+
+    #[test]
+    fn links_lose_their_scheme_brackets_and_trailing_dot() {
+        assert_eq!(
+            kinds("See https://evil.example/pay. Or <https://evil.example/b> or evil.example/c"),
+            [
+                (EntityKind::Link, "evil.example/pay"),
+                (EntityKind::Link, "evil.example/b"),
+                (EntityKind::Link, "evil.example/c"),
+            ]
+        );
+    }
+
+    #[test]
+    fn e_mails_ibans_and_phones_are_found() {
+        assert_eq!(
+            kinds(
+                "Mail eve@evil.example, pay GB29 NWBK 6016 1331 9268 19 or US133000000121212121212, call +1 (555) 123-4567 about 98.70 on 2022-03-01."
+            ),
+            [
+                (EntityKind::Email, "eve@evil.example"),
+                (EntityKind::Iban, "GB29 NWBK 6016 1331 9268 19"),
+                (EntityKind::Iban, "US133000000121212121212"),
+                (EntityKind::Phone, "+1 (555) 123-4567"),
+            ]
+        );
+    }
+
+    #[test]
+    fn plain_prose_has_no_entities() {
+        assert!(kinds("Thanks for dinner, here is 12.00 for March 2022.").is_empty());
+    }
+}

@@ -1,0 +1,502 @@
+//! The provenance gate: where each declared argument's value came from.
+//!
+//! A task's **sources** are what entered it: the user's request ([`CallContext::with_request`])
+//! and later messages ([`Registry::add_user_message`](crate::Registry::add_user_message)), what
+//! a reviewer typed in an edit, and the output of every tool call it made, untrusted unless the
+//! tool's contract trusts it ([`OutputTrust`](crate::OutputTrust)). An argument declared
+//! `#[from(user)]` or `#[from(user, trusted)]` must have its value found in such a source
+//! (see the `text` module for how values are compared): found only in an untrusted source, the
+//! call is refused with `untrusted_value` (or waits for a human, under `on_untrusted =
+//! "approve"`); found nowhere, with `unsourced_value`. A tool declared `after_untrusted` is
+//! refused (`untrusted_task`) or waits once its task read any untrusted source.
+//!
+//! A value found both in a source it may come from and in an untrusted one passes: the user
+//! (or the trusted tool) said it, and an injected text that repeats it changes nothing. What
+//! the gate cannot see is an injected text that only makes the model choose another value the
+//! user or a trusted tool gave.
+
+mod entities;
+pub(crate) mod index;
+pub(crate) mod store;
+pub(crate) mod text;
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use self::entities::entities;
+use self::index::{SourceCache, TaskSources, lock};
+use self::store::{Origin, ProvenanceStore, SourceRecord};
+use self::text::{PathStep, letters_and_digits, normalize, number_value, source_text};
+use crate::{
+    AfterUntrusted, CallContext, Matching, OnUntrusted, OutputTrust, Rejection, RejectionCode,
+    Sources, ToolContract,
+};
+
+/// Where one value of a call was found: what a ticket shows its reviewer and an audit record
+/// keeps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ValueSource {
+    /// The value, as a JSON pointer into the arguments (`/recipient`, `/payees/1/iban`).
+    pub path: String,
+    /// For an entity inside a text: its kind (`link`, `e-mail address`, `IBAN`, `phone
+    /// number`) and its number within the text, from 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entity: Option<String>,
+    /// Where it was found; `None`: nowhere.
+    pub found_in: Option<Origin>,
+    /// Whether the value may come from there.
+    pub allowed: bool,
+}
+
+impl ValueSource {
+    /// The value as a sentence names it: "the value of `/recipient`", "IBAN 1 in `/subject`".
+    fn named(&self) -> String {
+        match &self.entity {
+            Some(entity) => format!("{entity} in `{}`", self.path),
+            None => format!("the value of `{}`", self.path),
+        }
+    }
+}
+
+/// The registry's sources: where they are kept, what this worker indexed of them, and
+/// whether outputs are recorded at all (only when some tool's contract reads them).
+pub(crate) struct Provenance {
+    pub(crate) store: Arc<dyn ProvenanceStore>,
+    pub(crate) cache: SourceCache,
+    pub(crate) recording: bool,
+}
+
+/// The gate's finding on a call that may go on.
+#[derive(Debug, Default)]
+pub(crate) struct Judged {
+    /// Where each declared value was found.
+    pub(crate) sources: Vec<ValueSource>,
+    /// Why the call must wait for a human, if it must.
+    pub(crate) needs_human: bool,
+}
+
+impl Provenance {
+    /// Records the output of a tool call (or its error's message) as sources of the task: its
+    /// trusted part and its untrusted part, each when not empty.
+    pub(crate) async fn record_output(
+        &self,
+        ctx: &CallContext,
+        contract: &ToolContract,
+        call_id: &str,
+        output: &Value,
+    ) -> Result<(), Rejection> {
+        let parts: [(bool, String); 2] = match &contract.provenance().output {
+            OutputTrust::None => [
+                (false, source_text(output, &|_| true)),
+                (true, String::new()),
+            ],
+            OutputTrust::All => [
+                (false, String::new()),
+                (true, source_text(output, &|_| true)),
+            ],
+            OutputTrust::Fields(fields) => {
+                let trusted = |path: &[PathStep<'_>]| fields.iter().any(|field| at(field, path));
+                [
+                    (false, source_text(output, &|path| !trusted(path))),
+                    (true, source_text(output, &trusted)),
+                ]
+            }
+        };
+        for (trusted, text) in parts {
+            if text.is_empty() {
+                continue;
+            }
+            let record = SourceRecord {
+                origin: Origin::ToolOutput {
+                    tool: contract.name().to_owned(),
+                    call_id: call_id.to_owned(),
+                    trusted,
+                },
+                text: cut(text),
+            };
+            self.store.record(ctx, &record).await?;
+        }
+        Ok(())
+    }
+
+    /// Records a later message of the user.
+    pub(crate) async fn add_user_message(
+        &self,
+        ctx: &CallContext,
+        text: &str,
+    ) -> Result<(), Rejection> {
+        let task = self.task_sources(ctx).await?;
+        let number = lock(&task).user_messages() + 1;
+        let record = SourceRecord {
+            origin: Origin::UserMessage { number },
+            text: cut(text.to_owned()),
+        };
+        self.store.record(ctx, &record).await.map(drop)
+    }
+
+    /// The task's sources, with those recorded since this worker last read them.
+    async fn task_sources(
+        &self,
+        ctx: &CallContext,
+    ) -> Result<Arc<std::sync::Mutex<TaskSources>>, Rejection> {
+        let task = self.cache.task(ctx);
+        let seen = lock(&task).seen;
+        let new = self.store.since(ctx, seen).await?;
+        if !new.is_empty() {
+            let mut sources = lock(&task);
+            for (number, record) in &new {
+                // Another call of this worker may have read them meanwhile.
+                if *number == sources.seen + 1 {
+                    sources.add(record);
+                    sources.seen = *number;
+                }
+            }
+        }
+        Ok(task)
+    }
+
+    /// The provenance gate: where each value the contract declares came from, and whether
+    /// the call may go on, must wait for a human, or is refused. `edit` is the source of a
+    /// reviewer's edit being judged.
+    pub(crate) async fn judge(
+        &self,
+        contract: &ToolContract,
+        ctx: &CallContext,
+        canonical: &Value,
+        edit: Option<&SourceRecord>,
+    ) -> Result<Judged, (Rejection, Vec<ValueSource>)> {
+        let declared = contract.provenance();
+        let task = self
+            .task_sources(ctx)
+            .await
+            .map_err(|rejection| (rejection, Vec::new()))?;
+        // The request and an edit are the call's own: indexed for it, never stored twice.
+        let mut own = TaskSources::default();
+        if let Some(request) = ctx.request() {
+            own.add(&SourceRecord {
+                origin: Origin::Request,
+                text: cut(request.to_owned()),
+            });
+        }
+        if let Some(edit) = edit {
+            own.add(edit);
+        }
+        let task = lock(&task);
+        let both = [&own, &*task];
+        let mut judged = Judged::default();
+        for rule in &declared.rules {
+            for (path, value) in values_at(canonical, &rule.pointer) {
+                judge_value(
+                    &both,
+                    rule.from,
+                    rule.matching,
+                    path,
+                    value,
+                    &mut judged.sources,
+                );
+            }
+        }
+        let refusal = |code, message: String, hint: &str| {
+            Rejection::new(code, message)
+                .with_hint(hint)
+                .with_retryable(false)
+        };
+        if let Some(unsourced) = judged.sources.iter().find(|found| found.found_in.is_none()) {
+            let rejection = refusal(
+                RejectionCode::UnsourcedValue,
+                format!(
+                    "{} was found in nothing the user wrote or a tool returned in this task",
+                    unsourced.named()
+                ),
+                "use the value exactly as the user or a tool gave it, or ask the user for it",
+            )
+            .with_path(unsourced.path.clone());
+            return Err((rejection, judged.sources));
+        }
+        if let Some(untrusted) = judged.sources.iter().find(|found| !found.allowed) {
+            match declared.on_untrusted {
+                OnUntrusted::Approve => judged.needs_human = true,
+                OnUntrusted::Refuse => {
+                    let origin = untrusted
+                        .found_in
+                        .as_ref()
+                        .map_or_else(String::new, ToString::to_string);
+                    let rejection = refusal(
+                        RejectionCode::UntrustedValue,
+                        format!(
+                            "{} was found only in {origin}, and this argument takes values only from the user{}",
+                            untrusted.named(),
+                            if rules_allow_trusted(contract, &untrusted.path) {
+                                " or a trusted tool"
+                            } else {
+                                ""
+                            }
+                        ),
+                        "ask the user to confirm the value: what the user writes in a message counts as theirs",
+                    )
+                    .with_path(untrusted.path.clone());
+                    return Err((rejection, judged.sources));
+                }
+            }
+        }
+        if let (Some(after), Some(read)) = (declared.after_untrusted, task.first_untrusted()) {
+            match after {
+                AfterUntrusted::Approve => judged.needs_human = true,
+                AfterUntrusted::Refuse => {
+                    let rejection = refusal(
+                        RejectionCode::UntrustedTask,
+                        format!(
+                            "this task read untrusted content ({read}), and this tool does not run after that"
+                        ),
+                        "tell the user to make this change themselves, or to start a new task",
+                    );
+                    return Err((rejection, judged.sources));
+                }
+            }
+        }
+        Ok(judged)
+    }
+}
+
+/// Whether the rule covering `path` accepts a trusted tool's output too.
+fn rules_allow_trusted(contract: &ToolContract, path: &str) -> bool {
+    contract
+        .provenance()
+        .rules
+        .iter()
+        .any(|rule| rule.from == Sources::UserOrTrusted && pointer_covers(&rule.pointer, path))
+}
+
+/// Whether the rule's pointer (with `*`) names `path` or a value holding it.
+fn pointer_covers(pointer: &str, path: &str) -> bool {
+    let mut wanted = pointer.split('/').skip(1);
+    let mut at = path.split('/').skip(1);
+    loop {
+        match (wanted.next(), at.next()) {
+            (None, _) => return true,
+            (Some(_), None) => return false,
+            (Some(wanted), Some(at)) if wanted == "*" || wanted == at => {}
+            _ => return false,
+        }
+    }
+}
+
+/// Text cut to [`SOURCE_TEXT_LIMIT`](store::SOURCE_TEXT_LIMIT) bytes, on a character boundary.
+fn cut(mut text: String) -> String {
+    if text.len() > store::SOURCE_TEXT_LIMIT {
+        let mut end = store::SOURCE_TEXT_LIMIT;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
+}
+
+/// Whether the output path `path` lies at or under the trusted field `field` (a JSON pointer
+/// where `*` stands for every element or member).
+fn at(field: &str, path: &[PathStep<'_>]) -> bool {
+    let wanted: Vec<String> = field
+        .split('/')
+        .skip(1)
+        .map(|segment| segment.replace("~1", "/").replace("~0", "~"))
+        .collect();
+    wanted.len() <= path.len()
+        && wanted.iter().zip(path).all(|(wanted, step)| match step {
+            _ if wanted == "*" => true,
+            PathStep::Key(key) => wanted == key,
+            PathStep::Index(index) => *wanted == index.to_string(),
+        })
+}
+
+/// The strings and numbers a rule's pointer names in the arguments, with their paths: lists
+/// element by element, objects member by member, nulls (absent values) skipped.
+fn values_at<'a>(canonical: &'a Value, pointer: &str) -> Vec<(String, &'a Value)> {
+    let mut found = Vec::new();
+    let segments: Vec<String> = pointer
+        .split('/')
+        .skip(1)
+        .map(|segment| segment.replace("~1", "/").replace("~0", "~"))
+        .collect();
+    descend(canonical, &segments, String::new(), &mut found);
+    found
+}
+
+fn descend<'a>(
+    value: &'a Value,
+    segments: &[String],
+    path: String,
+    found: &mut Vec<(String, &'a Value)>,
+) {
+    let escape = |segment: &str| segment.replace('~', "~0").replace('/', "~1");
+    match (segments.split_first(), value) {
+        (_, Value::Null | Value::Bool(_)) => {}
+        (Some((first, rest)), Value::Object(members)) if first == "*" => {
+            for (key, member) in members {
+                descend(member, rest, format!("{path}/{}", escape(key)), found);
+            }
+        }
+        (Some((first, rest)), Value::Object(members)) => {
+            if let Some(member) = members.get(first) {
+                descend(member, rest, format!("{path}/{}", escape(first)), found);
+            }
+        }
+        (Some((first, rest)), Value::Array(items)) => {
+            for (index, item) in items.iter().enumerate() {
+                if first == "*" || *first == index.to_string() {
+                    descend(item, rest, format!("{path}/{index}"), found);
+                }
+            }
+        }
+        (Some(_), _) => {}
+        (None, Value::Array(items)) => {
+            for (index, item) in items.iter().enumerate() {
+                descend(item, &[], format!("{path}/{index}"), found);
+            }
+        }
+        (None, Value::Object(members)) => {
+            for (key, member) in members {
+                descend(member, &[], format!("{path}/{}", escape(key)), found);
+            }
+        }
+        (None, _) => found.push((path, value)),
+    }
+}
+
+/// Where one value was found: the best source, user before trusted before untrusted.
+fn judge_value(
+    sources: &[&TaskSources; 2],
+    from: Sources,
+    matching: Matching,
+    path: String,
+    value: &Value,
+    found: &mut Vec<ValueSource>,
+) {
+    let allowed = |origin: &Origin| match from {
+        Sources::User => origin.is_user(),
+        Sources::UserOrTrusted => origin.is_trusted(),
+    };
+    let rank = |origin: &Origin| {
+        if origin.is_user() {
+            0
+        } else if origin.is_trusted() {
+            1
+        } else {
+            2
+        }
+    };
+    let best = |search: &mut dyn FnMut(&TaskSources, &mut dyn FnMut(u32))| {
+        let mut best: Option<&Origin> = None;
+        for set in sources {
+            search(set, &mut |at| {
+                let origin = set.origin(at);
+                if best.is_none_or(|best| rank(origin) < rank(best)) {
+                    best = Some(origin);
+                }
+            });
+        }
+        best.cloned()
+    };
+    let mut push = |entity: Option<String>, found_in: Option<Origin>| {
+        let allowed = found_in.as_ref().is_some_and(|origin| allowed(origin));
+        found.push(ValueSource {
+            path: path.clone(),
+            entity,
+            found_in,
+            allowed,
+        });
+    };
+    match (value, matching) {
+        (Value::Number(number), _) => {
+            let Some(canonical) = number_value(number) else {
+                push(None, None);
+                return;
+            };
+            push(
+                None,
+                best(&mut |set, found| set.holding_number(&canonical, found)),
+            );
+        }
+        (Value::String(string), Matching::Whole) => {
+            let normal = normalize(string);
+            let exact = letters_and_digits(&normal);
+            if exact.is_empty() {
+                return;
+            }
+            let lower = exact.to_lowercase();
+            let fold = of_one_entity(&normal, &exact);
+            let strict = best(&mut |set, found| set.holding_string(&exact, &lower, fold, found));
+            match strict {
+                Some(origin) if allowed(&origin) => push(None, Some(origin)),
+                // Not where it may come from: where, in any case, did it come from? Only a
+                // source it may not come from says so: another spelling of an allowed value
+                // is a value nobody gave.
+                _ => {
+                    let loose =
+                        best(&mut |set, found| set.holding_string(&exact, &lower, true, found));
+                    push(None, loose.filter(|origin| !allowed(origin)));
+                }
+            }
+        }
+        (Value::String(string), Matching::Entities) => {
+            let normal = normalize(string);
+            for (number, entity) in entities(&normal).into_iter().enumerate() {
+                let lower = letters_and_digits(entity.text).to_lowercase();
+                let origin =
+                    best(&mut |set, found| set.holding_string(&lower, &lower, true, found));
+                push(
+                    Some(format!("{} {}", entity.kind.as_str(), number + 1)),
+                    origin,
+                );
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Whether a whole value is one entity (an IBAN, an e-mail address, a link, a phone number):
+/// a kind compared in lower case.
+fn of_one_entity(normal: &str, letters: &str) -> bool {
+    match entities(normal).as_slice() {
+        [only] => {
+            letters.ends_with(&letters_and_digits(only.text)) && {
+                let rest = letters.len() - letters_and_digits(only.text).len();
+                // Only a link's scheme may stand before it.
+                rest == 0 || normal.contains("://")
+            }
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn rules_name_values_element_by_element() {
+        let arguments = json!({"to": ["a", "b"], "payee": {"iban": "X", "name": null}, "n": 3});
+        let paths = |pointer| -> Vec<String> {
+            values_at(&arguments, pointer)
+                .into_iter()
+                .map(|(path, _)| path)
+                .collect()
+        };
+        assert_eq!(paths("/to"), ["/to/0", "/to/1"]);
+        assert_eq!(paths("/payee"), ["/payee/iban"]);
+        assert_eq!(paths("/payee/iban"), ["/payee/iban"]);
+        assert_eq!(paths("/n"), ["/n"]);
+        assert!(paths("/missing").is_empty());
+    }
+
+    #[test]
+    fn trusted_fields_name_their_values() {
+        let path = [PathStep::Index(2), PathStep::Key("recipient")];
+        assert!(at("/*/recipient", &path));
+        assert!(!at("/*/subject", &path));
+        assert!(at("", &path));
+    }
+}

@@ -1,0 +1,254 @@
+//! Where a task's sources are kept: [`ProvenanceStore`], and [`InMemoryProvenanceStore`] for one
+//! process. The stores crate keeps them in SQLite and PostgreSQL, so that every worker serving
+//! a task judges its calls against the same sources, across restarts.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::ready;
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+
+use crate::tool::BoxFuture;
+use crate::{CallContext, Rejection, RejectionCode};
+
+/// Where a source entered its task.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Origin {
+    /// The request the task began with ([`CallContext::with_request`]).
+    Request,
+    /// A later message of the user ([`Registry::add_user_message`](crate::Registry::add_user_message)),
+    /// numbered from 1 in the order the task received them.
+    UserMessage {
+        /// Its number within the task.
+        number: u64,
+    },
+    /// The arguments a reviewer typed in an edit of a waiting call.
+    Edit {
+        /// The reviewer.
+        reviewer: String,
+        /// The ticket the edit decided.
+        ticket: String,
+    },
+    /// The output of a tool call (or the message of its error).
+    ToolOutput {
+        /// The tool.
+        tool: String,
+        /// The provider's id of the call.
+        call_id: String,
+        /// Whether the tool's contract trusts this part of its output
+        /// ([`OutputTrust`](crate::OutputTrust)).
+        trusted: bool,
+    },
+}
+
+impl Origin {
+    /// Whether the user (or a reviewer, for them) supplied it.
+    pub fn is_user(&self) -> bool {
+        matches!(
+            self,
+            Origin::Request | Origin::UserMessage { .. } | Origin::Edit { .. }
+        )
+    }
+
+    /// Whether a value found in it may reach an argument declared `#[from(user, trusted)]`.
+    pub fn is_trusted(&self) -> bool {
+        match self {
+            Origin::ToolOutput { trusted, .. } => *trusted,
+            _ => true,
+        }
+    }
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::Request => f.write_str("the user's request"),
+            Origin::UserMessage { number } => write!(f, "user message {number}"),
+            Origin::Edit { reviewer, ticket } => {
+                write!(f, "the edit of reviewer `{reviewer}` on ticket `{ticket}`")
+            }
+            Origin::ToolOutput {
+                tool,
+                call_id,
+                trusted,
+            } => {
+                let trust = if *trusted { "trusted" } else { "untrusted" };
+                write!(
+                    f,
+                    "the output of tool `{tool}` in call `{call_id}` ({trust})"
+                )
+            }
+        }
+    }
+}
+
+/// One source of a task: where it came from, and the text its values are found in (a
+/// message, or an output's strings and numbers, one per line).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceRecord {
+    /// Where it came from.
+    pub origin: Origin,
+    /// Its text, at most [`SOURCE_TEXT_LIMIT`] bytes; empty when the task's sources held
+    /// [`TASK_TEXT_LIMIT`] bytes already (its values are then found nowhere, and the task
+    /// still counts as having read it).
+    pub text: String,
+}
+
+/// The most bytes of one source's text that are kept: values beyond are found nowhere, so a
+/// call that uses one is refused (`unsourced_value`), never allowed.
+pub const SOURCE_TEXT_LIMIT: usize = 64 * 1024;
+
+/// The most bytes of text one task's sources keep in all; a source recorded after is kept
+/// without its text, so that the task still counts as having read it.
+pub const TASK_TEXT_LIMIT: usize = 4 * 1024 * 1024;
+
+/// Keeps each task's sources, in the order they entered it, for every worker serving it.
+///
+/// A task is its tenant and its task id ([`CallContext::tenant`], [`CallContext::task_id`]).
+/// Sources are numbered from 1 within their task, in the order they were recorded: a worker
+/// that read a task's sources up to number `n` asks only for those after it. A store numbers
+/// them so that no source numbered below one a reader was given can appear later: the next
+/// number is taken only once the previous one is visible.
+pub trait ProvenanceStore: Send + Sync + 'static {
+    /// Appends `source` to the task of `ctx`; returns its number. A refusal
+    /// (`sources_unavailable`, or `output_unrecorded` from a bounded store that has no room
+    /// for the task) withholds the output from the model: what was not recorded must not be
+    /// read.
+    fn record<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        source: &'a SourceRecord,
+    ) -> BoxFuture<'a, Result<u64, Rejection>>;
+
+    /// The sources of the task of `ctx` numbered after `after`, in order, with their numbers;
+    /// `sources_unavailable` when they cannot be read.
+    fn since<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        after: u64,
+    ) -> BoxFuture<'a, Result<Vec<(u64, SourceRecord)>, Rejection>>;
+
+    /// Forgets the sources of `task` (under every tenant), which ended and whose id is never
+    /// used again ([`Registry::end_task`](crate::Registry::end_task)). The default keeps them.
+    fn forget_task<'a>(&'a self, task: &'a str) -> BoxFuture<'a, ()> {
+        let _ = task;
+        Box::pin(ready(()))
+    }
+}
+
+/// The refusal of a store that cannot read or write a task's sources.
+pub fn sources_unavailable(error: impl fmt::Display) -> Rejection {
+    tracing::error!(%error, "the task's sources could not be read or written");
+    Rejection::new(
+        RejectionCode::SourcesUnavailable,
+        "the sources of this task could not be read, so where the call's values came from cannot be told",
+    )
+    .with_hint("try again later")
+}
+
+/// The key of a task in a store: its tenant (empty for none) and its id.
+pub(crate) fn task_key(ctx: &CallContext) -> (String, String) {
+    (
+        ctx.tenant().unwrap_or_default().to_owned(),
+        ctx.task_id().to_owned(),
+    )
+}
+
+/// A [`ProvenanceStore`] in memory, for one process, holding at most `tasks` tasks at once
+/// (10,000 by default). A task it does not hold when it is full is refused
+/// (`output_unrecorded`: the output is withheld from the model) until
+/// [`end_task`](crate::Registry::end_task) forgets one: forgetting a task's sources on its own
+/// could let a tool that needs a human after untrusted content run without one.
+#[derive(Clone)]
+pub struct InMemoryProvenanceStore {
+    tasks: Arc<Mutex<HashMap<(String, String), Vec<SourceRecord>>>>,
+    capacity: usize,
+}
+
+impl Default for InMemoryProvenanceStore {
+    fn default() -> Self {
+        InMemoryProvenanceStore::with_capacity(10_000)
+    }
+}
+
+impl fmt::Debug for InMemoryProvenanceStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InMemoryProvenanceStore")
+            .field("capacity", &self.capacity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl InMemoryProvenanceStore {
+    /// A store holding at most `tasks` tasks at once.
+    pub fn with_capacity(tasks: usize) -> Self {
+        InMemoryProvenanceStore {
+            tasks: Arc::default(),
+            capacity: tasks,
+        }
+    }
+
+    fn tasks(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Vec<SourceRecord>>> {
+        // A panic while the lock was held cannot leave a task half-written: each change is
+        // one push or one removal.
+        self.tasks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl ProvenanceStore for InMemoryProvenanceStore {
+    fn record<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        source: &'a SourceRecord,
+    ) -> BoxFuture<'a, Result<u64, Rejection>> {
+        let mut tasks = self.tasks();
+        let key = task_key(ctx);
+        let full = tasks.len() >= self.capacity;
+        let recorded = match tasks.get_mut(&key) {
+            Some(sources) => {
+                sources.push(source.clone());
+                Ok(sources.len() as u64)
+            }
+            None if full => Err(Rejection::new(
+                RejectionCode::OutputUnrecorded,
+                "the store of the tasks' sources is full, so this output could not be recorded and is withheld",
+            )
+            .with_hint("tell the user the tool's output could not be shown")),
+            None => {
+                tasks.insert(key, vec![source.clone()]);
+                Ok(1)
+            }
+        };
+        Box::pin(ready(recorded))
+    }
+
+    fn since<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        after: u64,
+    ) -> BoxFuture<'a, Result<Vec<(u64, SourceRecord)>, Rejection>> {
+        let tasks = self.tasks();
+        let sources = tasks
+            .get(&task_key(ctx))
+            .map(|sources| {
+                sources
+                    .iter()
+                    .enumerate()
+                    .skip(usize::try_from(after).unwrap_or(usize::MAX))
+                    .map(|(at, source)| (at as u64 + 1, source.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Box::pin(ready(Ok(sources)))
+    }
+
+    fn forget_task<'a>(&'a self, task: &'a str) -> BoxFuture<'a, ()> {
+        self.tasks().retain(|(_, id), _| id != task);
+        Box::pin(ready(()))
+    }
+}

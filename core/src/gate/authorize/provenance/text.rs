@@ -1,0 +1,265 @@
+//! How text and values are compared: one normalization for sources and arguments alike.
+//!
+//! 1. Invisible characters are removed: zero-width spaces and joiners, the soft hyphen, word
+//!    joiners, bidi embeddings, overrides, isolates and marks, variation selectors, Unicode tag
+//!    characters and the byte-order mark (see [`is_invisible`]).
+//! 2. The text is put in Unicode NFKC: full-width digits and letters, ligatures and other
+//!    compatibility forms become their plain characters (`１２３` is `123`).
+//! 3. It is cut into **words**: maximal runs of letters and digits (Unicode alphanumerics).
+//!    Everything else (spaces, punctuation, symbols, combining marks left over) only separates
+//!    words.
+//!
+//! A string value is found in a source when the letters and digits of the value, in order,
+//! are exactly the letters and digits of a run of whole words of the source: `GB29 NWBK 6016`
+//! and `GB29NWBK6016` are the same value, `NWBK` is not found in `GB29NWBK6016`. Case counts,
+//! except for values of a kind that is case-insensitive (IBANs, e-mail addresses, links, phone
+//! numbers), compared in lower case.
+//!
+//! A number is found by its value: a source holds the numbers written in it in decimal (a run
+//! of ASCII digits, after NFKC, not glued to a letter before it, with an optional `.` and
+//! fraction, an optional `-` before it), so `7`, `7.0` and `07` are one value; a thousands
+//! separator is not read (`1,000` holds the numbers 1 and 000).
+
+use std::borrow::Cow;
+
+use serde_json::Value;
+use unicode_normalization::UnicodeNormalization;
+
+/// Characters that render as nothing, or only reorder what is around them: removed before
+/// anything is compared, so that they can neither hide a value nor split one.
+pub(crate) fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}'
+            | '\u{034F}'
+            | '\u{061C}'
+            | '\u{115F}'
+            | '\u{1160}'
+            | '\u{17B4}'
+            | '\u{17B5}'
+            | '\u{180B}'..='\u{180F}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{206F}'
+            | '\u{3164}'
+            | '\u{FE00}'..='\u{FE0F}'
+            | '\u{FEFF}'
+            | '\u{FFA0}'
+            | '\u{1D173}'..='\u{1D17A}'
+            | '\u{E0000}'..='\u{E0FFF}'
+    )
+}
+
+/// `text` with invisible characters removed, in NFKC.
+pub(crate) fn normalize(text: &str) -> Cow<'_, str> {
+    if text.is_ascii() {
+        return Cow::Borrowed(text);
+    }
+    let visible: String = text.chars().filter(|c| !is_invisible(*c)).collect();
+    let normal: String = visible.nfkc().filter(|c| !is_invisible(*c)).collect();
+    Cow::Owned(normal)
+}
+
+/// The words of normalized text, with their byte offsets.
+pub(crate) fn words(normal: &str) -> impl Iterator<Item = (usize, &str)> {
+    normal
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|word| !word.is_empty())
+        .map(move |word| (word.as_ptr() as usize - normal.as_ptr() as usize, word))
+}
+
+/// The letters and digits of normalized text, in order: what a string value is compared by.
+pub(crate) fn letters_and_digits(normal: &str) -> String {
+    normal.chars().filter(|c| c.is_alphanumeric()).collect()
+}
+
+/// The numbers written in normalized text, in their canonical decimal form.
+pub(crate) fn numbers(normal: &str) -> Vec<String> {
+    let bytes = normal.as_bytes();
+    let mut found = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        if !bytes[at].is_ascii_digit() {
+            at += 1;
+            continue;
+        }
+        // Glued to a letter or digit before it (`UK12`, `ab7`), it is part of a word.
+        let glued = normal[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric());
+        let start = at;
+        while at < bytes.len() && bytes[at].is_ascii_digit() {
+            at += 1;
+        }
+        if at + 1 < bytes.len() && bytes[at] == b'.' && bytes[at + 1].is_ascii_digit() {
+            at += 1;
+            while at < bytes.len() && bytes[at].is_ascii_digit() {
+                at += 1;
+            }
+        }
+        if glued {
+            continue;
+        }
+        // A `-` is a sign only where it does not join two words (`id-3`, `2022-03`).
+        let negative = start > 0
+            && bytes[start - 1] == b'-'
+            && !normal[..start - 1]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_alphanumeric());
+        if let Some(number) = decimal(negative, &normal[start..at]) {
+            found.push(number);
+        }
+    }
+    found
+}
+
+/// The canonical decimal form of a JSON number: digits without leading zeros, a fraction
+/// without trailing zeros, `-` for a negative value other than zero.
+pub(crate) fn number_value(number: &serde_json::Number) -> Option<String> {
+    let text = number.to_string();
+    let (negative, text) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.as_str()),
+    };
+    match text.split_once(['e', 'E']) {
+        None => decimal(negative, text),
+        Some((mantissa, exponent)) => {
+            let exponent: i32 = exponent.parse().ok()?;
+            let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+            let digits = format!("{whole}{fraction}");
+            let point = i32::try_from(whole.len()).ok()? + exponent;
+            if !(-400..=400).contains(&point) {
+                return None;
+            }
+            let plain = if point <= 0 {
+                format!("0.{}{digits}", "0".repeat(point.unsigned_abs() as usize))
+            } else if point as usize >= digits.len() {
+                format!("{digits}{}", "0".repeat(point as usize - digits.len()))
+            } else {
+                let (whole, fraction) = digits.split_at(point as usize);
+                format!("{whole}.{fraction}")
+            };
+            decimal(negative, &plain)
+        }
+    }
+}
+
+/// `digits` (`123` or `123.450`) in canonical form.
+fn decimal(negative: bool, digits: &str) -> Option<String> {
+    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+    if whole.is_empty() || !whole.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let whole = whole.trim_start_matches('0');
+    let fraction = fraction.trim_end_matches('0');
+    let mut canonical = String::with_capacity(digits.len() + 1);
+    let zero = whole.is_empty() && fraction.is_empty();
+    if negative && !zero {
+        canonical.push('-');
+    }
+    canonical.push_str(if whole.is_empty() { "0" } else { whole });
+    if !fraction.is_empty() {
+        canonical.push('.');
+        canonical.push_str(fraction);
+    }
+    Some(canonical)
+}
+
+/// The text of a JSON value as a source: its strings and numbers, one per line, object keys
+/// left out (the tool's code writes them, not a third party). `keep` says which values, by
+/// their path from the root, belong to this source.
+pub(crate) fn source_text(value: &Value, keep: &dyn Fn(&[PathStep<'_>]) -> bool) -> String {
+    let mut text = String::new();
+    let mut path = Vec::new();
+    collect(value, &mut path, keep, &mut text);
+    text
+}
+
+/// One step down a JSON value.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum PathStep<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+fn collect<'a>(
+    value: &'a Value,
+    path: &mut Vec<PathStep<'a>>,
+    keep: &dyn Fn(&[PathStep<'_>]) -> bool,
+    text: &mut String,
+) {
+    match value {
+        Value::String(string) => {
+            if keep(path) {
+                text.push_str(string);
+                text.push('\n');
+            }
+        }
+        Value::Number(number) => {
+            if keep(path) {
+                text.push_str(&number.to_string());
+                text.push('\n');
+            }
+        }
+        Value::Array(items) => {
+            for (index, item) in items.iter().enumerate() {
+                path.push(PathStep::Index(index));
+                collect(item, path, keep, text);
+                path.pop();
+            }
+        }
+        Value::Object(members) => {
+            for (key, member) in members {
+                path.push(PathStep::Key(key));
+                collect(member, path, keep, text);
+                path.pop();
+            }
+        }
+        Value::Bool(_) | Value::Null => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invisible_and_compatibility_characters_are_normalized_away() {
+        assert_eq!(normalize("GB\u{200B}29\u{202E}NW"), "GB29NW");
+        assert_eq!(normalize("ＧＢ２９"), "GB29");
+        assert_eq!(normalize("ﬁle"), "file");
+    }
+
+    #[test]
+    fn words_are_runs_of_letters_and_digits() {
+        let words: Vec<&str> = words("Pay GB29-NWBK, now!").map(|(_, w)| w).collect();
+        assert_eq!(words, ["Pay", "GB29", "NWBK", "now"]);
+        assert_eq!(letters_and_digits("GB29 NWBK-60"), "GB29NWBK60");
+    }
+
+    #[test]
+    fn numbers_are_read_by_value() {
+        assert_eq!(
+            numbers("pay 98.70 or 007, id-3 UK12 -5"),
+            ["98.7", "7", "3", "-5"]
+        );
+        assert_eq!(numbers("1,000"), ["1", "0"]);
+        let value = |text: &str| number_value(&serde_json::from_str(text).unwrap());
+        assert_eq!(value("98.7").as_deref(), Some("98.7"));
+        assert_eq!(value("100").as_deref(), Some("100"));
+        assert_eq!(value("-0.0").as_deref(), Some("0"));
+        assert_eq!(value("1e21").as_deref(), Some("1000000000000000000000"));
+        assert_eq!(value("1.5e-3").as_deref(), Some("0.0015"));
+    }
+
+    #[test]
+    fn a_json_source_holds_its_strings_and_numbers_but_not_its_keys() {
+        let output =
+            serde_json::json!({"iban": "GB29", "amount": 10.5, "ok": true, "list": [1, "x"]});
+        let text = source_text(&output, &|_| true);
+        assert!(text.contains("GB29\n") && text.contains("10.5\n") && text.contains("x\n"));
+        assert!(!text.contains("iban") && !text.contains("true"));
+    }
+}
