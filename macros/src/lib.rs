@@ -8,6 +8,7 @@ mod expand;
 mod options;
 mod params;
 mod sensitive;
+mod wire_fields;
 
 /// Turns a plain function into a gated tool.
 ///
