@@ -59,6 +59,22 @@ pub(crate) fn wire_fields<'a>(
             ),
         ));
     }
+    if let Some(meta) = serde_metas(&input.attrs)
+        .into_iter()
+        .find(|meta| meta.path().is_ident("transparent") || meta.path().is_ident("into"))
+    {
+        return Err(syn::Error::new_spanned(
+            &meta,
+            format!(
+                "with `{key}`, the canonical arguments would not hold this struct's fields under their names, and the gates find its {what} by those names: remove `{key}`",
+                key = meta
+                    .path()
+                    .get_ident()
+                    .map(ToString::to_string)
+                    .unwrap_or_default()
+            ),
+        ));
+    }
     let mut named = Vec::new();
     for field in &fields.named {
         if let Some(flatten) = serde_metas(&field.attrs)
