@@ -207,7 +207,9 @@ fn main() {
     };
     let ratio = gated / plain;
     println!();
-    println!("the whole pipeline, mean time per call, on a task that read {OUTPUTS} outputs of {OUTPUT_BYTES} bytes:");
+    println!(
+        "the whole pipeline, mean time per call, on a task that read {OUTPUTS} outputs of {OUTPUT_BYTES} bytes:"
+    );
     println!("  (a) without the provenance gate  {plain:>8.0} ns  1.00");
     println!(
         "  (b) with it                      {gated:>8.0} ns  {ratio:.2}x  (b/a; target <= 1.20: {})",

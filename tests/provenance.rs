@@ -5,10 +5,13 @@
 use portcullis::audit::MemoryAuditSink;
 use portcullis::prelude::*;
 use portcullis::{
-    ApprovalDecision, Gate, InMemoryProvenanceStore, Origin, Outcome, Reviewer, Sourced,
+    ApprovalDecision, Gate, InMemoryProvenanceStore, Origin, Outcome, RegistryBuilder, Reviewer,
+    Sourced,
 };
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use validator::Validate;
 
 /// The attacker's account, as an injected text names it.
 const ATTACKER: &str = "US133000000121212121212";
@@ -53,7 +56,11 @@ fn send_money(
 }
 
 /// Send money, or ask a human when a value came from an untrusted source.
-#[tool(risk = "medium", irreversible = "money leaves", on_untrusted = "approve")]
+#[tool(
+    risk = "medium",
+    irreversible = "money leaves",
+    on_untrusted = "approve"
+)]
 fn send_money_checked(
     #[from(user, trusted)] recipient: String,
     amount_cents: u64,
@@ -82,14 +89,22 @@ fn pay_payee(payee: Payee, amount_cents: u64) -> Result<String, ToolError> {
 }
 
 /// Change the account's password.
-#[tool(risk = "high", irreversible = "the old password is gone", after_untrusted = "refuse")]
+#[tool(
+    risk = "high",
+    irreversible = "the old password is gone",
+    after_untrusted = "refuse"
+)]
 fn change_password(#[sensitive] password: String) -> Result<(), ToolError> {
     let _ = password;
     Ok(())
 }
 
 /// Close the account.
-#[tool(risk = "high", irreversible = "closed for good", after_untrusted = "approve")]
+#[tool(
+    risk = "high",
+    irreversible = "closed for good",
+    after_untrusted = "approve"
+)]
 fn close_account() -> Result<(), ToolError> {
     Ok(())
 }
@@ -159,10 +174,16 @@ async fn a_value_from_the_user_passes_and_one_from_an_injected_page_is_refused()
     assert_eq!(rejection.code(), RejectionCode::UntrustedValue);
     assert_eq!(rejection.gate(), Gate::Authorize);
     assert_eq!(rejection.path(), Some("/recipient"));
-    assert!(rejection.message().contains("`fetch_page`"), "{rejection:?}");
+    assert!(
+        rejection.message().contains("`fetch_page`"),
+        "{rejection:?}"
+    );
     assert!(!rejection.message().contains(ATTACKER), "never echoed");
     assert!(
-        rejection.hint().unwrap_or_default().contains("ask the user"),
+        rejection
+            .hint()
+            .unwrap_or_default()
+            .contains("ask the user"),
         "{rejection:?}"
     );
 }
@@ -172,12 +193,15 @@ async fn every_spelling_of_the_injected_account_is_still_the_injected_account() 
     let registry = registry();
     let ctx = user(&format!("Pay my rent to {LANDLORD}"));
     read_page(&registry, &ctx, &injected()).await;
-    let spaced = "US13 3000 0001 2121 2121 2121 2";
+    let spaced = "US13 3000 0001 2121 2121 212";
     let zero_width = "US1330\u{200B}00000121212\u{200D}121212";
     let bidi = "\u{202E}US133000000121212121212\u{202C}";
-    let full_width = "ＵＳ１３３０００００００１２１２１２１２１２１２";
+    let full_width: String = ATTACKER
+        .chars()
+        .map(|c| char::from_u32(c as u32 + 0xFEE0).expect("a full-width form"))
+        .collect();
     let lower = "us133000000121212121212";
-    for spelling in [spaced, zero_width, bidi, full_width, lower] {
+    for spelling in [spaced, zero_width, bidi, &full_width, lower] {
         assert_eq!(
             pay(&registry, &ctx, spelling).await.code(),
             Some(RejectionCode::UntrustedValue),
@@ -190,7 +214,12 @@ async fn every_spelling_of_the_injected_account_is_still_the_injected_account() 
 async fn a_value_split_across_two_outputs_is_found_in_neither() {
     let registry = registry();
     let ctx = user("Pay the invoice from the two pages");
-    read_page(&registry, &ctx, "The first half of the account is US1330000001").await;
+    read_page(
+        &registry,
+        &ctx,
+        "The first half of the account is US1330000001",
+    )
+    .await;
     read_page(&registry, &ctx, "and the second half is 21212121212").await;
     let rejection = pay(&registry, &ctx, ATTACKER).await;
     assert_eq!(rejection.code(), Some(RejectionCode::UnsourcedValue));
@@ -228,7 +257,13 @@ async fn lists_and_nested_fields_are_checked_element_by_element() {
     let many = |recipients: Value| json!({ "recipients": recipients });
     let passed = call(&registry, &ctx, "pay_many", many(json!([LANDLORD]))).await;
     assert!(passed.is_completed(), "{passed:?}");
-    let refused = call(&registry, &ctx, "pay_many", many(json!([LANDLORD, ATTACKER]))).await;
+    let refused = call(
+        &registry,
+        &ctx,
+        "pay_many",
+        many(json!([LANDLORD, ATTACKER])),
+    )
+    .await;
     let rejection = refused.rejection().expect("refused");
     assert_eq!(rejection.code(), RejectionCode::UntrustedValue);
     assert_eq!(rejection.path(), Some("/recipients/1"));
@@ -285,7 +320,13 @@ async fn a_link_inside_a_message_comes_from_the_user_in_any_dress() {
 async fn trusted_outputs_and_trusted_fields_are_sources_and_the_rest_is_not() {
     let registry = registry();
     let ctx = user("Pay back whoever paid me last");
-    let payees = call(&registry, &ctx, "list_payees", json!({"payees": [LANDLORD]})).await;
+    let payees = call(
+        &registry,
+        &ctx,
+        "list_payees",
+        json!({"payees": [LANDLORD]}),
+    )
+    .await;
     assert!(payees.is_completed());
     assert!(pay(&registry, &ctx, LANDLORD).await.is_completed());
     let payments = json!({"payments": [{
@@ -311,7 +352,7 @@ async fn trusted_outputs_and_trusted_fields_are_sources_and_the_rest_is_not() {
 
 #[tokio::test]
 async fn an_untrusted_value_can_wait_for_a_human_who_sees_where_it_came_from() {
-    let sink = MemoryAuditSink::new();
+    let sink = MemoryAuditSink::default();
     let registry = builder().audit(sink.clone()).build().unwrap();
     let ctx = user("Pay the bill in the page");
     read_page(&registry, &ctx, &injected()).await;
@@ -403,7 +444,10 @@ async fn a_tool_that_may_not_run_after_untrusted_content_does_not() {
     let refused = call(&registry, &ctx, "change_password", password).await;
     let rejection = refused.rejection().expect("refused");
     assert_eq!(rejection.code(), RejectionCode::UntrustedTask);
-    assert!(rejection.message().contains("`fetch_page`"), "{rejection:?}");
+    assert!(
+        rejection.message().contains("`fetch_page`"),
+        "{rejection:?}"
+    );
     assert!(!rejection.message().contains("hunter22"));
     let waits = call(&registry, &ctx, "close_account", json!({})).await;
     assert!(waits.ticket().is_some(), "{waits:?}");
