@@ -324,6 +324,30 @@ async fn show(
     for line in arguments.lines() {
         writeln!(out, "{}", table::printable(line))?;
     }
+    if !ticket.sources.is_empty() {
+        writeln!(out, "where the values came from:")?;
+        for found in &ticket.sources {
+            let value = match &found.entity {
+                Some(entity) => format!("{} ({entity})", found.path),
+                None => found.path.clone(),
+            };
+            let origin = found
+                .found_in
+                .as_ref()
+                .map_or_else(|| "nowhere".to_owned(), ToString::to_string);
+            let verdict = if found.allowed {
+                ""
+            } else {
+                "  <- NOT a source this argument takes"
+            };
+            writeln!(
+                out,
+                "  {}: {}{verdict}",
+                table::printable(&value),
+                table::printable(&origin)
+            )?;
+        }
+    }
     Ok(())
 }
 

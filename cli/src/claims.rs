@@ -254,6 +254,7 @@ impl Settlement<'_> {
             snapshot_before: None,
             snapshot_after: None,
             snapshot_missing: None,
+            sources: Vec::new(),
             budget_calls: 0,
             budget_cost: 0,
             duration_us: 0,

@@ -36,7 +36,10 @@ use crate::audit::{Decided, Snapshots, sha256_hex};
 use crate::gate::approve::decision::{already_decided, expired, not_pending, record_decision};
 use crate::gate::approve::now_ms;
 use crate::gate::approve::store::Lease;
-use crate::gate::authorize::{authorize, authorize_caller};
+use crate::gate::authorize::provenance::ValueSource;
+use crate::gate::authorize::provenance::store::{Origin, SourceRecord};
+use crate::gate::authorize::provenance::text::source_text;
+use crate::gate::authorize::{Judge, authorize, authorize_caller};
 use crate::gate::bound::{Bound, BoundCall};
 use crate::gate::decode::{self, Canonical, DecodeLimits, Decoded};
 use crate::gate::execute::{Contained, Execution, contained, panicked};
@@ -107,6 +110,10 @@ pub(crate) struct Facts {
     /// The lease on the decided call being carried out (its ticket's id and the lease's),
     /// released from the store just before the call runs.
     pub(crate) lease: OnceLock<(String, String)>,
+    /// Where each value the contract declares `#[from(...)]` was found.
+    pub(crate) sources: OnceLock<Vec<ValueSource>>,
+    /// The source of a reviewer's edit, for the edited call's provenance.
+    pub(crate) edit: OnceLock<SourceRecord>,
 }
 
 impl<T: Tool> ErasedTool for T {
@@ -205,14 +212,22 @@ async fn gates<'a>(tool: &'a dyn ErasedTool, passage: Passage<'a>) -> Result<Out
         &canonical,
     )?;
 
-    // 4. authorize: what the arguments name, then the policies and intent checks.
-    authorize(contract, &*bound, ctx, &canonical, &settings.rules).await?;
+    // 4. authorize: what the arguments name, where their values came from (an approved call
+    // was judged when it began to wait, and a human saw it since), then the policies and
+    // intent checks.
+    let judge = (road != Road::Approved && contract.provenance().checks_calls()).then(|| Judge {
+        provenance: &settings.provenance,
+        edit: facts.edit.get(),
+        found: &facts.sources,
+    });
+    let untrusted = authorize(contract, &*bound, ctx, &canonical, &settings.rules, judge).await?;
 
     // 5. repeat: a call that may not run twice, or that may wait for a human, is claimed.
     let needs_approval = road == Road::Fresh
-        && settings
-            .approvals
-            .required(contract, bound.approval_required(ctx));
+        && (untrusted
+            || settings
+                .approvals
+                .required(contract, bound.approval_required(ctx)));
     let key = (road == Road::Fresh && (needs_approval || !contract.idempotent()))
         .then(|| CallKey::new(ctx, contract.name(), &call.id));
     if let Some(key) = &key {
@@ -317,6 +332,17 @@ async fn admit<'a>(
             reserved_cost: reserved.then(|| contract.cost()),
             decision: None,
         };
+        if let Some(sources) = facts.sources.get() {
+            pending.ticket.sources = sources.clone();
+            for untrusted in sources.iter().filter(|found| !found.allowed) {
+                if let Some(origin) = &untrusted.found_in {
+                    pending
+                        .ticket
+                        .description
+                        .push_str(&format!("; {} came from {origin}", untrusted.named()));
+                }
+            }
+        }
         pending.ticket.call_digest = pending.digest();
         let ticket = pending.ticket.clone();
         // The claim waits before the ticket can be decided, so that a reviewer's quick
@@ -392,6 +418,7 @@ async fn admit<'a>(
     if counted {
         settings.budget.settle(contract, &outcome).await;
     }
+    let outcome = recorded(settings, ctx, contract, &call.id, outcome).await;
     if let Some(canonical) = facts.canonical.get().filter(|_| observed) {
         match after_snapshot(tool, passage.check, ctx, canonical).await {
             Ok(snapshot) => Snapshots::keep(&facts.snapshots.after, snapshot),
@@ -406,6 +433,53 @@ async fn admit<'a>(
         }
     }
     Ok(outcome)
+}
+
+/// The outcome of a call that ran, once what the model will read of it is recorded as a source
+/// of its task: its output, or its error's message (a tool's error may quote what it read).
+/// One that could not be recorded is withheld: the model must not read what the provenance
+/// gate cannot account for.
+async fn recorded(
+    settings: &Settings,
+    ctx: &CallContext,
+    contract: &ToolContract,
+    call_id: &str,
+    outcome: Outcome,
+) -> Outcome {
+    let provenance = &settings.provenance;
+    if !provenance.recording {
+        return outcome;
+    }
+    let read = match &outcome {
+        Outcome::Completed(output) => {
+            provenance
+                .record_output(ctx, contract, call_id, output)
+                .await
+        }
+        Outcome::Rejected(rejection) if rejection.code() == RejectionCode::ToolFailed => {
+            let record = SourceRecord {
+                origin: Origin::ToolOutput {
+                    tool: contract.name().to_owned(),
+                    call_id: call_id.to_owned(),
+                    trusted: false,
+                },
+                text: rejection.message().to_owned(),
+            };
+            provenance.store.record(ctx, &record).await.map(drop)
+        }
+        _ => Ok(()),
+    };
+    match read {
+        Ok(()) => outcome,
+        Err(refusal) => Outcome::Rejected(Rejection::new(
+            RejectionCode::OutputUnrecorded,
+            format!(
+                "the tool ran, but its output could not be recorded as a source of this task, so it is withheld ({})",
+                refusal.message()
+            ),
+        )
+        .with_hint("tell the user the tool ran and its output could not be shown")),
+    }
 }
 
 /// The refusal of a decided call whose lease ran out before it could run: another worker took
@@ -929,6 +1003,21 @@ impl Registry {
                 None,
             ),
             Some(arguments) => {
+                // What the reviewer typed is theirs: a source of the edited call, and of the
+                // task's later calls.
+                let edit = SourceRecord {
+                    origin: Origin::Edit {
+                        reviewer: reviewer.id().to_owned(),
+                        ticket: pending.ticket.id.clone(),
+                    },
+                    text: source_text(&arguments, &|_| true),
+                };
+                if settings.provenance.recording
+                    && let Err(refusal) = settings.provenance.store.record(ctx, &edit).await
+                {
+                    tracing::error!(%refusal, "a reviewer's edit could not be recorded as a source of its task");
+                }
+                let _ = facts.edit.set(edit);
                 // The edited call is counted for itself.
                 if let Some(cost) = pending.reserved_cost {
                     settings.budget.release(ctx, &call.name, cost).await;

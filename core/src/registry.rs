@@ -149,11 +149,12 @@ impl Registry {
         Some(&tools[index].1)
     }
 
-    /// Tells the budget store that task `task_id` ended and that its id is never used again,
-    /// so that a bounded store forgets what it counted for it
-    /// ([`BudgetStore::forget_task`]). The MCP server does so as a session closes, since its
-    /// task id was made for it. Never for a task that may go on: its budget and its refusals
-    /// would start afresh.
+    /// Tells the budget and provenance stores that task `task_id` ended and that its id is
+    /// never used again, so that a bounded store forgets what it counted for it and what it
+    /// read ([`BudgetStore::forget_task`], [`ProvenanceStore::forget_task`]). The MCP server
+    /// does so as a session closes, since its task id was made for it. Never for a task that
+    /// may go on: its budget and its refusals would start afresh, and the untrusted content it
+    /// read would be forgotten.
     pub async fn end_task(&self, task_id: &str) {
         let settings = &self.inner.settings;
         settings.budget.store.forget_task(task_id).await;
@@ -327,8 +328,12 @@ impl RegistryBuilder {
     /// [`InMemoryProvenanceStore`]): give every worker serving the same tasks the same durable
     /// store (the stores crate has SQLite and PostgreSQL ones), so that each judges a call
     /// against everything its task read.
+    ///
+    /// A registry given a store records every output in it, whether or not its own tools
+    /// declare provenance: a worker of another service may judge the same task's calls.
     pub fn provenance_store(mut self, store: impl ProvenanceStore) -> Self {
         self.settings.provenance.store = Arc::new(store);
+        self.settings.provenance.recording = true;
         self
     }
 
@@ -579,8 +584,9 @@ impl RegistryBuilder {
             return Err(BuildError::DuplicateTool(pair[0].0.clone()));
         }
         let mut settings = self.settings;
-        // Outputs are recorded only where a contract reads where values came from.
-        settings.provenance.recording = tools
+        // Outputs are recorded only where a contract, or a worker sharing the store, reads
+        // where values came from.
+        settings.provenance.recording |= tools
             .iter()
             .any(|(_, entry)| entry.tool.contract().provenance().checks_calls());
         for profile in &settings.profiles {

@@ -107,6 +107,12 @@ pub struct AuditRecord {
     /// Absent otherwise, and then not written, so records from before this field still verify.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot_missing: Option<String>,
+    /// Where each value the contract declares `#[from(...)]` was found, for a call the
+    /// provenance gate judged: the user's request or message `n`, the output of tool X in call
+    /// Y, a reviewer's edit, or nowhere. Absent otherwise, and then not written, so records
+    /// from before this field still verify.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<crate::ValueSource>,
     /// Calls the budget counted for this decision (0 or 1).
     pub budget_calls: u64,
     /// Cost the budget counted for this decision.
@@ -611,6 +617,10 @@ fn record_of(decided: &Decided<'_>) -> AuditRecord {
         snapshot_before: snapshots.and_then(|snapshots| Snapshots::taken(&snapshots.before)),
         snapshot_after: snapshots.and_then(|snapshots| Snapshots::taken(&snapshots.after)),
         snapshot_missing: snapshots.and_then(|snapshots| Snapshots::taken(&snapshots.missing)),
+        sources: facts
+            .and_then(|facts| facts.sources.get())
+            .cloned()
+            .unwrap_or_default(),
         budget_calls: u64::from(counted && !pending && contract.is_some()),
         budget_cost: match contract {
             Some(contract) if counted && !pending => contract.cost(),

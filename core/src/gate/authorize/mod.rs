@@ -22,6 +22,15 @@ use crate::{
     ToolContract,
 };
 
+/// The provenance gate, for a call it judges.
+pub(crate) struct Judge<'a> {
+    pub(crate) provenance: &'a provenance::Provenance,
+    /// The source of the reviewer's edit being judged, if it is one.
+    pub(crate) edit: Option<&'a provenance::store::SourceRecord>,
+    /// Where its findings are kept, for the ticket and the audit.
+    pub(crate) found: &'a std::sync::OnceLock<Vec<provenance::ValueSource>>,
+}
+
 /// The registry-wide rules the authorize gate consults.
 pub(crate) struct Rules {
     pub(crate) policies: Vec<Box<dyn Policy>>,
@@ -29,23 +38,44 @@ pub(crate) struct Rules {
 }
 
 /// The authorize gate, once the arguments are valid: the `#[tenant]` and `#[environment]`
-/// arguments, then the tool's own policy, the registry's policies and its intent checks; the
-/// first refusal stands. Everything after the typed policy judges the canonical arguments.
+/// arguments, where the declared values came from (with `judge`), then the tool's own policy,
+/// the registry's policies and its intent checks; the first refusal stands. Everything after
+/// the typed policy judges the canonical arguments. Returns whether an untrusted source makes
+/// the call wait for a human.
 pub(crate) async fn authorize(
     contract: &ToolContract,
     bound: &dyn BoundCall<'_>,
     ctx: &CallContext,
     canonical: &Canonical<'_>,
     rules: &Rules,
-) -> Result<(), Rejection> {
+    judge: Option<Judge<'_>>,
+) -> Result<bool, Rejection> {
     if contract.tenant_argument().is_some() || contract.environment_argument().is_some() {
         authorize_arguments(contract, ctx, canonical.get()?)?;
+    }
+    let mut untrusted = false;
+    if let Some(judge) = judge {
+        let judged = judge
+            .provenance
+            .judge(contract, ctx, canonical.get()?, judge.edit)
+            .await;
+        let (found, refusal) = match judged {
+            Ok(judged) => {
+                untrusted = judged.needs_human;
+                (judged.sources, None)
+            }
+            Err((refusal, found)) => (found, Some(refusal)),
+        };
+        let _ = judge.found.set(found);
+        if let Some(refusal) = refusal {
+            return Err(refusal);
+        }
     }
     if let Some(decision) = bound.policy(ctx) {
         verdict(decision, RejectionCode::PolicyDenied).await?;
     }
     if rules.policies.is_empty() && rules.intent_checks.is_empty() {
-        return Ok(());
+        return Ok(untrusted);
     }
     let request = PolicyRequest {
         ctx,
@@ -58,7 +88,7 @@ pub(crate) async fn authorize(
     for check in &rules.intent_checks {
         verdict(check.evaluate(request), RejectionCode::IntentMismatch).await?;
     }
-    Ok(())
+    Ok(untrusted)
 }
 
 /// Awaits one policy's decision; a denial, an error and a panic all refuse the call.

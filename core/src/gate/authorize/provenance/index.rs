@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::store::{Origin, SourceRecord, TASK_TEXT_LIMIT, task_key};
+use super::store::{Origin, SourceRecord, TASK_TEXT_LIMIT, TaskKey, task_key};
 use super::text::{normalize, numbers, words};
 use crate::CallContext;
 
@@ -166,7 +166,8 @@ pub(crate) const CACHED_TASKS: usize = 64;
 
 #[derive(Debug, Default)]
 struct Cache {
-    entries: HashMap<(String, String), (u64, Arc<Mutex<TaskSources>>)>,
+    /// Each task, with when it was last used.
+    entries: HashMap<TaskKey, (u64, Arc<Mutex<TaskSources>>)>,
     clock: u64,
 }
 

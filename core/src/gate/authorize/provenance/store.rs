@@ -149,8 +149,11 @@ pub fn sources_unavailable(error: impl fmt::Display) -> Rejection {
     .with_hint("try again later")
 }
 
-/// The key of a task in a store: its tenant (empty for none) and its id.
-pub(crate) fn task_key(ctx: &CallContext) -> (String, String) {
+/// A task in a store: its tenant (empty for none) and its id.
+pub(crate) type TaskKey = (String, String);
+
+/// The key of the task of `ctx`.
+pub(crate) fn task_key(ctx: &CallContext) -> TaskKey {
     (
         ctx.tenant().unwrap_or_default().to_owned(),
         ctx.task_id().to_owned(),
@@ -164,7 +167,7 @@ pub(crate) fn task_key(ctx: &CallContext) -> (String, String) {
 /// could let a tool that needs a human after untrusted content run without one.
 #[derive(Clone)]
 pub struct InMemoryProvenanceStore {
-    tasks: Arc<Mutex<HashMap<(String, String), Vec<SourceRecord>>>>,
+    tasks: Arc<Mutex<HashMap<TaskKey, Vec<SourceRecord>>>>,
     capacity: usize,
 }
 
@@ -191,7 +194,7 @@ impl InMemoryProvenanceStore {
         }
     }
 
-    fn tasks(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Vec<SourceRecord>>> {
+    fn tasks(&self) -> std::sync::MutexGuard<'_, HashMap<TaskKey, Vec<SourceRecord>>> {
         // A panic while the lock was held cannot leave a task half-written: each change is
         // one push or one removal.
         self.tasks
