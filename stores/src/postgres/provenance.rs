@@ -107,6 +107,14 @@ impl PostgresStore {
 /// A source is refused (`sources_unavailable`, and the output withheld) when the database
 /// cannot be written, and a task's sources when they cannot be read: a sealed one without its
 /// key, a changed one, or one missing from the numbers.
+///
+/// Bounded per task as the gate reads a task: a source's text is cut to
+/// [`SOURCE_TEXT_LIMIT`](portcullis_core::SOURCE_TEXT_LIMIT) bytes, and once the task keeps
+/// [`TASK_TEXT_LIMIT`](portcullis_core::TASK_TEXT_LIMIT) bytes of text a source is kept
+/// without its text (its values are found nowhere, so a call using one is refused), under its
+/// origin, so that the task still counts as having read it. Tasks are not bounded in number:
+/// the database's disk is; [`Registry::end_task`](portcullis_core::Registry::end_task) forgets
+/// one.
 impl ProvenanceStore for PostgresStore {
     fn record<'a>(
         &'a self,
