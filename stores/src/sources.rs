@@ -89,7 +89,7 @@ pub(crate) fn read_sources(
     let mut expected = after;
     let mut sources = Vec::with_capacity(rows.len());
     for (number, origin, text) in rows {
-        expected += 1;
+        expected = expected.saturating_add(1);
         let unreadable = |error: &dyn fmt::Display| {
             sources_unavailable(format_args!(
                 "source {number} of task `{task}` (tenant `{tenant}`) could not be read: {error}"
