@@ -50,7 +50,7 @@
 #![warn(missing_docs)]
 
 pub use portcullis_core::*;
-pub use portcullis_macros::{Sensitive, tool};
+pub use portcullis_macros::{Sensitive, Sourced, tool};
 
 /// The README's first example, compiled and run with the tests.
 #[doc = include_str!("../README.md")]
@@ -63,5 +63,5 @@ pub mod prelude {
         CallContext, Outcome, Registry, Rejection, RejectionCode, Risk, Tool, ToolCall,
         ToolContract, ToolError,
     };
-    pub use portcullis_macros::{Sensitive, tool};
+    pub use portcullis_macros::{Sensitive, Sourced, tool};
 }

@@ -292,8 +292,9 @@ impl<T> OutputHasNoSchema for &OutputSchema<T> {
 pub use validator::ValidationErrors;
 
 pub use crate::{
-    Approval, BoxFuture, CallContext, Decision, IntoToolResult, Invocation, PolicyError, Risk,
-    Tool, ToolContract, ToolError, schema_for,
+    AfterUntrusted, Approval, BoxFuture, CallContext, Decision, IntoToolResult, Invocation,
+    Matching, OnUntrusted, OutputTrust, PolicyError, Risk, SourceRule, Sources, Tool, ToolContract,
+    ToolError, schema_for,
 };
 pub use std::result::Result;
 

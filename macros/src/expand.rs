@@ -6,13 +6,17 @@ use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{ItemFn, LitStr, ReturnType, Type};
 
-use crate::options::{Approval, Risk, ToolOptions, check_tool_name};
+use crate::options::{
+    AfterUntrusted, Approval, OnUntrusted, OutputTrust, Risk, ToolOptions, check_tool_name,
+};
 use crate::params::{self, Argument, Param, ScopeMark, doc_text};
+use crate::wire_fields::pointer;
 
 pub(crate) fn expand(options: ToolOptions, mut function: ItemFn) -> syn::Result<TokenStream> {
     check_signature(&function)?;
     let params = params::parse(&mut function.sig)?;
     check_contract(&options, &function)?;
+    check_provenance(&options, &params)?;
 
     let krate = match &options.krate {
         Some(path) => path.to_token_stream(),
@@ -513,6 +517,33 @@ fn contract(
         let timeout = unsuffixed(timeout);
         steps.push(quote!(.timeout(#private::Duration::from_millis(#timeout))));
     }
+    match &options.output_trust {
+        Some(OutputTrust::All) => steps.push(quote!(.output_trust(#private::OutputTrust::All))),
+        Some(OutputTrust::Fields(fields)) => steps.push(quote! {
+            .output_trust(#private::OutputTrust::Fields(#private::Vec::from([
+                #(#private::String::from(#fields)),*
+            ])))
+        }),
+        None => {}
+    }
+    match &options.on_untrusted {
+        Some((OnUntrusted::Refuse, _)) => {
+            steps.push(quote!(.on_untrusted(#private::OnUntrusted::Refuse)));
+        }
+        Some((OnUntrusted::Approve, _)) => {
+            steps.push(quote!(.on_untrusted(#private::OnUntrusted::Approve)));
+        }
+        None => {}
+    }
+    match &options.after_untrusted {
+        Some(AfterUntrusted::Approve) => {
+            steps.push(quote!(.after_untrusted(#private::AfterUntrusted::Approve)));
+        }
+        Some(AfterUntrusted::Refuse) => {
+            steps.push(quote!(.after_untrusted(#private::AfterUntrusted::Refuse)));
+        }
+        None => {}
+    }
     let sensitive: Vec<&str> = arguments_of(params)
         .filter(|argument| argument.sensitive)
         .map(|argument| argument.wire_name.as_str())
@@ -556,15 +587,56 @@ fn contract(
             _ => {}
         }
     }
-    quote! {
-        #private::ToolContract::builder(#tool_name, #description, #private::arguments_schema::<#args_type>())
-            #(#steps)*
+    let source_rules = source_rules(params, private);
+    quote! {{
+        let contract = #private::ToolContract::builder(#tool_name, #description, #private::arguments_schema::<#args_type>())
+            #(#steps)*;
+        #(let contract = #source_rules;)*
+        contract
             .output_schema({
                 use #private::{OutputHasNoSchema as _, OutputHasSchema as _};
                 (&#private::OutputSchema::<#output_type>::probe()).output_schema()
             })
             .build()
+    }}
+}
+
+/// The declared sources of the arguments, in order, each an expression of the builder
+/// `contract` that adds them: an argument's own `#[from(...)]`, or the `#[from]` fields of the
+/// types it holds (`#[derive(Sourced)]`), within it, or at the root for an `#[args]` struct.
+/// Their pointers name what the canonical arguments write, which is what the gate judges.
+fn source_rules(params: &[Param], private: &TokenStream) -> Vec<TokenStream> {
+    let probe = |ty: &Type| {
+        quote! {{
+            use #private::{HasSourcedFields as _, NoSourcedFields as _};
+            (&#private::SourcedProbe::<#ty>::new()).rules()
+        }}
+    };
+    let mut rules = Vec::new();
+    for param in params {
+        match param {
+            Param::Argument(argument) => match &argument.from {
+                Some(declared) => {
+                    let pointer = pointer(&argument.written_name);
+                    let (from, matching) = (declared.sources(private), declared.matching(private));
+                    rules.push(quote!(contract.from_sources(#pointer, #from, #matching)));
+                }
+                None if plain_type(&argument.ty).is_none() => {
+                    let (name, nested) = (&argument.written_name, probe(&argument.ty));
+                    rules.push(quote! {
+                        #private::with_source_rules(contract, #private::Some(#name), #nested)
+                    });
+                }
+                None => {}
+            },
+            Param::Args(ty) => {
+                let nested = probe(ty);
+                rules.push(quote!(#private::with_source_rules(contract, #private::None, #nested)));
+            }
+            Param::Context => {}
+        }
     }
+    rules
 }
 
 /// `5u8` as `5`, so that the literal takes the type the builder expects.
@@ -686,6 +758,23 @@ fn check_contract(options: &ToolOptions, function: &ItemFn) -> syn::Result<()> {
         return Err(syn::Error::new(
             timeout.span(),
             "`timeout_ms` needs an `async fn`: a synchronous tool cannot be interrupted, make the function `async` or remove `timeout_ms`",
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses `on_untrusted` where it has nothing to act on: no argument declares `#[from]`, and
+/// none is of a type that may (`#[derive(Sourced)]` on a type the arguments hold).
+fn check_provenance(options: &ToolOptions, params: &[Param]) -> syn::Result<()> {
+    let may_declare = params.iter().any(|param| match param {
+        Param::Argument(argument) => argument.from.is_some() || plain_type(&argument.ty).is_none(),
+        Param::Args(_) => true,
+        Param::Context => false,
+    });
+    if let (Some((_, span)), false) = (&options.on_untrusted, may_declare) {
+        return Err(syn::Error::new(
+            *span,
+            "`on_untrusted` acts on the arguments declared `#[from(...)]`, and this tool has none: mark those that must come from the user `#[from(user)]`, or remove `on_untrusted` (`after_untrusted` holds back every call once the task has read untrusted content)",
         ));
     }
     Ok(())

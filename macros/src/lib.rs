@@ -8,6 +8,8 @@ mod expand;
 mod options;
 mod params;
 mod sensitive;
+mod sourced;
+mod wire_fields;
 
 /// Turns a plain function into a gated tool.
 ///
@@ -27,10 +29,27 @@ mod sensitive;
 /// `read_only`), `idempotent`, `open_world = false`, `read_only`, `cost = N`, `timeout_ms = N`
 /// (async tools), `crate = "path"`.
 ///
+/// Provenance keys: `output = "trusted"` (the tool's output is a trusted source of later
+/// calls' values: data the user owns and no third party can write; `"untrusted"`, the default,
+/// may be written too) or `trusted_output = ["/*/recipient", "/id"]` (only the values at these
+/// JSON pointers into the output are trusted; `*` stands for every element of a list or value
+/// of a map), `on_untrusted = "refuse" | "approve"` (a call with a value found only in
+/// untrusted sources is refused with `untrusted_value`, the default, or waits for a human;
+/// only on a tool with an argument that may declare `#[from]`),
+/// `after_untrusted = "approve" | "refuse"` (once the task has read untrusted content, every
+/// call of the tool waits for a human, or is refused with `untrusted_task`).
+///
 /// Parameters: `&CallContext` (injected, at most once), arguments with `///` docs,
 /// `#[validate(...)]`, `#[serde(default)]`, `#[serde(rename = "...")]`, `#[sensitive]`,
-/// `#[tenant]`, `#[environment]` and `#[one_of(path)]` (allowed values from a
-/// `fn(&CallContext) -> Vec<T>`), or one `#[args]` parameter of your own type.
+/// `#[tenant]`, `#[environment]`, `#[one_of(path)]` (allowed values from a
+/// `fn(&CallContext) -> Vec<T>`) and `#[from(...)]` (where the value must come from:
+/// `#[from(user)]`, `#[from(user, trusted)]` for the user or a trusted tool's output, with
+/// `entities` added to require it of the links, e-mail addresses, IBANs and phone numbers
+/// inside a text rather than of the whole text; the words in any order), or one `#[args]`
+/// parameter of your own type. An argument whose type has `#[derive(Sourced)]`
+/// carries its fields' `#[from]` declarations. `#[from]` refuses types whose values cannot be
+/// found in a source: floats, `bool`, maps and `serde_json::Value`, and `entities` on anything
+/// but a text.
 ///
 /// ```text
 /// /// Delete one record from a table.
@@ -89,6 +108,30 @@ pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_derive(Sensitive, attributes(sensitive))]
 pub fn derive_sensitive(item: TokenStream) -> TokenStream {
     match syn::parse::<syn::DeriveInput>(item).and_then(sensitive::derive) {
+        Ok(tokens) => tokens.into(),
+        Err(error) => error.to_compile_error().into(),
+    }
+}
+
+/// Finds the `#[from(...)]` fields of a struct the arguments hold, so that each value's
+/// declared sources hold wherever the arguments hold the struct (an `#[args]` struct, a
+/// parameter's type, inside lists, maps and options): the contract lists `/payee/iban`,
+/// `/payees/*/iban`. Field names follow serde's `rename` and `rename_all` as the canonical
+/// arguments write them.
+///
+/// ```text
+/// #[derive(Deserialize, Serialize, JsonSchema, Validate, Sourced)]
+/// #[serde(deny_unknown_fields)]
+/// struct Payee {
+///     #[from(user, trusted)]
+///     iban: String,
+///     #[from(user, trusted, entities)]
+///     note: String,
+/// }
+/// ```
+#[proc_macro_derive(Sourced, attributes(from))]
+pub fn derive_sourced(item: TokenStream) -> TokenStream {
+    match syn::parse::<syn::DeriveInput>(item).and_then(sourced::derive) {
         Ok(tokens) => tokens.into(),
         Err(error) => error.to_compile_error().into(),
     }

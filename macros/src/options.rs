@@ -27,7 +27,25 @@ const KEYS: &[&str] = &[
     "cost",
     "max_calls_per_task",
     "timeout_ms",
+    "output",
+    "trusted_output",
+    "on_untrusted",
+    "after_untrusted",
     "crate",
+];
+
+/// Keys that say one thing two ways, with what to write instead of both.
+const EXCLUSIVE: &[(&str, &str, &str)] = &[
+    (
+        "role",
+        "roles",
+        "use either `role = \"x\"` or `roles = [\"x\", \"y\"]`, not both",
+    ),
+    (
+        "output",
+        "trusted_output",
+        "`output` and `trusted_output` both say how far the tool's output is trusted: write `output = \"trusted\"` to trust all of it, or `trusted_output = [\"/field\"]` alone to trust only those fields",
+    ),
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -42,6 +60,26 @@ pub(crate) enum Approval {
     Never,
     Required,
     When(Path),
+}
+
+/// How far the tool's output is a trusted source (`output`, `trusted_output`).
+pub(crate) enum OutputTrust {
+    /// `output = "trusted"`.
+    All,
+    /// `trusted_output = ["/pointer", ...]`.
+    Fields(Vec<LitStr>),
+}
+
+/// `on_untrusted`: what happens to a call with a value found only in untrusted sources.
+pub(crate) enum OnUntrusted {
+    Refuse,
+    Approve,
+}
+
+/// `after_untrusted`: what happens to every call once the task read untrusted content.
+pub(crate) enum AfterUntrusted {
+    Approve,
+    Refuse,
 }
 
 /// Everything `#[tool(...)]` declared, each with the span to blame.
@@ -71,6 +109,10 @@ pub(crate) struct ToolOptions {
     pub(crate) cost: Option<LitInt>,
     pub(crate) max_calls_per_task: Option<LitInt>,
     pub(crate) timeout_ms: Option<LitInt>,
+    /// `None`: untrusted, the default (`output = "untrusted"` says so explicitly).
+    pub(crate) output_trust: Option<OutputTrust>,
+    pub(crate) on_untrusted: Option<(OnUntrusted, Span)>,
+    pub(crate) after_untrusted: Option<AfterUntrusted>,
     pub(crate) krate: Option<Path>,
 }
 
@@ -86,19 +128,12 @@ impl ToolOptions {
                 .get_ident()
                 .map(ToString::to_string)
                 .unwrap_or_default();
-            let other_form = match key.as_str() {
-                "role" => "roles",
-                "roles" => "role",
-                _ => "",
-            };
-            if seen.iter().any(|earlier| earlier == other_form) {
-                combine(
-                    &mut errors,
-                    syn::Error::new(
-                        meta.path().span(),
-                        "use either `role = \"x\"` or `roles = [\"x\", \"y\"]`, not both",
-                    ),
-                );
+            let exclusive = EXCLUSIVE.iter().find(|(one, other, _)| {
+                (key == *one && seen.iter().any(|earlier| earlier == other))
+                    || (key == *other && seen.iter().any(|earlier| earlier == one))
+            });
+            if let Some((_, _, message)) = exclusive {
+                combine(&mut errors, syn::Error::new(meta.path().span(), *message));
                 continue;
             }
             if seen.contains(&key) {
@@ -259,6 +294,62 @@ impl ToolOptions {
             "timeout_ms" => {
                 self.timeout_ms = Some(integer(meta, "timeout_ms", "timeout_ms = 5000", true)?)
             }
+            "output" => {
+                let value = string(meta, "output = \"trusted\"")?;
+                self.output_trust = match value.value().as_str() {
+                    "trusted" => Some(OutputTrust::All),
+                    "untrusted" => None,
+                    other => {
+                        return Err(syn::Error::new(
+                            value.span(),
+                            format!(
+                                "unknown `output` value `{other}`: write `output = \"trusted\"` for data the user owns and no third party can write, or `trusted_output = [\"/field\"]` to trust only some fields; without either, the output is untrusted"
+                            ),
+                        ));
+                    }
+                };
+            }
+            "trusted_output" => {
+                let fields = string_list(
+                    meta,
+                    "trusted_output",
+                    "trusted_output = [\"/*/recipient\", \"/id\"]",
+                    "leave `trusted_output` out to trust none of the output",
+                )?;
+                check_output_pointers(&fields)?;
+                self.output_trust = Some(OutputTrust::Fields(fields));
+            }
+            "on_untrusted" => {
+                let value = string(meta, "on_untrusted = \"approve\"")?;
+                let then = match value.value().as_str() {
+                    "refuse" => OnUntrusted::Refuse,
+                    "approve" => OnUntrusted::Approve,
+                    other => {
+                        return Err(syn::Error::new(
+                            value.span(),
+                            format!(
+                                "unknown `on_untrusted` value `{other}`: write \"refuse\" (the default: the call is refused with `untrusted_value`) or \"approve\" (the call waits for a human, whose ticket shows where each value came from)"
+                            ),
+                        ));
+                    }
+                };
+                self.on_untrusted = Some((then, value.span()));
+            }
+            "after_untrusted" => {
+                let value = string(meta, "after_untrusted = \"approve\"")?;
+                self.after_untrusted = Some(match value.value().as_str() {
+                    "approve" => AfterUntrusted::Approve,
+                    "refuse" => AfterUntrusted::Refuse,
+                    other => {
+                        return Err(syn::Error::new(
+                            value.span(),
+                            format!(
+                                "unknown `after_untrusted` value `{other}`: write \"approve\" (once the task has read untrusted content, each call waits for a human) or \"refuse\" (each call is then refused with `untrusted_task`)"
+                            ),
+                        ));
+                    }
+                });
+            }
             "crate" => {
                 let value = string(meta, "crate = \"::portcullis\"")?;
                 self.krate = Some(value.parse().map_err(|_| {
@@ -349,6 +440,40 @@ fn string_list(
             )),
         })
         .collect()
+}
+
+/// Each field of `trusted_output` is a JSON pointer into the output, listed once.
+fn check_output_pointers(fields: &[LitStr]) -> syn::Result<()> {
+    for (index, field) in fields.iter().enumerate() {
+        let pointer = field.value();
+        if !pointer.starts_with('/') {
+            return Err(syn::Error::new(
+                field.span(),
+                format!(
+                    "`{pointer}` is not a JSON pointer into the output: write \"/{pointer}\" (a pointer starts with `/` at the output's root; `*` stands for every element of a list or value of a map, as in \"/*/recipient\")"
+                ),
+            ));
+        }
+        let mut escapes = pointer.match_indices('~');
+        if escapes.any(|(at, _)| !matches!(pointer.as_bytes().get(at + 1), Some(b'0' | b'1'))) {
+            return Err(syn::Error::new(
+                field.span(),
+                format!(
+                    "`{pointer}` is not a JSON pointer: inside a name, write `~` as `~0` and `/` as `~1`"
+                ),
+            ));
+        }
+        if fields[..index]
+            .iter()
+            .any(|earlier| earlier.value() == pointer)
+        {
+            return Err(syn::Error::new(
+                field.span(),
+                format!("`{pointer}` is listed twice in `trusted_output`: keep one"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn path(meta: &Meta, key: &str, example: &str) -> syn::Result<Path> {

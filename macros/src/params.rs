@@ -10,6 +10,8 @@ use syn::{
     Attribute, Expr, ExprLit, FnArg, Ident, Lit, LitStr, Meta, Pat, Path, Signature, Token, Type,
 };
 
+use crate::sourced::{FromSources, from_sources};
+
 /// What a scoping argument must match.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ScopeMark {
@@ -41,6 +43,9 @@ pub(crate) struct Argument {
     pub(crate) field: Ident,
     /// The name the model sees.
     pub(crate) wire_name: String,
+    /// The name the canonical arguments write, which the provenance gate judges: the wire
+    /// name, unless a rename names one side only.
+    pub(crate) written_name: String,
     pub(crate) ty: Type,
     /// `#[doc]`, `#[serde]`, `#[validate]` and `#[schemars]`, for the generated field.
     pub(crate) field_attrs: Vec<Attribute>,
@@ -54,6 +59,8 @@ pub(crate) struct Argument {
     pub(crate) nested: bool,
     /// `#[one_of(path)]`: the function that gives the values the argument may take now.
     pub(crate) one_of: Option<Path>,
+    /// `#[from(...)]`: the sources its value may come from.
+    pub(crate) from: Option<FromSources>,
 }
 
 /// Reads the parameters and removes the attributes that are ours from the signature, so the
@@ -146,6 +153,7 @@ const PARAMETER_ATTRIBUTES: &[&str] = &[
     "tenant",
     "environment",
     "one_of",
+    "from",
 ];
 
 /// Removes our attributes from every parameter of `sig`, so that a function the macro refused
@@ -212,6 +220,7 @@ fn parse_one(typed: &mut syn::PatType) -> syn::Result<Param> {
     let mut scope = None;
     let mut args_marker = None;
     let mut one_of: Option<(Path, Attribute)> = None;
+    let mut from: Option<(FromSources, Attribute)> = None;
     let mut rename = None;
     let mut rules = ValidateRules::default();
     for attr in typed.attrs.drain(..) {
@@ -281,6 +290,15 @@ fn parse_one(typed: &mut syn::PatType) -> syn::Result<Param> {
                 }
                 one_of = Some((one_of_function(&attr)?, attr));
             }
+            "from" => {
+                if from.is_some() {
+                    return Err(syn::Error::new_spanned(
+                        &attr,
+                        "`#[from]` is given twice: write one, e.g. `#[from(user, trusted)]`",
+                    ));
+                }
+                from = Some((from_sources(&attr, &typed.ty)?, attr));
+            }
             _ => kept.push(attr),
         }
     }
@@ -302,6 +320,12 @@ fn parse_one(typed: &mut syn::PatType) -> syn::Result<Param> {
                 "`#[sensitive]` marks one argument; on an `#[args]` struct, mark its sensitive fields `#[sensitive]` and derive `portcullis::Sensitive` on it",
             ));
         }
+        if let Some((_, attr)) = from {
+            return Err(syn::Error::new_spanned(
+                attr,
+                "`#[from]` declares where one argument comes from; on an `#[args]` struct, write `#[from(...)]` on its fields and derive `portcullis::Sourced` on it",
+            ));
+        }
         if let Some((_, attr)) = one_of {
             return Err(syn::Error::new_spanned(
                 attr,
@@ -321,9 +345,25 @@ fn parse_one(typed: &mut syn::PatType) -> syn::Result<Param> {
     }
 
     let plain = ident.to_string().trim_start_matches("r#").to_owned();
+    let wire_name = rename.map(|rename| rename.value()).unwrap_or(plain.clone());
+    let written_name = match one_sided_rename(&field_attrs) {
+        Some((rename, _, name)) if from.is_some() => {
+            return Err(syn::Error::new_spanned(
+                rename,
+                format!(
+                    "this rename names the argument otherwise in what the model sends than in the canonical arguments, which `#[from]` judges: give it one name both ways, `rename = \"{}\"`",
+                    name.value()
+                ),
+            ));
+        }
+        Some((_, Side::Deserialize, _)) => plain,
+        Some((_, Side::Serialize, name)) => name.value(),
+        None => wire_name.clone(),
+    };
     Ok(Param::Argument(Box::new(Argument {
         field: ident,
-        wire_name: rename.map(|rename| rename.value()).unwrap_or(plain),
+        wire_name,
+        written_name,
         ty: (*typed.ty).clone(),
         nested: rules.nested,
         schema_attrs: rules.into_attrs(&field_attrs),
@@ -331,6 +371,7 @@ fn parse_one(typed: &mut syn::PatType) -> syn::Result<Param> {
         sensitive,
         scope,
         one_of: one_of.map(|(function, _)| function),
+        from: from.map(|(declared, _)| declared),
     })))
 }
 
@@ -392,6 +433,47 @@ fn meta_list(attr: &Attribute) -> Vec<Meta> {
     attr.parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated)
         .map(|metas| metas.into_iter().collect())
         .unwrap_or_default()
+}
+
+/// The side of serde a rename names.
+enum Side {
+    Deserialize,
+    Serialize,
+}
+
+/// A `rename(deserialize = "...")` or `rename(serialize = "...")` that names one side only, so
+/// that the model sends the argument under one name and the canonical arguments write another;
+/// with the side and the name it gives.
+fn one_sided_rename(field_attrs: &[Attribute]) -> Option<(Meta, Side, LitStr)> {
+    field_attrs
+        .iter()
+        .filter(|attr| attr.path().is_ident("serde"))
+        .flat_map(meta_list)
+        .find_map(|meta| {
+            let Meta::List(list) = &meta else {
+                return None;
+            };
+            let sides = list
+                .parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated)
+                .ok()?;
+            let [Meta::NameValue(named)] = sides.iter().collect::<Vec<_>>()[..] else {
+                return None;
+            };
+            let side = if named.path.is_ident("deserialize") {
+                Side::Deserialize
+            } else if named.path.is_ident("serialize") {
+                Side::Serialize
+            } else {
+                return None;
+            };
+            match &named.value {
+                Expr::Lit(ExprLit {
+                    lit: Lit::Str(name),
+                    ..
+                }) if meta.path().is_ident("rename") => Some((meta, side, name.clone())),
+                _ => None,
+            }
+        })
 }
 
 /// The `rename` of `#[serde(...)]`, refusing the serde features that would let the model send

@@ -23,4 +23,11 @@ struct Login {
     password: String,
 }
 
+#[derive(Deserialize, Sensitive)]
+#[serde(transparent)]
+struct Pin {
+    #[sensitive]
+    digits: String,
+}
+
 fn main() {}

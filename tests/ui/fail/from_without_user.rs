@@ -1,0 +1,9 @@
+use portcullis::prelude::*;
+
+/// Send money.
+#[tool]
+fn send_money(#[from(trusted)] recipient: String) -> Result<String, ToolError> {
+    Ok(recipient)
+}
+
+fn main() {}
