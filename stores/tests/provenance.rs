@@ -14,10 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::Backend;
 use portcullis::prelude::*;
-use portcullis::{
-    Invocation, Matching, Origin, ProvenanceStore, SOURCE_TEXT_LIMIT, SourceRecord, Sources,
-    TASK_TEXT_LIMIT,
-};
+use portcullis::{Origin, ProvenanceStore, SOURCE_TEXT_LIMIT, SourceRecord, TASK_TEXT_LIMIT};
 use portcullis_stores::{PostgresTls, SealKeys, Store, postgres_client};
 use serde_json::json;
 
@@ -513,6 +510,8 @@ const LANDLORD: &str = "GB29NWBK60161331926819";
 const ATTACKER: &str = "US133000000121212121212";
 /// The user's sister's IBAN, as the user writes it in a later message.
 const SISTER: &str = "DE89370400440532013000";
+/// The plumber's IBAN, as the user's payee list holds it.
+const PLUMBER: &str = "FR7630006000011234567890189";
 
 /// Read the user's inbox: mail as whoever sent it wrote it (an untrusted output).
 #[tool(read_only)]
@@ -522,40 +521,16 @@ fn read_inbox(folder: String) -> Result<Vec<String>, ToolError> {
     )])
 }
 
-/// Pay a recipient.
+/// The user's own payees, which no third party writes (a trusted output).
+#[tool(read_only, output = "trusted")]
+fn list_payees() -> Result<Vec<String>, ToolError> {
+    Ok(vec![format!("plumber {PLUMBER}")])
+}
+
+/// Pay a recipient, who must come from the user or a trusted tool.
 #[tool]
-fn pay(recipient: String, amount_cents: u64) -> Result<String, ToolError> {
+fn pay(#[from(user, trusted)] recipient: String, amount_cents: u64) -> Result<String, ToolError> {
     Ok(format!("paid {amount_cents} to {recipient}"))
-}
-
-/// `pay`, its recipient declared to come from the user or a trusted tool (`#[from(user,
-/// trusted)]`), as a hand-written contract.
-struct PayFromUser(ToolContract);
-
-impl PayFromUser {
-    fn new() -> Self {
-        let contract = ToolContract::builder(
-            "pay",
-            "Pay a recipient.",
-            Pay.contract().input_schema().clone(),
-        )
-        .from_sources("recipient", Sources::UserOrTrusted, Matching::Whole)
-        .build();
-        PayFromUser(contract)
-    }
-}
-
-impl Tool for PayFromUser {
-    type Args = PayArgs;
-    type Output = String;
-
-    fn contract(&self) -> &ToolContract {
-        &self.0
-    }
-
-    fn call<'a>(&'a self, ctx: &'a CallContext, args: PayArgs) -> Invocation<'a, String> {
-        Pay.call(ctx, args)
-    }
 }
 
 /// A worker: a registry on its own connection to the shared database, which keeps the
@@ -563,7 +538,8 @@ impl Tool for PayFromUser {
 fn gate_worker(store: Store) -> Registry {
     Registry::builder()
         .tool(ReadInbox)
-        .tool(PayFromUser::new())
+        .tool(ListPayees)
+        .tool(Pay)
         .provenance_store(store)
         .build()
         .unwrap()
@@ -612,9 +588,10 @@ on_both!(
 /// Worker A reads the inbox, where an injected mail names the attacker's IBAN; worker B,
 /// asked by the model to pay it, refuses (`untrusted_value`, naming `read_inbox`), where
 /// without A's read the value would be found nowhere (`unsourced_value`): B judged against
-/// what A recorded. The IBAN of the user's request, and one the user wrote in a later message
-/// that A recorded, pass on B. A restarted B (a new registry on the same database) judges the
-/// same. The stores are sealed, as in production.
+/// what A recorded. The IBAN of the user's request, one the user wrote in a later message
+/// that A recorded, and one of the payee list A read (a trusted output) pass on B. A restarted
+/// B (a new registry on the same database) judges the same. The stores are sealed, as in
+/// production.
 async fn workers_judge_a_task_against_the_sources_any_of_them_recorded(backend: Backend) {
     let keys = SealKeys::generate("k1");
     let worker_a = gate_worker(backend.open().await.sealed_with(keys.clone()));
@@ -646,16 +623,21 @@ async fn workers_judge_a_task_against_the_sources_any_of_them_recorded(backend: 
         .await
         .unwrap();
     assert!(pay_to(&worker_b, &ctx, "p4", SISTER).await.is_completed());
+    assert_eq!(
+        pay_to(&worker_b, &ctx, "p5", PLUMBER).await.code(),
+        Some(RejectionCode::UnsourcedValue)
+    );
+    let payees = ToolCall::new("l1", "list_payees", json!({}));
+    assert!(worker_a.dispatch(&ctx, &payees).await.is_completed());
+    assert!(pay_to(&worker_b, &ctx, "p6", PLUMBER).await.is_completed());
 
     drop(worker_b);
     let restarted = gate_worker(backend.open().await.sealed_with(keys));
-    untrusted(&pay_to(&restarted, &ctx, "p5", ATTACKER).await);
-    assert!(
-        pay_to(&restarted, &ctx, "p6", LANDLORD)
-            .await
-            .is_completed()
-    );
-    assert!(pay_to(&restarted, &ctx, "p7", SISTER).await.is_completed());
+    untrusted(&pay_to(&restarted, &ctx, "p7", ATTACKER).await);
+    for (id, recipient) in [("p8", LANDLORD), ("p9", SISTER), ("p10", PLUMBER)] {
+        let outcome = pay_to(&restarted, &ctx, id, recipient).await;
+        assert!(outcome.is_completed(), "{outcome:?}");
+    }
 }
 
 /// A worker started without the seal key cannot read the task's sources: it refuses every
