@@ -1,5 +1,7 @@
-//! Durable stores for portcullis: the state the gates keep (pending approvals, claims of
-//! calls), in a database that outlives the process and is shared by several workers.
+//! Durable stores for portcullis: the state the gates keep, in a database that outlives the
+//! process and is shared by several workers: pending approvals, claims of calls, budgets, open
+//! transactions, the audit log, and each task's sources for the provenance gate (the user's
+//! messages and the tools' outputs, numbered in the order they entered the task).
 //!
 //! [`SqliteStore`] is the embedded default: a file path is the whole configuration. It opens
 //! the database in WAL mode with full `fsync`, runs its embedded migrations, and refuses a
@@ -38,6 +40,7 @@ mod group_commit;
 mod postgres;
 mod refusals;
 mod seal;
+mod sources;
 mod sqlite;
 mod store;
 mod values;

@@ -1,7 +1,8 @@
 //! Secrets sealed at rest: what a stored call holds of its arguments (sensitive values
-//! included), its decision, the outcome a claim keeps and a transaction's steps are encrypted
-//! with the operator's key before they reach the database, so that whoever reads the file, a
-//! backup or the table reads no secret.
+//! included), its decision, the outcome a claim keeps, a transaction's steps and the text of a
+//! task's sources (the user's messages, the tools' outputs) are encrypted with the operator's
+//! key before they reach the database, so that whoever reads the file, a backup or the table
+//! reads no secret.
 //!
 //! XChaCha20-Poly1305 (RustCrypto's `chacha20poly1305`), a random 192-bit nonce per value, and
 //! the value's place in the database (table, column, row) as associated data: a sealed value

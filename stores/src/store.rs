@@ -6,8 +6,9 @@ use std::io;
 use portcullis_core::audit::{AuditRecord, AuditSink, Unchained};
 use portcullis_core::{
     Abandoned, ApprovalStore, BoxFuture, BudgetLimits, BudgetStore, CallContext, CallKey, Charge,
-    Claim, ClaimState, Lease, OpenClaim, Outcome, PendingCall, PendingLimits, Recorded,
-    RefusalLimit, Rejection, RepeatStore, SignedDecision, StoredStep, Ticket, TransactionStore,
+    Claim, ClaimState, Lease, OpenClaim, Outcome, PendingCall, PendingLimits, ProvenanceStore,
+    Recorded, RefusalLimit, Rejection, RepeatStore, SignedDecision, SourceRecord, StoredStep,
+    Ticket, TransactionStore,
 };
 
 use crate::{OpenError, PostgresStore, PostgresTls, SealKeys, SqliteStore};
@@ -295,5 +296,27 @@ impl TransactionStore for Store {
 impl AuditSink for Store {
     fn append(&self, entry: Unchained) -> BoxFuture<'_, io::Result<()>> {
         on_store!(self, store => store.append(entry))
+    }
+}
+
+impl ProvenanceStore for Store {
+    fn record<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        source: &'a SourceRecord,
+    ) -> BoxFuture<'a, Result<u64, Rejection>> {
+        on_store!(self, store => store.record(ctx, source))
+    }
+
+    fn since<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        after: u64,
+    ) -> BoxFuture<'a, Result<Vec<(u64, SourceRecord)>, Rejection>> {
+        on_store!(self, store => store.since(ctx, after))
+    }
+
+    fn forget_task<'a>(&'a self, task: &'a str) -> BoxFuture<'a, ()> {
+        on_store!(self, store => ProvenanceStore::forget_task(store, task))
     }
 }

@@ -5,6 +5,7 @@
 mod approvals;
 mod audit;
 mod budget;
+mod provenance;
 mod repeats;
 mod tls;
 mod transactions;
@@ -101,6 +102,24 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE pending_calls ADD COLUMN ticket TEXT;
     ALTER TABLE pending_calls ADD COLUMN lease_id TEXT;
     ALTER TABLE pending_calls ADD COLUMN leased_until_ms BIGINT NOT NULL DEFAULT 0;",
+    // 5: the tasks' sources, for the provenance gate: each task's last number and the bytes
+    // of text it keeps (its row is the lock a writer takes the next number under), and each
+    // source, its text sealed with keys.
+    "CREATE TABLE provenance_tasks (
+        task TEXT NOT NULL,
+        tenant TEXT NOT NULL,
+        number BIGINT NOT NULL,
+        text_bytes BIGINT NOT NULL,
+        PRIMARY KEY (task, tenant)
+    );
+    CREATE TABLE provenance_sources (
+        task TEXT NOT NULL,
+        tenant TEXT NOT NULL,
+        number BIGINT NOT NULL,
+        origin TEXT NOT NULL,
+        text TEXT NOT NULL,
+        PRIMARY KEY (task, tenant, number)
+    );",
 ];
 
 /// The schema a store uses unless told otherwise.
@@ -116,12 +135,14 @@ const AUDIT_LOCK: &str = "portcullis:audit";
 /// State kept in a PostgreSQL database: an [`ApprovalStore`](portcullis_core::ApprovalStore),
 /// a [`RepeatStore`](portcullis_core::RepeatStore), a
 /// [`BudgetStore`](portcullis_core::BudgetStore), a
-/// [`TransactionStore`](portcullis_core::TransactionStore) and an
-/// [`AuditSink`](portcullis_core::audit::AuditSink). Clones share the pool.
+/// [`TransactionStore`](portcullis_core::TransactionStore), an
+/// [`AuditSink`](portcullis_core::audit::AuditSink) and a
+/// [`ProvenanceStore`](portcullis_core::ProvenanceStore). Clones share the pool.
 ///
 /// Every decision that must happen once is one PostgreSQL transaction: a row taken with
-/// `DELETE … RETURNING`, a conditional `UPDATE`, or work ordered by an advisory lock (a
-/// task's budget, a task's and an actor's pending calls, the audit chain's head).
+/// `DELETE … RETURNING`, a conditional `UPDATE`, work ordered by an advisory lock (a
+/// task's budget, a task's and an actor's pending calls, the audit chain's head), or a row
+/// lock (the number of a task's next source).
 ///
 /// Connections use TLS as the URL's `sslmode` says, verifying the server's certificate and
 /// host name against the roots of a [`PostgresTls`] (the URL's `sslrootcert` by default): see
@@ -236,9 +257,10 @@ impl PostgresStore {
     }
 
     /// Seals what the store keeps that may hold secrets (a pending call's arguments and its
-    /// decision, a claim's outcome, a transaction's context and steps) with `keys`, and opens
-    /// what they sealed; see [`SealKeys`]. Without keys, those values are kept in clear, and a
-    /// sealed one is refused with `seal_key_missing` and left as it is.
+    /// decision, a claim's outcome, a transaction's context and steps, the text of a task's
+    /// sources) with `keys`, and opens what they sealed; see [`SealKeys`]. Without keys, those
+    /// values are kept in clear, and a sealed one is refused (`seal_key_missing`; a task's
+    /// sources, `sources_unavailable`) and left as it is.
     pub fn sealed_with(mut self, keys: SealKeys) -> Self {
         self.sealing = Sealing::with(keys);
         self

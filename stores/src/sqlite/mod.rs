@@ -3,6 +3,7 @@
 mod approvals;
 mod audit;
 mod budget;
+mod provenance;
 mod repeats;
 mod transactions;
 
@@ -104,6 +105,23 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE pending_calls ADD COLUMN ticket TEXT;
     ALTER TABLE pending_calls ADD COLUMN lease_id TEXT;
     ALTER TABLE pending_calls ADD COLUMN leased_until_ms INTEGER NOT NULL DEFAULT 0;",
+    // 9: the tasks' sources, for the provenance gate: each task's last number and the bytes
+    // of text it keeps, and each source, its text sealed with keys.
+    "CREATE TABLE provenance_tasks (
+        task TEXT NOT NULL,
+        tenant TEXT NOT NULL,
+        number INTEGER NOT NULL,
+        text_bytes INTEGER NOT NULL,
+        PRIMARY KEY (task, tenant)
+    );
+    CREATE TABLE provenance_sources (
+        task TEXT NOT NULL,
+        tenant TEXT NOT NULL,
+        number INTEGER NOT NULL,
+        origin TEXT NOT NULL,
+        text TEXT NOT NULL,
+        PRIMARY KEY (task, tenant, number)
+    );",
 ];
 
 /// How long a writer waits for another process's transaction before it gives up.
@@ -112,8 +130,9 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// State kept in one SQLite file: an [`ApprovalStore`](portcullis_core::ApprovalStore), a
 /// [`RepeatStore`](portcullis_core::RepeatStore), a
 /// [`BudgetStore`](portcullis_core::BudgetStore), a
-/// [`TransactionStore`](portcullis_core::TransactionStore) and an
-/// [`AuditSink`](portcullis_core::audit::AuditSink). Clones share the connection.
+/// [`TransactionStore`](portcullis_core::TransactionStore), an
+/// [`AuditSink`](portcullis_core::audit::AuditSink) and a
+/// [`ProvenanceStore`](portcullis_core::ProvenanceStore). Clones share the connection.
 ///
 /// The store's methods run their (short) SQLite transactions on the calling thread; audit records
 /// go to a thread of the store's own, which stores them in rounds of one transaction each.
@@ -186,9 +205,10 @@ impl SqliteStore {
     }
 
     /// Seals what the store keeps that may hold secrets (a pending call's arguments and its
-    /// decision, a claim's outcome, a transaction's context and steps) with `keys`, and opens
-    /// what they sealed; see [`SealKeys`]. Without keys, those values are kept in clear, and a
-    /// sealed one is refused with `seal_key_missing` and left as it is.
+    /// decision, a claim's outcome, a transaction's context and steps, the text of a task's
+    /// sources) with `keys`, and opens what they sealed; see [`SealKeys`]. Without keys, those
+    /// values are kept in clear, and a sealed one is refused (`seal_key_missing`; a task's
+    /// sources, `sources_unavailable`) and left as it is.
     pub fn sealed_with(mut self, keys: SealKeys) -> Self {
         self.sealing = Sealing::with(keys);
         self
@@ -281,7 +301,7 @@ mod tests {
             error,
             OpenError::NewerSchema {
                 found: 99,
-                known: 8
+                known: 9
             }
         ));
         assert!(error.to_string().contains("upgrade portcullis"), "{error}");
