@@ -24,6 +24,9 @@ use std::time::{Duration, SystemTime};
 
 use criterion::{BatchSize, Criterion};
 use portcullis::prelude::*;
+use portcullis::{
+    BudgetLimits, CircuitBreaker, Decision, PolicyRequest, RateLimit, ReadOnlyRequests,
+};
 use serde_json::{Value, json};
 use workload::poll_to_end;
 

@@ -46,11 +46,13 @@ pub(crate) struct Entity<'a> {
     pub(crate) text: &'a str,
 }
 
+/// An IBAN's letters and digits are ASCII, so are its word boundaries: the regex runs as a
+/// DFA, as it could not with Unicode ones.
 fn iban() -> &'static Regex {
     static IBAN: OnceLock<Regex> = OnceLock::new();
     IBAN.get_or_init(|| {
         Regex::new(
-            r"(?i)\b[a-z]{2}[0-9]{2}(?:[a-z0-9]{11,30}|(?: [a-z0-9]{4}){2,7}(?: [a-z0-9]{1,4})?)\b",
+            r"(?i-u)\b[a-z]{2}[0-9]{2}(?:[a-z0-9]{11,30}|(?: [a-z0-9]{4}){2,7}(?: [a-z0-9]{1,4})?)\b",
         )
         .expect("the IBAN pattern is valid")
     })
@@ -77,7 +79,14 @@ fn links() -> &'static LinkFinder {
 /// The entities of a normalized text, in order of where they start.
 pub(crate) fn entities(normal: &str) -> Vec<Entity<'_>> {
     let mut found: Vec<(Range<usize>, Entity<'_>)> = Vec::new();
-    for link in links().links(normal) {
+    // What no entity can be without is looked for first: most texts hold no IBAN or phone.
+    let digits = normal.bytes().filter(u8::is_ascii_digit).count();
+    let links = if normal.contains(['.', '@']) {
+        Some(links().links(normal))
+    } else {
+        None
+    };
+    for link in links.into_iter().flatten() {
         let (kind, text) = match link.kind() {
             LinkKind::Email => (EntityKind::Email, link.as_str()),
             _ => {
@@ -93,7 +102,8 @@ pub(crate) fn entities(normal: &str) -> Vec<Entity<'_>> {
             .iter()
             .any(|(taken, _)| taken.start < span.end && span.start < taken.end)
     };
-    for iban in iban().find_iter(normal) {
+    let ibans = (digits >= 2).then(|| iban().find_iter(normal));
+    for iban in ibans.into_iter().flatten() {
         let span = iban.range();
         if !overlaps(&found, &span) {
             let entity = Entity {
@@ -103,7 +113,8 @@ pub(crate) fn entities(normal: &str) -> Vec<Entity<'_>> {
             found.push((span, entity));
         }
     }
-    for phone in phone().find_iter(normal) {
+    let phones = (digits >= 10).then(|| phone().find_iter(normal));
+    for phone in phones.into_iter().flatten() {
         let span = phone.range();
         let digits = phone.as_str().bytes().filter(u8::is_ascii_digit).count();
         let glued = normal[..span.start]

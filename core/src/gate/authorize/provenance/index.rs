@@ -2,10 +2,12 @@
 //! costs as much for a task that read fifty pages as for one that read one.
 
 use std::collections::HashMap;
+
+use foldhash::fast::RandomState;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::store::{Origin, SourceRecord, TASK_TEXT_LIMIT, TaskKey, task_key};
-use super::text::{normalize, numbers, words};
+use super::store::{Origin, SourceRecord, TASK_TEXT_LIMIT};
+use super::text::{fold, normalize, numbers, words};
 use crate::CallContext;
 
 /// The sources of one task (or of one call: its request and a reviewer's edit), indexed.
@@ -14,10 +16,15 @@ pub(crate) struct TaskSources {
     /// The number of the last source of the store read into it.
     pub(crate) seen: u64,
     sources: Vec<Indexed>,
-    /// Every word, in lower case, and where it stands: (source, word).
-    words: HashMap<Box<str>, Vec<(u32, u32)>>,
+    /// Every word, in lower case, and where it stands: (source, word). Hashed with a seed of
+    /// this process's, so that words an attacker chose cannot be made to collide.
+    words: HashMap<Box<str>, Vec<(u32, u32)>, RandomState>,
+    /// For the first two bytes of every word in lower case, the lengths of those words (bit
+    /// `n`: `n` bytes, bit 63: 63 or more): a value is looked up only at the lengths a word
+    /// starting as it does has.
+    lengths: HashMap<[u8; 2], u64, RandomState>,
     /// Every number, in canonical form, and the sources holding it.
-    numbers: HashMap<Box<str>, Vec<u32>>,
+    numbers: HashMap<Box<str>, Vec<u32>, RandomState>,
     /// The length in bytes of the longest word: no longer prefix of a value can start a run.
     longest_word: usize,
     text_bytes: usize,
@@ -50,8 +57,9 @@ impl TaskSources {
         let normal = normalize(text);
         let mut kept = Vec::new();
         for (position, (_, word)) in words(&normal).enumerate() {
-            let lower = word.to_lowercase();
+            let lower = fold(word);
             self.longest_word = self.longest_word.max(lower.len());
+            *self.lengths.entry(start_of(&lower)).or_default() |= length_bit(lower.len());
             let position = u32::try_from(position).unwrap_or(u32::MAX);
             self.words
                 .entry(lower.into_boxed_str())
@@ -65,8 +73,15 @@ impl TaskSources {
                 holders.push(index);
             }
         }
+        // A user message is numbered by its place in the store, whichever worker added it.
+        let origin = match record.origin {
+            Origin::UserMessage { .. } => Origin::UserMessage {
+                number: self.user_messages() + 1,
+            },
+            ref origin => origin.clone(),
+        };
         self.sources.push(Indexed {
-            origin: record.origin.clone(),
+            origin,
             words: kept,
         });
     }
@@ -89,19 +104,18 @@ impl TaskSources {
         self.first_untrusted.map(|at| &self.sources[at].origin)
     }
 
-    /// Calls `found` with every source holding the string whose letters and digits are
-    /// `exact` (and `lower`, in lower case) as a run of whole words, compared in lower case
-    /// when `fold`.
+    /// Calls `found` with every source holding, as a run of whole words compared in lower
+    /// case, the string whose letters and digits are `exact` (and `lower`, folded), and with
+    /// whether the run holds it in its case too.
     pub(crate) fn holding_string(
         &self,
         exact: &str,
         lower: &str,
-        fold: bool,
-        found: &mut dyn FnMut(u32),
+        found: &mut dyn FnMut(u32, bool),
     ) {
-        if lower.is_empty() {
+        let Some(&lengths) = self.lengths.get(&start_of(lower)) else {
             return;
-        }
+        };
         let ends = lower
             .char_indices()
             .skip(1)
@@ -111,33 +125,38 @@ impl TaskSources {
             if end > self.longest_word {
                 break;
             }
+            if lengths & length_bit(end) == 0 {
+                continue;
+            }
             let Some(starts) = self.words.get(&lower[..end]) else {
                 continue;
             };
             for &(source, word) in starts {
-                let wanted = if fold { lower } else { exact };
-                if self.run_is(source, word, wanted, fold) {
-                    found(source);
+                if self.run_is(source, word, lower, strip_folded) {
+                    let in_case =
+                        self.run_is(source, word, exact, |rest, word| rest.strip_prefix(word));
+                    found(source, in_case);
                 }
             }
         }
     }
 
-    /// Whether the words of `source` from `word` on spell `wanted` exactly, ending on a
-    /// word's end.
-    fn run_is(&self, source: u32, word: u32, wanted: &str, fold: bool) -> bool {
+    /// Whether the words of `source` from `word` on spell `wanted`, each taken off its front
+    /// by `strip`, ending on a word's end.
+    fn run_is(
+        &self,
+        source: u32,
+        word: u32,
+        wanted: &str,
+        strip: impl for<'w> Fn(&'w str, &str) -> Option<&'w str>,
+    ) -> bool {
         let words = &self.sources[source as usize].words;
         let mut rest = wanted;
         for word in words.iter().skip(word as usize) {
             if rest.is_empty() {
                 break;
             }
-            let word = if fold {
-                std::borrow::Cow::Owned(word.to_lowercase())
-            } else {
-                std::borrow::Cow::Borrowed(&**word)
-            };
-            match rest.strip_prefix(&*word) {
+            match strip(rest, word) {
                 Some(after) => rest = after,
                 None => return false,
             }
@@ -153,6 +172,76 @@ impl TaskSources {
     }
 }
 
+/// `rest` without `word` folded in front of it (`rest` is folded already).
+fn strip_folded<'r>(rest: &'r str, word: &str) -> Option<&'r str> {
+    if word.is_ascii() {
+        let head = rest.as_bytes().get(..word.len())?;
+        let same = head
+            .iter()
+            .zip(word.bytes())
+            .all(|(folded, byte)| *folded == byte.to_ascii_lowercase());
+        return same.then(|| &rest[word.len()..]);
+    }
+    let mut chars = rest.char_indices();
+    for wanted in word.chars().flat_map(char::to_lowercase) {
+        match chars.next() {
+            Some((_, c)) if c == wanted => {}
+            _ => return None,
+        }
+    }
+    Some(chars.next().map_or("", |(at, _)| &rest[at..]))
+}
+
+/// The first two bytes of a word (or its one byte and a zero).
+fn start_of(word: &str) -> [u8; 2] {
+    let bytes = word.as_bytes();
+    [
+        bytes.first().copied().unwrap_or(0),
+        bytes.get(1).copied().unwrap_or(0),
+    ]
+}
+
+/// The bit of a word's length in [`TaskSources::lengths`].
+fn length_bit(length: usize) -> u64 {
+    1 << length.min(63)
+}
+
+/// One task as a worker keeps it: the sources it read from the store, and the request its
+/// calls bring, indexed once for all of them.
+#[derive(Debug, Default)]
+pub(crate) struct Task {
+    pub(crate) read: TaskSources,
+    request: Option<(Box<str>, TaskSources)>,
+}
+
+impl Task {
+    /// The sources read from the store, and `request` indexed (again only when it changed).
+    pub(crate) fn with_request(&mut self, request: Option<&str>) -> [&TaskSources; 2] {
+        match request {
+            Some(text)
+                if self
+                    .request
+                    .as_ref()
+                    .is_none_or(|(kept, _)| **kept != *text) =>
+            {
+                let mut indexed = TaskSources::default();
+                indexed.add(&SourceRecord {
+                    origin: Origin::Request,
+                    text: text.to_owned(),
+                });
+                self.request = Some((Box::from(text), indexed));
+            }
+            Some(_) => {}
+            None => self.request = None,
+        }
+        let request = self.request.as_ref().map(|(_, indexed)| indexed);
+        [request.unwrap_or(&NOTHING), &self.read]
+    }
+}
+
+/// No sources.
+static NOTHING: std::sync::LazyLock<TaskSources> = std::sync::LazyLock::new(TaskSources::default);
+
 /// The indexed sources of the tasks a worker served last, so that a call reads from the store
 /// only the sources recorded since the task's previous call. At most [`CACHED_TASKS`] tasks
 /// are kept; one let go is read again whole from the store when it comes back.
@@ -166,46 +255,61 @@ pub(crate) const CACHED_TASKS: usize = 64;
 
 #[derive(Debug, Default)]
 struct Cache {
-    /// Each task, with when it was last used.
-    entries: HashMap<TaskKey, (u64, Arc<Mutex<TaskSources>>)>,
+    /// Each task (its tenant, empty for none, and its id), with when it was last used: so few
+    /// that a scan finds one faster than a hash, and without copying the keys.
+    entries: Vec<Cached>,
     clock: u64,
+}
+
+#[derive(Debug)]
+struct Cached {
+    tenant: String,
+    task_id: String,
+    used: u64,
+    task: Arc<Mutex<Task>>,
 }
 
 impl SourceCache {
     /// The indexed sources of the task of `ctx`, as far as this worker read them.
-    pub(crate) fn task(&self, ctx: &CallContext) -> Arc<Mutex<TaskSources>> {
+    pub(crate) fn task(&self, ctx: &CallContext) -> Arc<Mutex<Task>> {
         let mut cache = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
         cache.clock += 1;
         let now = cache.clock;
-        let key = task_key(ctx);
-        if let Some((used, task)) = cache.entries.get_mut(&key) {
-            *used = now;
-            return Arc::clone(task);
+        let tenant = ctx.tenant().unwrap_or_default();
+        let task_id = ctx.task_id();
+        if let Some(cached) = cache
+            .entries
+            .iter_mut()
+            .find(|cached| cached.task_id == task_id && cached.tenant == tenant)
+        {
+            cached.used = now;
+            return Arc::clone(&cached.task);
         }
         if cache.entries.len() >= CACHED_TASKS
-            && let Some(oldest) = cache
-                .entries
-                .iter()
-                .min_by_key(|(_, (used, _))| *used)
-                .map(|(key, _)| key.clone())
+            && let Some(oldest) = (0..cache.entries.len()).min_by_key(|&at| cache.entries[at].used)
         {
-            cache.entries.remove(&oldest);
+            cache.entries.swap_remove(oldest);
         }
-        let task = Arc::new(Mutex::new(TaskSources::default()));
-        cache.entries.insert(key, (now, Arc::clone(&task)));
+        let task = Arc::new(Mutex::new(Task::default()));
+        cache.entries.push(Cached {
+            tenant: tenant.to_owned(),
+            task_id: task_id.to_owned(),
+            used: now,
+            task: Arc::clone(&task),
+        });
         task
     }
 
     /// Lets go of every task whose id is `task`.
     pub(crate) fn forget(&self, task: &str) {
         let mut cache = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
-        cache.entries.retain(|(_, id), _| id != task);
+        cache.entries.retain(|cached| cached.task_id != task);
     }
 }
 
-/// Locks a task's sources; a panic while they were held left them whole (each change is one
-/// `add`), or at worst missing a source, which makes its values found nowhere.
-pub(crate) fn lock(task: &Mutex<TaskSources>) -> std::sync::MutexGuard<'_, TaskSources> {
+/// Locks a task; a panic while it was held left its sources whole (each change is one `add`),
+/// or at worst missing a source, which makes its values found nowhere.
+pub(crate) fn lock(task: &Mutex<Task>) -> std::sync::MutexGuard<'_, Task> {
     task.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -229,11 +333,14 @@ mod tests {
         sources
     }
 
-    fn holders(sources: &TaskSources, value: &str, fold: bool) -> Vec<u32> {
+    /// The sources holding `value` in its case, or in any case with `any_case`.
+    fn holders(sources: &TaskSources, value: &str, any_case: bool) -> Vec<u32> {
         let exact = letters_and_digits(&normalize(value));
         let mut found = Vec::new();
-        sources.holding_string(&exact, &exact.to_lowercase(), fold, &mut |at| {
-            found.push(at)
+        sources.holding_string(&exact, &fold(&exact), &mut |at, in_case| {
+            if in_case || any_case {
+                found.push(at);
+            }
         });
         found.dedup();
         found

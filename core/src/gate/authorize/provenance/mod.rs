@@ -26,9 +26,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use self::entities::entities;
-use self::index::{SourceCache, TaskSources, lock};
+use self::index::{SourceCache, Task, TaskSources, lock};
 use self::store::{Origin, ProvenanceStore, SourceRecord};
-use self::text::{PathStep, letters_and_digits, normalize, number_value, source_text};
+use self::text::{PathStep, fold, letters_and_digits, normalize, number_value, source_text};
 use crate::{
     AfterUntrusted, CallContext, Matching, OnUntrusted, OutputTrust, Rejection, RejectionCode,
     Sources, ToolContract,
@@ -128,7 +128,7 @@ impl Provenance {
         text: &str,
     ) -> Result<(), Rejection> {
         let task = self.task_sources(ctx).await?;
-        let number = lock(&task).user_messages() + 1;
+        let number = lock(&task).read.user_messages() + 1;
         let record = SourceRecord {
             origin: Origin::UserMessage { number },
             text: cut(text.to_owned()),
@@ -140,12 +140,13 @@ impl Provenance {
     async fn task_sources(
         &self,
         ctx: &CallContext,
-    ) -> Result<Arc<std::sync::Mutex<TaskSources>>, Rejection> {
+    ) -> Result<Arc<std::sync::Mutex<Task>>, Rejection> {
         let task = self.cache.task(ctx);
-        let seen = lock(&task).seen;
+        let seen = lock(&task).read.seen;
         let new = self.store.since(ctx, seen).await?;
         if !new.is_empty() {
-            let mut sources = lock(&task);
+            let mut task = lock(&task);
+            let sources = &mut task.read;
             for (number, record) in &new {
                 // Another call of this worker may have read them meanwhile.
                 if *number == sources.seen + 1 {
@@ -172,24 +173,20 @@ impl Provenance {
             .task_sources(ctx)
             .await
             .map_err(|rejection| (rejection, Vec::new()))?;
-        // The request and an edit are the call's own: indexed for it, never stored twice.
-        let mut own = TaskSources::default();
-        if let Some(request) = ctx.request() {
-            own.add(&SourceRecord {
-                origin: Origin::Request,
-                text: cut(request.to_owned()),
-            });
-        }
+        // The request comes with the call, and an edit is judged before its record is read
+        // back: neither is read from the store.
+        let mut edited = TaskSources::default();
         if let Some(edit) = edit {
-            own.add(edit);
+            edited.add(edit);
         }
-        let task = lock(&task);
-        let both = [&own, &*task];
+        let mut task = lock(&task);
+        let [request, read] = task.with_request(ctx.request().map(|request| cut_str(request)));
+        let sets = [request, &edited, read];
         let mut judged = Judged::default();
         for rule in &declared.rules {
             for (path, value) in values_at(canonical, &rule.pointer) {
                 judge_value(
-                    &both,
+                    &sets,
                     rule.from,
                     rule.matching,
                     path,
@@ -241,7 +238,7 @@ impl Provenance {
                 }
             }
         }
-        if let (Some(after), Some(read)) = (declared.after_untrusted, task.first_untrusted()) {
+        if let (Some(after), Some(read)) = (declared.after_untrusted, read.first_untrusted()) {
             match after {
                 AfterUntrusted::Approve => judged.needs_human = true,
                 AfterUntrusted::Refuse => {
@@ -285,14 +282,17 @@ fn pointer_covers(pointer: &str, path: &str) -> bool {
 
 /// Text cut to [`SOURCE_TEXT_LIMIT`](store::SOURCE_TEXT_LIMIT) bytes, on a character boundary.
 fn cut(mut text: String) -> String {
-    if text.len() > store::SOURCE_TEXT_LIMIT {
-        let mut end = store::SOURCE_TEXT_LIMIT;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-    }
+    let kept = cut_str(&text).len();
+    text.truncate(kept);
     text
+}
+
+fn cut_str(text: &str) -> &str {
+    let mut end = text.len().min(store::SOURCE_TEXT_LIMIT);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// Whether the output path `path` lies at or under the trusted field `field` (a JSON pointer
@@ -315,37 +315,46 @@ fn at(field: &str, path: &[PathStep<'_>]) -> bool {
 /// element by element, objects member by member, nulls (absent values) skipped.
 fn values_at<'a>(canonical: &'a Value, pointer: &str) -> Vec<(String, &'a Value)> {
     let mut found = Vec::new();
-    let segments: Vec<String> = pointer
-        .split('/')
-        .skip(1)
-        .map(|segment| segment.replace("~1", "/").replace("~0", "~"))
-        .collect();
-    descend(canonical, &segments, String::new(), &mut found);
+    descend(canonical, pointer, String::new(), &mut found);
     found
 }
 
-fn descend<'a>(
-    value: &'a Value,
-    segments: &[String],
-    path: String,
-    found: &mut Vec<(String, &'a Value)>,
-) {
-    let escape = |segment: &str| segment.replace('~', "~0").replace('/', "~1");
-    match (segments.split_first(), value) {
+/// `path` with one more segment, escaped as a JSON pointer's.
+fn joined(path: &str, segment: &str) -> String {
+    if segment.contains(['~', '/']) {
+        format!("{path}/{}", segment.replace('~', "~0").replace('/', "~1"))
+    } else {
+        format!("{path}/{segment}")
+    }
+}
+
+/// The values `rest` (the pointer's segments still to follow, each behind a `/`) names in
+/// `value`, found at `path`.
+fn descend<'a>(value: &'a Value, rest: &str, path: String, found: &mut Vec<(String, &'a Value)>) {
+    let next = rest.strip_prefix('/').map(|after| match after.find('/') {
+        Some(end) => (&after[..end], &after[end..]),
+        None => (after, ""),
+    });
+    match (next, value) {
         (_, Value::Null | Value::Bool(_)) => {}
-        (Some((first, rest)), Value::Object(members)) if first == "*" => {
+        (Some(("*", rest)), Value::Object(members)) => {
             for (key, member) in members {
-                descend(member, rest, format!("{path}/{}", escape(key)), found);
+                descend(member, rest, joined(&path, key), found);
             }
         }
         (Some((first, rest)), Value::Object(members)) => {
-            if let Some(member) = members.get(first) {
-                descend(member, rest, format!("{path}/{}", escape(first)), found);
+            let key = if first.contains('~') {
+                std::borrow::Cow::Owned(first.replace("~1", "/").replace("~0", "~"))
+            } else {
+                std::borrow::Cow::Borrowed(first)
+            };
+            if let Some(member) = members.get(key.as_ref()) {
+                descend(member, rest, format!("{path}/{first}"), found);
             }
         }
         (Some((first, rest)), Value::Array(items)) => {
             for (index, item) in items.iter().enumerate() {
-                if first == "*" || *first == index.to_string() {
+                if first == "*" || first.parse() == Ok(index) {
                     descend(item, rest, format!("{path}/{index}"), found);
                 }
             }
@@ -353,12 +362,12 @@ fn descend<'a>(
         (Some(_), _) => {}
         (None, Value::Array(items)) => {
             for (index, item) in items.iter().enumerate() {
-                descend(item, &[], format!("{path}/{index}"), found);
+                descend(item, "", format!("{path}/{index}"), found);
             }
         }
         (None, Value::Object(members)) => {
             for (key, member) in members {
-                descend(member, &[], format!("{path}/{}", escape(key)), found);
+                descend(member, "", joined(&path, key), found);
             }
         }
         (None, _) => found.push((path, value)),
@@ -367,7 +376,7 @@ fn descend<'a>(
 
 /// Where one value was found: the best source, user before trusted before untrusted.
 fn judge_value(
-    sources: &[&TaskSources; 2],
+    sets: &[&TaskSources; 3],
     from: Sources,
     matching: Matching,
     path: String,
@@ -378,26 +387,27 @@ fn judge_value(
         Sources::User => origin.is_user(),
         Sources::UserOrTrusted => origin.is_trusted(),
     };
-    let best = |search: &Search<'_>| best_origin(sources, search);
-    let mut push = |entity: Option<String>, found_in: Option<Origin>| {
-        let allowed = found_in.as_ref().is_some_and(allowed);
+    let mut push = |entity: Option<String>, found_in: Option<&Origin>| {
         found.push(ValueSource {
             path: path.clone(),
             entity,
-            found_in,
-            allowed,
+            allowed: found_in.is_some_and(allowed),
+            found_in: found_in.cloned(),
         });
     };
+    // Every source holding the value, and whether it holds it in its case too.
+    let mut holders: Vec<(&Origin, bool)> = Vec::new();
     match (value, matching) {
         (Value::Number(number), _) => {
-            let Some(canonical) = number_value(number) else {
-                push(None, None);
-                return;
-            };
-            push(
-                None,
-                best(&|set, found| set.holding_number(&canonical, found)),
-            );
+            if let Some(canonical) = number_value(number) {
+                for set in sets {
+                    if settled(&holders) {
+                        break;
+                    }
+                    set.holding_number(&canonical, &mut |at| holders.push((set.origin(at), true)));
+                }
+            }
+            push(None, best(&holders, |_, _| true));
         }
         (Value::String(string), Matching::Whole) => {
             let normal = normalize(string);
@@ -405,56 +415,73 @@ fn judge_value(
             if exact.is_empty() {
                 return;
             }
-            let lower = exact.to_lowercase();
-            let fold = of_one_entity(&normal, &exact);
-            let strict = best(&|set, found| set.holding_string(&exact, &lower, fold, found));
-            match strict {
-                Some(origin) if allowed(&origin) => push(None, Some(origin)),
+            let lower = fold(&exact);
+            for set in sets {
+                if settled(&holders) {
+                    break;
+                }
+                set.holding_string(&exact, &lower, &mut |at, in_case| {
+                    holders.push((set.origin(at), in_case));
+                });
+            }
+            let in_case = best(&holders, |origin, in_case| in_case && allowed(origin));
+            let any_case = || best(&holders, |origin, _| allowed(origin));
+            match in_case {
+                Some(origin) => push(None, Some(origin)),
+                None if any_case().is_some() && of_one_entity(&normal, &exact) => {
+                    push(None, any_case());
+                }
                 // Not where it may come from: where, in any case, did it come from? Only a
                 // source it may not come from says so: another spelling of an allowed value
                 // is a value nobody gave.
-                _ => {
-                    let loose = best(&|set, found| set.holding_string(&exact, &lower, true, found));
-                    push(None, loose.filter(|origin| !allowed(origin)));
-                }
+                None => push(None, best(&holders, |origin, _| !allowed(origin))),
             }
         }
         (Value::String(string), Matching::Entities) => {
             let normal = normalize(string);
             for (number, entity) in entities(&normal).into_iter().enumerate() {
-                let lower = letters_and_digits(entity.text).to_lowercase();
-                let origin = best(&|set, found| set.holding_string(&lower, &lower, true, found));
-                push(
-                    Some(format!("{} {}", entity.kind.as_str(), number + 1)),
-                    origin,
-                );
+                let lower = fold(&letters_and_digits(entity.text));
+                holders.clear();
+                for set in sets {
+                    if settled(&holders) {
+                        break;
+                    }
+                    set.holding_string(&lower, &lower, &mut |at, _| {
+                        holders.push((set.origin(at), true));
+                    });
+                }
+                let kind = format!("{} {}", entity.kind.as_str(), number + 1);
+                push(Some(kind), best(&holders, |_, _| true));
             }
         }
         _ => {}
     }
 }
 
-/// A lookup in a set of sources, calling back with each source found.
-type Search<'a> = dyn Fn(&TaskSources, &mut dyn FnMut(u32)) + 'a;
+/// Whether the user gave the value as it is: no other source can be better, so the sources
+/// are searched in order (the request, an edit, then what the task read) until one did.
+fn settled(holders: &[(&Origin, bool)]) -> bool {
+    holders
+        .iter()
+        .any(|(origin, in_case)| origin.is_user() && *in_case)
+}
 
-/// The best of the sources `search` finds in `sets`: the user before a trusted tool before
-/// an untrusted one.
-fn best_origin(sets: &[&TaskSources; 2], search: &Search<'_>) -> Option<Origin> {
+/// The best of the `holders` that `keep` keeps: the user before a trusted tool before an
+/// untrusted one.
+fn best<'a>(
+    holders: &[(&'a Origin, bool)],
+    keep: impl Fn(&Origin, bool) -> bool,
+) -> Option<&'a Origin> {
     let rank = |origin: &Origin| match (origin.is_user(), origin.is_trusted()) {
         (true, _) => 0,
         (false, true) => 1,
         (false, false) => 2,
     };
-    let mut best: Option<&Origin> = None;
-    for set in sets {
-        search(set, &mut |at| {
-            let origin = set.origin(at);
-            if best.is_none_or(|best| rank(origin) < rank(best)) {
-                best = Some(origin);
-            }
-        });
-    }
-    best.cloned()
+    holders
+        .iter()
+        .filter(|(origin, in_case)| keep(origin, *in_case))
+        .min_by_key(|(origin, _)| rank(origin))
+        .map(|(origin, _)| *origin)
 }
 
 /// Whether a whole value is one entity (an IBAN, an e-mail address, a link, a phone number):

@@ -20,7 +20,7 @@ pub enum Origin {
     /// The request the task began with ([`CallContext::with_request`]).
     Request,
     /// A later message of the user ([`Registry::add_user_message`](crate::Registry::add_user_message)),
-    /// numbered from 1 in the order the task received them.
+    /// numbered from 1 in the order the task's store holds them.
     UserMessage {
         /// Its number within the task.
         number: u64,
@@ -149,15 +149,12 @@ pub fn sources_unavailable(error: impl fmt::Display) -> Rejection {
     .with_hint("try again later")
 }
 
-/// A task in a store: its tenant (empty for none) and its id.
-pub(crate) type TaskKey = (String, String);
-
-/// The key of the task of `ctx`.
-pub(crate) fn task_key(ctx: &CallContext) -> TaskKey {
-    (
-        ctx.tenant().unwrap_or_default().to_owned(),
-        ctx.task_id().to_owned(),
-    )
+/// The sources of each task: by task id, then by tenant (empty for none), so that a task is
+/// found without copying its keys; and how many tasks that is.
+#[derive(Default)]
+struct Tasks {
+    by_id: HashMap<String, HashMap<String, Vec<SourceRecord>>>,
+    held: usize,
 }
 
 /// A [`ProvenanceStore`] in memory, for one process, holding at most `tasks` tasks at once
@@ -167,7 +164,7 @@ pub(crate) fn task_key(ctx: &CallContext) -> TaskKey {
 /// could let a tool that needs a human after untrusted content run without one.
 #[derive(Clone)]
 pub struct InMemoryProvenanceStore {
-    tasks: Arc<Mutex<HashMap<TaskKey, Vec<SourceRecord>>>>,
+    tasks: Arc<Mutex<Tasks>>,
     capacity: usize,
 }
 
@@ -194,7 +191,7 @@ impl InMemoryProvenanceStore {
         }
     }
 
-    fn tasks(&self) -> std::sync::MutexGuard<'_, HashMap<TaskKey, Vec<SourceRecord>>> {
+    fn tasks(&self) -> std::sync::MutexGuard<'_, Tasks> {
         // A panic while the lock was held cannot leave a task half-written: each change is
         // one push or one removal.
         self.tasks
@@ -210,20 +207,29 @@ impl ProvenanceStore for InMemoryProvenanceStore {
         source: &'a SourceRecord,
     ) -> BoxFuture<'a, Result<u64, Rejection>> {
         let mut tasks = self.tasks();
-        let key = task_key(ctx);
-        let full = tasks.len() >= self.capacity;
-        let recorded = match tasks.get_mut(&key) {
+        let tasks = &mut *tasks;
+        let tenant = ctx.tenant().unwrap_or_default();
+        let held = tasks
+            .by_id
+            .get_mut(ctx.task_id())
+            .and_then(|tenants| tenants.get_mut(tenant));
+        let recorded = match held {
             Some(sources) => {
                 sources.push(source.clone());
                 Ok(sources.len() as u64)
             }
-            None if full => Err(Rejection::new(
+            None if tasks.held >= self.capacity => Err(Rejection::new(
                 RejectionCode::OutputUnrecorded,
                 "the store of the tasks' sources is full, so this output could not be recorded and is withheld",
             )
             .with_hint("tell the user the tool's output could not be shown")),
             None => {
-                tasks.insert(key, vec![source.clone()]);
+                tasks.held += 1;
+                tasks
+                    .by_id
+                    .entry(ctx.task_id().to_owned())
+                    .or_default()
+                    .insert(tenant.to_owned(), vec![source.clone()]);
                 Ok(1)
             }
         };
@@ -237,7 +243,9 @@ impl ProvenanceStore for InMemoryProvenanceStore {
     ) -> BoxFuture<'a, Result<Vec<(u64, SourceRecord)>, Rejection>> {
         let tasks = self.tasks();
         let sources = tasks
-            .get(&task_key(ctx))
+            .by_id
+            .get(ctx.task_id())
+            .and_then(|tenants| tenants.get(ctx.tenant().unwrap_or_default()))
             .map(|sources| {
                 sources
                     .iter()
@@ -251,7 +259,10 @@ impl ProvenanceStore for InMemoryProvenanceStore {
     }
 
     fn forget_task<'a>(&'a self, task: &'a str) -> BoxFuture<'a, ()> {
-        self.tasks().retain(|(_, id), _| id != task);
+        let mut tasks = self.tasks();
+        if let Some(tenants) = tasks.by_id.remove(task) {
+            tasks.held -= tenants.len();
+        }
         Box::pin(ready(()))
     }
 }

@@ -73,6 +73,12 @@ pub(crate) fn letters_and_digits(normal: &str) -> String {
     normal.chars().filter(|c| c.is_alphanumeric()).collect()
 }
 
+/// `text` in lower case, character by character (so that a word and the run it is part of
+/// fold alike).
+pub(crate) fn fold(text: &str) -> String {
+    text.chars().flat_map(char::to_lowercase).collect()
+}
+
 /// The numbers written in normalized text, in their canonical decimal form.
 pub(crate) fn numbers(normal: &str) -> Vec<String> {
     let bytes = normal.as_bytes();
