@@ -108,7 +108,7 @@ pub struct AuditRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot_missing: Option<String>,
     /// Where each value the contract declares `#[from(...)]` was found, for a call the
-    /// provenance gate judged: the user's request or message `n`, the output of tool X in call
+    /// provenance gate judged (on the decision's record, not the `about_to_run` one): the user's request or message `n`, the output of tool X in call
     /// Y, a reviewer's edit, or nowhere. Absent otherwise, and then not written, so records
     /// from before this field still verify.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -541,6 +541,8 @@ impl AuditLog {
         record.summary = "about to run".to_owned();
         record.budget_calls = 0;
         record.budget_cost = 0;
+        // Where the values came from is the decision's, on the outcome record.
+        record.sources = Vec::new();
         self.store(record).await
     }
 

@@ -44,6 +44,8 @@ impl EntityKind {
 pub(crate) struct Entity<'a> {
     pub(crate) kind: EntityKind,
     pub(crate) text: &'a str,
+    /// Where it stands in the text, all of it (a link's scheme included).
+    span: Range<usize>,
 }
 
 /// An IBAN's letters and digits are ASCII, so are its word boundaries: the regex runs as a
@@ -78,7 +80,7 @@ fn links() -> &'static LinkFinder {
 
 /// The entities of a normalized text, in order of where they start.
 pub(crate) fn entities(normal: &str) -> Vec<Entity<'_>> {
-    let mut found: Vec<(Range<usize>, Entity<'_>)> = Vec::new();
+    let mut found: Vec<Entity<'_>> = Vec::new();
     // What no entity can be without is looked for first: most texts hold no IBAN or phone.
     let digits = normal.bytes().filter(u8::is_ascii_digit).count();
     let links = if normal.contains(['.', '@']) {
@@ -95,22 +97,30 @@ pub(crate) fn entities(normal: &str) -> Vec<Entity<'_>> {
                 (EntityKind::Link, text)
             }
         };
-        found.push((link.start()..link.end(), Entity { kind, text }));
+        found.push(Entity {
+            kind,
+            text,
+            span: link.start()..link.end(),
+        });
     }
-    let overlaps = |found: &[(Range<usize>, Entity<'_>)], span: &Range<usize>| {
+    let overlaps = |found: &[Entity<'_>], span: &Range<usize>| {
         found
             .iter()
-            .any(|(taken, _)| taken.start < span.end && span.start < taken.end)
+            .any(|taken| taken.span.start < span.end && span.start < taken.span.end)
     };
-    let ibans = (digits >= 2).then(|| iban().find_iter(normal));
+    let check_digits = normal
+        .as_bytes()
+        .windows(2)
+        .any(|pair| pair.iter().all(u8::is_ascii_digit));
+    let ibans = check_digits.then(|| iban().find_iter(normal));
     for iban in ibans.into_iter().flatten() {
         let span = iban.range();
         if !overlaps(&found, &span) {
-            let entity = Entity {
+            found.push(Entity {
                 kind: EntityKind::Iban,
                 text: iban.as_str(),
-            };
-            found.push((span, entity));
+                span,
+            });
         }
     }
     let phones = (digits >= 10).then(|| phone().find_iter(normal));
@@ -122,15 +132,15 @@ pub(crate) fn entities(normal: &str) -> Vec<Entity<'_>> {
             .next_back()
             .is_some_and(char::is_alphanumeric);
         if (10..=15).contains(&digits) && !glued && !overlaps(&found, &span) {
-            let entity = Entity {
+            found.push(Entity {
                 kind: EntityKind::Phone,
                 text: phone.as_str(),
-            };
-            found.push((span, entity));
+                span,
+            });
         }
     }
-    found.sort_by_key(|(span, _)| span.start);
-    found.into_iter().map(|(_, entity)| entity).collect()
+    found.sort_by_key(|entity| entity.span.start);
+    found
 }
 
 #[cfg(test)]

@@ -116,16 +116,8 @@ impl TaskSources {
         let Some(&lengths) = self.lengths.get(&start_of(lower)) else {
             return;
         };
-        let ends = lower
-            .char_indices()
-            .skip(1)
-            .map(|(end, _)| end)
-            .chain([lower.len()]);
-        for end in ends {
-            if end > self.longest_word {
-                break;
-            }
-            if lengths & length_bit(end) == 0 {
+        for end in 1..=lower.len().min(self.longest_word) {
+            if lengths & length_bit(end) == 0 || !lower.is_char_boundary(end) {
                 continue;
             }
             let Some(starts) = self.words.get(&lower[..end]) else {
@@ -240,7 +232,8 @@ impl Task {
 }
 
 /// No sources.
-static NOTHING: std::sync::LazyLock<TaskSources> = std::sync::LazyLock::new(TaskSources::default);
+pub(crate) static NOTHING: std::sync::LazyLock<TaskSources> =
+    std::sync::LazyLock::new(TaskSources::default);
 
 /// The indexed sources of the tasks a worker served last, so that a call reads from the store
 /// only the sources recorded since the task's previous call. At most [`CACHED_TASKS`] tasks

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use self::entities::entities;
-use self::index::{SourceCache, Task, TaskSources, lock};
+use self::index::{NOTHING, SourceCache, Task, TaskSources, lock};
 use self::store::{Origin, ProvenanceStore, SourceRecord};
 use self::text::{PathStep, fold, letters_and_digits, normalize, number_value, source_text};
 use crate::{
@@ -175,24 +175,31 @@ impl Provenance {
             .map_err(|rejection| (rejection, Vec::new()))?;
         // The request comes with the call, and an edit is judged before its record is read
         // back: neither is read from the store.
-        let mut edited = TaskSources::default();
-        if let Some(edit) = edit {
+        let edited = edit.map(|edit| {
+            let mut edited = TaskSources::default();
             edited.add(edit);
-        }
+            edited
+        });
         let mut task = lock(&task);
         let [request, read] = task.with_request(ctx.request().map(|request| cut_str(request)));
-        let sets = [request, &edited, read];
-        let mut judged = Judged::default();
+        let sets = [request, edited.as_ref().unwrap_or(&NOTHING), read];
+        let mut judged = Judged {
+            sources: Vec::with_capacity(declared.rules.len()),
+            needs_human: false,
+        };
+        let mut values = Vec::new();
+        let mut holders = Vec::new();
         for rule in &declared.rules {
-            for (path, value) in values_at(canonical, &rule.pointer) {
-                judge_value(
-                    &sets,
-                    rule.from,
-                    rule.matching,
+            values.clear();
+            descend(canonical, &rule.pointer, String::new(), &mut values);
+            for (path, value) in values.drain(..) {
+                let value = Judging {
+                    from: rule.from,
+                    matching: rule.matching,
                     path,
                     value,
-                    &mut judged.sources,
-                );
+                };
+                judge_value(&sets, value, &mut holders, &mut judged.sources);
             }
         }
         let refusal = |code, message: String, hint: &str| {
@@ -313,6 +320,7 @@ fn at(field: &str, path: &[PathStep<'_>]) -> bool {
 
 /// The strings and numbers a rule's pointer names in the arguments, with their paths: lists
 /// element by element, objects member by member, nulls (absent values) skipped.
+#[cfg(test)]
 fn values_at<'a>(canonical: &'a Value, pointer: &str) -> Vec<(String, &'a Value)> {
     let mut found = Vec::new();
     descend(canonical, pointer, String::new(), &mut found);
@@ -321,15 +329,26 @@ fn values_at<'a>(canonical: &'a Value, pointer: &str) -> Vec<(String, &'a Value)
 
 /// `path` with one more segment, escaped as a JSON pointer's.
 fn joined(path: &str, segment: &str) -> String {
-    if segment.contains(['~', '/']) {
-        format!("{path}/{}", segment.replace('~', "~0").replace('/', "~1"))
+    let segment = if segment.contains(['~', '/']) {
+        std::borrow::Cow::Owned(segment.replace('~', "~0").replace('/', "~1"))
     } else {
-        format!("{path}/{segment}")
-    }
+        std::borrow::Cow::Borrowed(segment)
+    };
+    pointer_to(path, &segment)
 }
 
-/// The values `rest` (the pointer's segments still to follow, each behind a `/`) names in
-/// `value`, found at `path`.
+/// `path` with one more segment, escaped already.
+fn pointer_to(path: &str, segment: &str) -> String {
+    let mut pointer = String::with_capacity(path.len() + 1 + segment.len());
+    pointer.push_str(path);
+    pointer.push('/');
+    pointer.push_str(segment);
+    pointer
+}
+
+/// The strings and numbers `rest` (the pointer's segments still to follow, each behind a `/`)
+/// names in `value`, found at `path`: lists element by element, objects member by member,
+/// nulls (absent values) skipped.
 fn descend<'a>(value: &'a Value, rest: &str, path: String, found: &mut Vec<(String, &'a Value)>) {
     let next = rest.strip_prefix('/').map(|after| match after.find('/') {
         Some(end) => (&after[..end], &after[end..]),
@@ -349,20 +368,20 @@ fn descend<'a>(value: &'a Value, rest: &str, path: String, found: &mut Vec<(Stri
                 std::borrow::Cow::Borrowed(first)
             };
             if let Some(member) = members.get(key.as_ref()) {
-                descend(member, rest, format!("{path}/{first}"), found);
+                descend(member, rest, pointer_to(&path, first), found);
             }
         }
         (Some((first, rest)), Value::Array(items)) => {
             for (index, item) in items.iter().enumerate() {
                 if first == "*" || first.parse() == Ok(index) {
-                    descend(item, rest, format!("{path}/{index}"), found);
+                    descend(item, rest, pointer_to(&path, &index.to_string()), found);
                 }
             }
         }
         (Some(_), _) => {}
         (None, Value::Array(items)) => {
             for (index, item) in items.iter().enumerate() {
-                descend(item, "", format!("{path}/{index}"), found);
+                descend(item, "", pointer_to(&path, &index.to_string()), found);
             }
         }
         (None, Value::Object(members)) => {
@@ -374,40 +393,53 @@ fn descend<'a>(value: &'a Value, rest: &str, path: String, found: &mut Vec<(Stri
     }
 }
 
-/// Where one value was found: the best source, user before trusted before untrusted.
-fn judge_value(
-    sets: &[&TaskSources; 3],
+/// One value a rule names.
+struct Judging<'a> {
     from: Sources,
     matching: Matching,
     path: String,
-    value: &Value,
+    value: &'a Value,
+}
+
+/// Where one value was found: the best source, user before trusted before untrusted.
+/// `holders` is room for the sources holding it.
+fn judge_value<'s>(
+    sets: &[&'s TaskSources; 3],
+    judging: Judging<'_>,
+    holders: &mut Vec<(&'s Origin, bool)>,
     found: &mut Vec<ValueSource>,
 ) {
+    let Judging {
+        from,
+        matching,
+        path,
+        value,
+    } = judging;
+    holders.clear();
     let allowed = |origin: &Origin| match from {
         Sources::User => origin.is_user(),
         Sources::UserOrTrusted => origin.is_trusted(),
     };
-    let mut push = |entity: Option<String>, found_in: Option<&Origin>| {
+    let mut push = |path: String, entity: Option<String>, found_in: Option<&Origin>| {
         found.push(ValueSource {
-            path: path.clone(),
+            path,
             entity,
             allowed: found_in.is_some_and(allowed),
             found_in: found_in.cloned(),
         });
     };
     // Every source holding the value, and whether it holds it in its case too.
-    let mut holders: Vec<(&Origin, bool)> = Vec::new();
     match (value, matching) {
         (Value::Number(number), _) => {
             if let Some(canonical) = number_value(number) {
                 for set in sets {
-                    if settled(&holders) {
+                    if settled(holders) {
                         break;
                     }
                     set.holding_number(&canonical, &mut |at| holders.push((set.origin(at), true)));
                 }
             }
-            push(None, best(&holders, |_, _| true));
+            push(path, None, best(holders, |_, _| true));
         }
         (Value::String(string), Matching::Whole) => {
             let normal = normalize(string);
@@ -417,33 +449,38 @@ fn judge_value(
             }
             let lower = fold(&exact);
             for set in sets {
-                if settled(&holders) {
+                if settled(holders) {
                     break;
                 }
                 set.holding_string(&exact, &lower, &mut |at, in_case| {
                     holders.push((set.origin(at), in_case));
                 });
             }
-            let in_case = best(&holders, |origin, in_case| in_case && allowed(origin));
-            let any_case = || best(&holders, |origin, _| allowed(origin));
+            let in_case = best(holders, |origin, in_case| in_case && allowed(origin));
+            let any_case = || best(holders, |origin, _| allowed(origin));
             match in_case {
-                Some(origin) => push(None, Some(origin)),
+                Some(origin) => push(path, None, Some(origin)),
                 None if any_case().is_some() && of_one_entity(&normal, &exact) => {
-                    push(None, any_case());
+                    push(path, None, any_case());
                 }
                 // Not where it may come from: where, in any case, did it come from? Only a
                 // source it may not come from says so: another spelling of an allowed value
                 // is a value nobody gave.
-                None => push(None, best(&holders, |origin, _| !allowed(origin))),
+                None => push(path, None, best(holders, |origin, _| !allowed(origin))),
             }
         }
         (Value::String(string), Matching::Entities) => {
             let normal = normalize(string);
             for (number, entity) in entities(&normal).into_iter().enumerate() {
-                let lower = fold(&letters_and_digits(entity.text));
+                let mut lower = letters_and_digits(entity.text);
+                if lower.is_ascii() {
+                    lower.make_ascii_lowercase();
+                } else {
+                    lower = fold(&lower);
+                }
                 holders.clear();
                 for set in sets {
-                    if settled(&holders) {
+                    if settled(holders) {
                         break;
                     }
                     set.holding_string(&lower, &lower, &mut |at, _| {
@@ -451,7 +488,7 @@ fn judge_value(
                     });
                 }
                 let kind = format!("{} {}", entity.kind.as_str(), number + 1);
-                push(Some(kind), best(&holders, |_, _| true));
+                push(path.clone(), Some(kind), best(holders, |_, _| true));
             }
         }
         _ => {}

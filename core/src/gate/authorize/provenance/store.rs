@@ -7,6 +7,7 @@ use std::fmt;
 use std::future::ready;
 use std::sync::{Arc, Mutex};
 
+use foldhash::fast::RandomState;
 use serde::{Deserialize, Serialize};
 
 use crate::tool::BoxFuture;
@@ -153,7 +154,7 @@ pub fn sources_unavailable(error: impl fmt::Display) -> Rejection {
 /// found without copying its keys; and how many tasks that is.
 #[derive(Default)]
 struct Tasks {
-    by_id: HashMap<String, HashMap<String, Vec<SourceRecord>>>,
+    by_id: HashMap<String, HashMap<String, Vec<SourceRecord>, RandomState>, RandomState>,
     held: usize,
 }
 

@@ -70,12 +70,23 @@ pub(crate) fn words(normal: &str) -> impl Iterator<Item = (usize, &str)> {
 
 /// The letters and digits of normalized text, in order: what a string value is compared by.
 pub(crate) fn letters_and_digits(normal: &str) -> String {
-    normal.chars().filter(|c| c.is_alphanumeric()).collect()
+    let mut kept = String::with_capacity(normal.len());
+    if normal.is_ascii() {
+        for byte in normal.bytes().filter(u8::is_ascii_alphanumeric) {
+            kept.push(char::from(byte));
+        }
+    } else {
+        kept.extend(normal.chars().filter(|c| c.is_alphanumeric()));
+    }
+    kept
 }
 
 /// `text` in lower case, character by character (so that a word and the run it is part of
 /// fold alike).
 pub(crate) fn fold(text: &str) -> String {
+    if text.is_ascii() {
+        return text.to_ascii_lowercase();
+    }
     text.chars().flat_map(char::to_lowercase).collect()
 }
 
