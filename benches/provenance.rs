@@ -16,6 +16,8 @@
 //!
 //! Run with `cargo bench --bench provenance`.
 
+// Only its polling and its audit sink: the rest is the other benchmarks' tools.
+#[allow(dead_code)]
 mod workload;
 
 use std::hint::black_box;

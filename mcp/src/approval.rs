@@ -94,7 +94,8 @@ pub(crate) async fn confirm(
 /// One look at `call`, waiting under `ticket_id`: its outcome once its decision was carried
 /// out (here, or by another worker), or, once its ticket left the store, the call dispatched
 /// again (the repeat gate answers for a call that ran; one that still needs a human waits
-/// under a new ticket, as `Outcome::Pending`); `None` while it waits (`Progress::Waiting`).
+/// under a new ticket, as `Outcome::Pending`); `None` while it waits (`Progress::Waiting`) or
+/// runs on another worker.
 pub(crate) async fn look(
     shared: &Shared,
     ctx: &CallContext,
@@ -103,7 +104,10 @@ pub(crate) async fn look(
 ) -> Result<Option<Outcome>, Rejection> {
     Ok(match shared.registry.follow(ticket_id).await? {
         Progress::Ended(outcome) => Some(outcome),
-        Progress::Left => Some(shared.registry.dispatch(ctx, call).await),
+        // Another worker (the server's own `run_decided` loop, say) runs it now: its outcome
+        // is the answer, read at a later look.
+        Progress::Left => Some(shared.registry.dispatch(ctx, call).await)
+            .filter(|outcome| outcome.code() != Some(RejectionCode::CallInProgress)),
         _ => None,
     })
 }

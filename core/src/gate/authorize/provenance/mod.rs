@@ -181,7 +181,7 @@ impl Provenance {
             edited
         });
         let mut task = lock(&task);
-        let [request, read] = task.with_request(ctx.request().map(|request| cut_str(request)));
+        let [request, read] = task.with_request(ctx.request().map(cut_str));
         let sets = [request, edited.as_ref().unwrap_or(&NOTHING), read];
         let mut judged = Judged {
             sources: Vec::with_capacity(declared.rules.len()),
