@@ -6,18 +6,22 @@
 //!   is compared without its scheme, so `x.example/a` is found in `https://x.example/a`.
 //! - **E-mail addresses**, found by [`linkify`].
 //! - **IBANs**: two letters, two digits, then 11 to 30 letters and digits, written whole or
-//!   in groups of four separated by single spaces. The checksum is not verified: a made-up
-//!   account number is as dangerous as a real one.
+//!   in groups of four separated by single spaces, dots or dashes. The checksum is not
+//!   verified: a made-up account number is as dangerous as a real one.
 //! - **Phone numbers**: 10 to 15 digits, with an optional leading `+` and spaces, dots,
 //!   dashes, slashes and brackets between them (shorter runs are amounts and dates).
+//! - **Codes**: any other word of 16 or more letters and digits that holds both: wallet
+//!   addresses, account numbers, keys, tracking codes.
 //!
-//! All four compare in lower case.
+//! All compare in lower case.
 
 use std::ops::Range;
 use std::sync::OnceLock;
 
 use linkify::{LinkFinder, LinkKind};
 use regex::Regex;
+
+use super::text::words;
 
 /// What kind of entity was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +30,7 @@ pub(crate) enum EntityKind {
     Email,
     Iban,
     Phone,
+    Code,
 }
 
 impl EntityKind {
@@ -35,6 +40,7 @@ impl EntityKind {
             EntityKind::Email => "e-mail address",
             EntityKind::Iban => "IBAN",
             EntityKind::Phone => "phone number",
+            EntityKind::Code => "code",
         }
     }
 }
@@ -54,7 +60,7 @@ fn iban() -> &'static Regex {
     static IBAN: OnceLock<Regex> = OnceLock::new();
     IBAN.get_or_init(|| {
         Regex::new(
-            r"(?i-u)\b[a-z]{2}[0-9]{2}(?:[a-z0-9]{11,30}|(?: [a-z0-9]{4}){2,7}(?: [a-z0-9]{1,4})?)\b",
+            r"(?i-u)\b[a-z]{2}[0-9]{2}(?:[a-z0-9]{11,30}|(?:[ .\-][a-z0-9]{4}){2,7}(?:[ .\-][a-z0-9]{1,4})?)\b",
         )
         .expect("the IBAN pattern is valid")
     })
@@ -139,6 +145,19 @@ pub(crate) fn entities(normal: &str) -> Vec<Entity<'_>> {
             });
         }
     }
+    for (start, word) in words(normal).filter(|(_, word)| word.len() >= 16) {
+        let span = start..start + word.len();
+        let code = word.chars().count() >= 16
+            && word.chars().any(|c| c.is_numeric())
+            && word.chars().any(char::is_alphabetic);
+        if code && !overlaps(&found, &span) {
+            found.push(Entity {
+                kind: EntityKind::Code,
+                text: word,
+                span,
+            });
+        }
+    }
     found.sort_by_key(|entity| entity.span.start);
     found
 }
@@ -177,6 +196,23 @@ mod tests {
                 (EntityKind::Iban, "GB29 NWBK 6016 1331 9268 19"),
                 (EntityKind::Iban, "US133000000121212121212"),
                 (EntityKind::Phone, "+1 (555) 123-4567"),
+            ]
+        );
+    }
+
+    #[test]
+    fn ibans_with_dots_or_dashes_and_long_codes_are_found() {
+        assert_eq!(
+            kinds(
+                "to GB29-NWBK-6016-1331-9268-19 or GB29.NWBK.6016.1331.9268.19, or bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq"
+            ),
+            [
+                (EntityKind::Iban, "GB29-NWBK-6016-1331-9268-19"),
+                (EntityKind::Iban, "GB29.NWBK.6016.1331.9268.19"),
+                (
+                    EntityKind::Code,
+                    "bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq"
+                ),
             ]
         );
     }
