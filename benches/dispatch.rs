@@ -36,6 +36,8 @@
 //!
 //! Run with `cargo bench --bench dispatch`.
 
+#[path = "workload/estimates.rs"]
+mod estimates;
 mod workload;
 
 use std::hint::black_box;
@@ -43,6 +45,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use criterion::{BatchSize, Criterion};
+use estimates::mean_ns;
 use portcullis::prelude::*;
 use serde_json::Value;
 use validator::Validate;
@@ -69,23 +72,6 @@ fn many_products(_: &CallContext) -> Vec<String> {
 #[tool]
 fn order_products(#[one_of(many_products)] products: Vec<String>) -> Result<usize, ToolError> {
     Ok(products.len())
-}
-
-/// The mean point estimate, in nanoseconds, of a benchmark that ran since `since`.
-fn mean_ns(output: &Path, function: &str, since: SystemTime) -> Option<f64> {
-    let path = output
-        .join(GROUP)
-        .join(function)
-        .join("new")
-        .join("estimates.json");
-    let fresh = std::fs::metadata(&path)
-        .and_then(|metadata| metadata.modified())
-        .is_ok_and(|modified| modified >= since);
-    if !fresh {
-        return None;
-    }
-    let estimates: Value = serde_json::from_str(&std::fs::read_to_string(&path).ok()?).ok()?;
-    estimates["mean"]["point_estimate"].as_f64()
 }
 
 fn main() {
@@ -216,7 +202,7 @@ fn main() {
         MANY_VALUES_PARSE,
     ]
     .iter()
-    .map(|function| mean_ns(&output, function, started))
+    .map(|function| mean_ns(&output, GROUP, function, started))
     .collect();
     let [
         Some(floor),

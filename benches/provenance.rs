@@ -16,7 +16,9 @@
 //!
 //! Run with `cargo bench --bench provenance`.
 
-// Only its polling and its audit sink: the rest is the other benchmarks' tools.
+// Its gates and polling: the rest is the other benchmarks' tools.
+#[path = "workload/estimates.rs"]
+mod estimates;
 #[allow(dead_code)]
 mod workload;
 
@@ -25,11 +27,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use criterion::{BatchSize, Criterion};
+use estimates::mean_ns;
 use portcullis::prelude::*;
-use portcullis::{
-    BudgetLimits, CircuitBreaker, Decision, PolicyRequest, RateLimit, ReadOnlyRequests,
-};
-use serde_json::{Value, json};
+use portcullis::{Decision, PolicyRequest};
+use serde_json::json;
 use workload::poll_to_end;
 
 const GROUP: &str = "provenance";
@@ -85,50 +86,20 @@ fn document(n: usize) -> String {
 }
 
 fn registry(tool: impl Tool) -> Registry {
-    Registry::builder()
-        .tool(ReadDocument)
-        .tool(tool)
-        .policy(|request: &PolicyRequest<'_>| {
-            Ok(if request.arguments["amount_cents"].as_u64() == Some(0) {
-                Decision::deny("no_empty_transfer", "a transfer moves something")
-            } else {
-                Decision::Allow
-            })
-        })
-        .intent_check(ReadOnlyRequests::default())
-        .budget(BudgetLimits {
-            max_calls_per_task: Some(u64::MAX),
-            max_cost_per_task: Some(u64::MAX),
-            stalled_loop_after: None,
-            rate_limit: Some(RateLimit {
-                calls: u32::MAX,
-                per: Duration::from_secs(1),
-            }),
-            circuit_breaker: Some(CircuitBreaker {
-                failures: 5,
-                cool_down: Duration::from_secs(30),
-            }),
-        })
-        .audit(workload::LatestRecord::default())
+    let transfers =
+        Registry::builder()
+            .tool(ReadDocument)
+            .tool(tool)
+            .policy(|request: &PolicyRequest<'_>| {
+                Ok(if request.arguments["amount_cents"].as_u64() == Some(0) {
+                    Decision::deny("no_empty_transfer", "a transfer moves something")
+                } else {
+                    Decision::Allow
+                })
+            });
+    workload::every_gate(transfers)
         .build()
         .expect("the benchmark tools form a registry")
-}
-
-/// The mean point estimate, in nanoseconds, of a benchmark that ran since `since`.
-fn mean_ns(output: &Path, function: &str, since: SystemTime) -> Option<f64> {
-    let path = output
-        .join(GROUP)
-        .join(function)
-        .join("new")
-        .join("estimates.json");
-    let fresh = std::fs::metadata(&path)
-        .and_then(|metadata| metadata.modified())
-        .is_ok_and(|modified| modified >= since);
-    if !fresh {
-        return None;
-    }
-    let estimates: Value = serde_json::from_str(&std::fs::read_to_string(&path).ok()?).ok()?;
-    estimates["mean"]["point_estimate"].as_f64()
 }
 
 fn main() {
@@ -201,8 +172,8 @@ fn main() {
     criterion.final_summary();
 
     let (Some(plain), Some(gated)) = (
-        mean_ns(&output, WITHOUT, started),
-        mean_ns(&output, WITH, started),
+        mean_ns(&output, GROUP, WITHOUT, started),
+        mean_ns(&output, GROUP, WITH, started),
     ) else {
         println!(
             "no fresh estimates under {} (not run with `cargo bench`?); no ratio to print",

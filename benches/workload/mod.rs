@@ -16,7 +16,7 @@ use portcullis::audit::{AuditRecord, AuditSink, Checkpoint, Unchained};
 use portcullis::prelude::*;
 use portcullis::{
     BoxFuture, BudgetLimits, CircuitBreaker, Decision, PolicyError, PolicyRequest, RateLimit,
-    ReadOnlyRequests,
+    ReadOnlyRequests, RegistryBuilder,
 };
 
 /// The tool with nothing configured.
@@ -101,16 +101,27 @@ impl AuditSink for LatestRecord {
 
 /// The registry of (d): every gate has something to check.
 pub fn guarded_registry() -> Registry {
+    every_gate(
+        Registry::builder()
+            .tool(DeleteGuarded)
+            .policy(|request: &PolicyRequest<'_>| {
+                Ok(if request.arguments["record_id"].as_u64() == Some(0) {
+                    Decision::deny("no_record_zero", "record 0 does not exist")
+                } else {
+                    Decision::Allow
+                })
+            }),
+    )
+    .build()
+    .expect("the guarded tool forms a registry")
+}
+
+/// `registry` with what every call of (d) passes besides its tool's own checks: an intent
+/// check, budgets (per task, a rate limit, a circuit breaker) that never refuse, and a chained
+/// audit kept in memory.
+pub fn every_gate(registry: RegistryBuilder) -> RegistryBuilder {
     let huge = Some(u64::MAX);
-    Registry::builder()
-        .tool(DeleteGuarded)
-        .policy(|request: &PolicyRequest<'_>| {
-            Ok(if request.arguments["record_id"].as_u64() == Some(0) {
-                Decision::deny("no_record_zero", "record 0 does not exist")
-            } else {
-                Decision::Allow
-            })
-        })
+    registry
         .intent_check(ReadOnlyRequests::default())
         .budget(BudgetLimits {
             max_calls_per_task: huge,
@@ -126,8 +137,6 @@ pub fn guarded_registry() -> Registry {
             }),
         })
         .audit(LatestRecord::default())
-        .build()
-        .expect("the guarded tool forms a registry")
 }
 
 /// Polls `future` to completion with a no-op waker; for futures that finish without waiting
