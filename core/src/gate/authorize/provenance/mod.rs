@@ -41,7 +41,7 @@ pub struct ValueSource {
     /// The value, as a JSON pointer into the arguments (`/recipient`, `/payees/1/iban`).
     pub path: String,
     /// For an entity inside a text: its kind (`link`, `e-mail address`, `IBAN`, `phone
-    /// number`) and its number within the text, from 1.
+    /// number`, `code`) and its number within the text, from 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entity: Option<String>,
     /// Where it was found; `None`: nowhere.
@@ -73,7 +73,8 @@ pub(crate) struct Provenance {
 pub(crate) struct Judged {
     /// Where each declared value was found.
     pub(crate) sources: Vec<ValueSource>,
-    /// Why the call must wait for a human, if it must.
+    /// Whether the call must wait for a human: a value came from an untrusted source under
+    /// `on_untrusted = "approve"`, or the task read one under `after_untrusted = "approve"`.
     pub(crate) needs_human: bool,
 }
 
