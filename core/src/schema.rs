@@ -147,6 +147,54 @@ fn compare(a: &Value, b: &Value) -> Option<Ordering> {
     }
 }
 
+/// How deep a schema is followed: deeper than any arguments decode.
+pub(crate) const SCHEMA_DEPTH: usize = 64;
+
+/// `node` with its `$ref` (into `root`) followed.
+pub(crate) fn resolved<'a>(root: &'a Value, node: &'a Value) -> &'a Value {
+    node.get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|reference| reference.strip_prefix('#'))
+        .and_then(|pointer| root.pointer(pointer))
+        .unwrap_or(node)
+}
+
+/// The schemas a pointer's `segments` (`*` or an index: every element) reach from `node`,
+/// through `$ref`s and the branches of `anyOf`, `oneOf` and `allOf`.
+pub(crate) fn reached<'a>(
+    root: &'a Value,
+    node: &'a Value,
+    mut segments: std::iter::Skip<std::str::Split<'_, char>>,
+    depth: usize,
+) -> Vec<&'a Value> {
+    let node = resolved(root, node);
+    if depth > SCHEMA_DEPTH {
+        return Vec::new();
+    }
+    let mut found: Vec<&Value> = ["anyOf", "oneOf", "allOf"]
+        .iter()
+        .filter_map(|key| node.get(*key).and_then(Value::as_array))
+        .flatten()
+        .flat_map(|branch| reached(root, branch, segments.clone(), depth + 1))
+        .collect();
+    match segments.next() {
+        None => found.push(node),
+        Some(segment) => {
+            let next = match node
+                .get("properties")
+                .and_then(|properties| properties.get(segment))
+            {
+                Some(property) => Some(property),
+                None => node.get("items"),
+            };
+            if let Some(next) = next {
+                found.extend(reached(root, next, segments, depth + 1));
+            }
+        }
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

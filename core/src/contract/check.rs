@@ -6,6 +6,7 @@ use std::fmt;
 use serde_json::Value;
 
 use super::{Approval, Risk, ToolContract};
+use crate::schema::{SCHEMA_DEPTH, reached, resolved};
 
 /// A contract that breaks a rule every tool must follow.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,8 +107,49 @@ impl ToolContract {
                 "`one_of` names `{unknown}`, which is not one of the tool's arguments"
             ));
         }
+        if let Some(rule) = self.provenance.rules.iter().find(|rule| {
+            let root = &self.input_schema;
+            reached(root, root, rule.pointer.split('/').skip(1), 0)
+                .iter()
+                .any(|node| holds_map(root, node, 0))
+        }) {
+            return fail(format!(
+                "`#[from]` on `{}` reaches a map, whose keys no source can vouch for: take a list of entries (a `Vec` of a struct that holds the key as a field)",
+                rule.pointer
+            ));
+        }
         Ok(())
     }
+}
+
+/// Whether `node` is or holds a map: an object whose keys are data, not field names.
+fn holds_map(root: &Value, node: &Value, depth: usize) -> bool {
+    let node = resolved(root, node);
+    if depth > SCHEMA_DEPTH {
+        return false;
+    }
+    if node
+        .get("additionalProperties")
+        .is_some_and(Value::is_object)
+        || node.get("patternProperties").is_some()
+    {
+        return true;
+    }
+    let children = node
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flat_map(|properties| properties.values())
+        .chain(node.get("items"))
+        .chain(
+            ["anyOf", "oneOf", "allOf", "prefixItems"]
+                .iter()
+                .filter_map(|key| node.get(*key).and_then(Value::as_array))
+                .flatten(),
+        );
+    children
+        .into_iter()
+        .any(|child| holds_map(root, child, depth + 1))
 }
 
 /// Why `name` is not a valid tool name, if it is not: 1 to 64 characters of ASCII letters,

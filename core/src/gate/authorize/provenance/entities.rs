@@ -6,14 +6,19 @@
 //!   is compared without its scheme, so `x.example/a` is found in `https://x.example/a`.
 //! - **E-mail addresses**, found by [`linkify`].
 //! - **IBANs**: two letters, two digits, then 11 to 30 letters and digits, written whole or
-//!   in groups of four separated by single spaces, dots or dashes. The checksum is not
+//!   in groups of four separated by spaces, dots, dashes or slashes. The checksum is not
 //!   verified: a made-up account number is as dangerous as a real one.
-//! - **Phone numbers**: 10 to 15 digits, with an optional leading `+` and spaces, dots,
-//!   dashes, slashes and brackets between them (shorter runs are amounts and dates).
+//! - **Phone and account numbers**: 10 or more digits, with an optional leading `+` and
+//!   spaces, dots, dashes, slashes and brackets between them (shorter runs are amounts and
+//!   dates): card numbers, bank accounts, phones.
 //! - **Codes**: any other word of 16 or more letters and digits that holds both: wallet
-//!   addresses, account numbers, keys, tracking codes.
+//!   addresses, keys, tracking codes.
 //!
-//! All compare in lower case.
+//! An entity is found in a source only as an entity the source holds, compared by its key:
+//! a link by its host in lower case and its path as written, its scheme aside; an e-mail
+//! address in lower case; an IBAN by its letters and digits in upper case; a number by its
+//! digits; a code as written. So a link is not spelled out of the user's prose, and another
+//! case of a link's path is another link.
 
 use std::ops::Range;
 use std::sync::OnceLock;
@@ -21,7 +26,7 @@ use std::sync::OnceLock;
 use linkify::{LinkFinder, LinkKind};
 use regex::Regex;
 
-use super::text::words;
+use super::text::{fold, letters_and_digits, words};
 
 /// What kind of entity was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,7 +34,7 @@ pub(crate) enum EntityKind {
     Link,
     Email,
     Iban,
-    Phone,
+    Number,
     Code,
 }
 
@@ -39,7 +44,7 @@ impl EntityKind {
             EntityKind::Link => "link",
             EntityKind::Email => "e-mail address",
             EntityKind::Iban => "IBAN",
-            EntityKind::Phone => "phone number",
+            EntityKind::Number => "phone or account number",
             EntityKind::Code => "code",
         }
     }
@@ -54,22 +59,52 @@ pub(crate) struct Entity<'a> {
     span: Range<usize>,
 }
 
-/// An IBAN's letters and digits are ASCII, so are its word boundaries: the regex runs as a
-/// DFA, as it could not with Unicode ones.
+impl Entity<'_> {
+    /// What two spellings of one entity share, and two entities do not.
+    pub(crate) fn key(&self) -> String {
+        match self.kind {
+            EntityKind::Link => {
+                let (host, path) = self
+                    .text
+                    .find(['/', '?', '#'])
+                    .map_or((self.text, ""), |at| self.text.split_at(at));
+                format!("link:{}{}", fold(host), path.trim_end_matches('/'))
+            }
+            EntityKind::Email => format!("email:{}", fold(self.text)),
+            EntityKind::Iban => format!("iban:{}", fold(&letters_and_digits(self.text))),
+            EntityKind::Number => {
+                let digits: String = self.text.chars().filter(char::is_ascii_digit).collect();
+                format!("number:{digits}")
+            }
+            EntityKind::Code => format!("code:{}", self.text),
+        }
+    }
+}
+
+/// Bounded by anything but a letter or digit (`_` included, unlike `\b`), without a
+/// look-around the regex crate has not: the IBAN is the first group.
 fn iban() -> &'static Regex {
     static IBAN: OnceLock<Regex> = OnceLock::new();
     IBAN.get_or_init(|| {
         Regex::new(
-            r"(?i-u)\b[a-z]{2}[0-9]{2}(?:[a-z0-9]{11,30}|(?:[ .\-][a-z0-9]{4}){2,7}(?:[ .\-][a-z0-9]{1,4})?)\b",
+            r"(?i)(?:^|[^a-z0-9])([a-z]{2} ?[0-9]{2}(?:[a-z0-9]{11,30}|(?:[\s.\-/]{1,3}[a-z0-9]{4}){2,7}(?:[\s.\-/]{1,3}[a-z0-9]{1,4})?))(?:[^a-z0-9]|$)",
         )
         .expect("the IBAN pattern is valid")
     })
 }
 
-fn phone() -> &'static Regex {
-    static PHONE: OnceLock<Regex> = OnceLock::new();
-    PHONE.get_or_init(|| {
-        Regex::new(r"\+?\(?[0-9][0-9 ().\-/]{6,}[0-9]").expect("the phone pattern is valid")
+fn number() -> &'static Regex {
+    static NUMBER: OnceLock<Regex> = OnceLock::new();
+    NUMBER.get_or_init(|| {
+        Regex::new(r"\+?\(?[0-9][0-9 ().\-/]{8,}[0-9]").expect("the number pattern is valid")
+    })
+}
+
+fn script_links() -> &'static Regex {
+    static SCRIPTS: OnceLock<Regex> = OnceLock::new();
+    SCRIPTS.get_or_init(|| {
+        Regex::new(r"(?i)\b(?:javascript|vbscript|data|file):\S+")
+            .expect("the script link pattern is valid")
     })
 }
 
@@ -118,8 +153,8 @@ pub(crate) fn entities(normal: &str) -> Vec<Entity<'_>> {
         .as_bytes()
         .windows(2)
         .any(|pair| pair.iter().all(u8::is_ascii_digit));
-    let ibans = check_digits.then(|| iban().find_iter(normal));
-    for iban in ibans.into_iter().flatten() {
+    let ibans = check_digits.then(|| iban().captures_iter(normal));
+    for iban in ibans.into_iter().flatten().filter_map(|found| found.get(1)) {
         let span = iban.range();
         if !overlaps(&found, &span) {
             found.push(Entity {
@@ -129,18 +164,29 @@ pub(crate) fn entities(normal: &str) -> Vec<Entity<'_>> {
             });
         }
     }
-    let phones = (digits >= 10).then(|| phone().find_iter(normal));
-    for phone in phones.into_iter().flatten() {
-        let span = phone.range();
-        let digits = phone.as_str().bytes().filter(u8::is_ascii_digit).count();
+    let numbers = (digits >= 10).then(|| number().find_iter(normal));
+    for number in numbers.into_iter().flatten() {
+        let span = number.range();
+        let digits = number.as_str().bytes().filter(u8::is_ascii_digit).count();
         let glued = normal[..span.start]
             .chars()
             .next_back()
             .is_some_and(char::is_alphanumeric);
-        if (10..=15).contains(&digits) && !glued && !overlaps(&found, &span) {
+        if digits >= 10 && !glued && !overlaps(&found, &span) {
             found.push(Entity {
-                kind: EntityKind::Phone,
-                text: phone.as_str(),
+                kind: EntityKind::Number,
+                text: number.as_str(),
+                span,
+            });
+        }
+    }
+    // A link with a scheme of its own and no host: what linkify leaves, and a browser runs.
+    for script in script_links().find_iter(normal) {
+        let span = script.range();
+        if !overlaps(&found, &span) {
+            found.push(Entity {
+                kind: EntityKind::Link,
+                text: script.as_str(),
                 span,
             });
         }
@@ -195,7 +241,7 @@ mod tests {
                 (EntityKind::Email, "eve@evil.example"),
                 (EntityKind::Iban, "GB29 NWBK 6016 1331 9268 19"),
                 (EntityKind::Iban, "US133000000121212121212"),
-                (EntityKind::Phone, "+1 (555) 123-4567"),
+                (EntityKind::Number, "+1 (555) 123-4567"),
             ]
         );
     }

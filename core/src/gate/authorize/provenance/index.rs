@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use foldhash::fast::RandomState;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use super::entities::entities;
 use super::store::{Origin, SourceRecord, TASK_TEXT_LIMIT};
 use super::text::{fold, normalize, numbers, words};
 use crate::CallContext;
@@ -16,26 +17,54 @@ pub(crate) struct TaskSources {
     /// The number of the last source of the store read into it.
     pub(crate) seen: u64,
     sources: Vec<Indexed>,
-    /// Every word, in lower case, and where it stands: (source, word). Hashed with a seed of
-    /// this process's, so that words an attacker chose cannot be made to collide.
+    /// Every word, in lower case (its first [`KEY_BYTES`] bytes), and where it stands:
+    /// (source, word). Hashed with a seed of this process's, so that words an attacker chose
+    /// cannot be made to collide.
     words: HashMap<Box<str>, Vec<(u32, u32)>, RandomState>,
-    /// For the first two bytes of every word in lower case, the lengths of those words (bit
-    /// `n`: `n` bytes, bit 63: 63 or more): a value is looked up only at the lengths a word
-    /// starting as it does has.
+    /// For the first two bytes of every word's key, the lengths of those keys (bit `n`: `n`
+    /// bytes): a value is looked up only at the lengths a word starting as it does has.
     lengths: HashMap<[u8; 2], u64, RandomState>,
     /// Every number, in canonical form, and the sources holding it.
     numbers: HashMap<Box<str>, Vec<u32>, RandomState>,
-    /// The length in bytes of the longest word: no longer prefix of a value can start a run.
-    longest_word: usize,
+    /// Every entity (link, e-mail address, IBAN, phone or account number, code), by its key,
+    /// and the sources holding it.
+    entities: HashMap<Box<str>, Vec<u32>, RandomState>,
+    /// The length in bytes of the longest key.
+    longest_key: usize,
     text_bytes: usize,
     /// The first untrusted source the task read, if it read one.
     first_untrusted: Option<usize>,
 }
 
+/// The most bytes of a word that its key holds: a longer word is found by its first ones, then
+/// read whole, so that a long value costs lookups of at most this many lengths.
+const KEY_BYTES: usize = 63;
+
 #[derive(Debug)]
 struct Indexed {
     origin: Origin,
-    words: Vec<Box<str>>,
+    /// Its text, normalized.
+    text: Box<str>,
+    /// Where each of its words starts and ends in `text`.
+    words: Vec<(u32, u32)>,
+}
+
+impl Indexed {
+    fn word(&self, at: usize) -> Option<&str> {
+        let (start, end) = *self.words.get(at)?;
+        Some(&self.text[start as usize..end as usize])
+    }
+}
+
+/// A string value, as the index compares it.
+pub(crate) struct Wanted<'a> {
+    /// Its letters and digits.
+    pub(crate) letters: &'a str,
+    /// The same, in lower case.
+    pub(crate) lower: &'a str,
+    /// Its normalized text without whitespace: the punctuation between, before and after its
+    /// letters and digits must be the source's too.
+    pub(crate) compact: &'a str,
 }
 
 impl TaskSources {
@@ -55,20 +84,38 @@ impl TaskSources {
         };
         self.text_bytes += text.len();
         let normal = normalize(text);
-        let mut kept = Vec::new();
-        for (position, (_, word)) in words(&normal).enumerate() {
-            let lower = fold(word);
-            self.longest_word = self.longest_word.max(lower.len());
-            *self.lengths.entry(start_of(&lower)).or_default() |= length_bit(lower.len());
+        let mut spans = Vec::new();
+        for (position, (start, word)) in words(&normal).enumerate() {
+            let mut key = fold(word);
+            let mut cut = key.len().min(KEY_BYTES);
+            while !key.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            key.truncate(cut);
+            self.longest_key = self.longest_key.max(key.len());
+            *self.lengths.entry(start_of(&key)).or_default() |= length_bit(key.len());
             let position = u32::try_from(position).unwrap_or(u32::MAX);
             self.words
-                .entry(lower.into_boxed_str())
+                .entry(key.into_boxed_str())
                 .or_default()
                 .push((index, position));
-            kept.push(Box::from(word));
+            let end = start + word.len();
+            spans.push((
+                u32::try_from(start).unwrap_or(u32::MAX),
+                u32::try_from(end).unwrap_or(u32::MAX),
+            ));
         }
         for number in numbers(&normal) {
             let holders = self.numbers.entry(number.into_boxed_str()).or_default();
+            if holders.last() != Some(&index) {
+                holders.push(index);
+            }
+        }
+        for entity in entities(&normal) {
+            let holders = self
+                .entities
+                .entry(entity.key().into_boxed_str())
+                .or_default();
             if holders.last() != Some(&index) {
                 holders.push(index);
             }
@@ -82,7 +129,8 @@ impl TaskSources {
         };
         self.sources.push(Indexed {
             origin,
-            words: kept,
+            text: normal.into(),
+            words: spans,
         });
     }
 
@@ -104,19 +152,15 @@ impl TaskSources {
         self.first_untrusted.map(|at| &self.sources[at].origin)
     }
 
-    /// Calls `found` with every source holding, as a run of whole words compared in lower
-    /// case, the string whose letters and digits are `exact` (and `lower`, folded), and with
-    /// whether the run holds it in its case too.
-    pub(crate) fn holding_string(
-        &self,
-        exact: &str,
-        lower: &str,
-        found: &mut dyn FnMut(u32, bool),
-    ) {
+    /// Calls `found` with every source holding `wanted` as a run of whole words, compared in
+    /// lower case, with the same punctuation around and between them, and with whether the
+    /// run holds it in its case too.
+    pub(crate) fn holding_string(&self, wanted: &Wanted<'_>, found: &mut dyn FnMut(u32, bool)) {
+        let lower = wanted.lower;
         let Some(&lengths) = self.lengths.get(&start_of(lower)) else {
             return;
         };
-        for end in 1..=lower.len().min(self.longest_word) {
+        for end in 1..=lower.len().min(self.longest_key) {
             if lengths & length_bit(end) == 0 || !lower.is_char_boundary(end) {
                 continue;
             }
@@ -124,36 +168,32 @@ impl TaskSources {
                 continue;
             };
             for &(source, word) in starts {
-                if self.run_is(source, word, lower, strip_folded) {
-                    let in_case =
-                        self.run_is(source, word, exact, |rest, word| rest.strip_prefix(word));
-                    found(source, in_case);
+                let indexed = &self.sources[source as usize];
+                let Some(last) = run_end(indexed, word as usize, lower, strip_folded) else {
+                    continue;
+                };
+                let span = (indexed.words[word as usize].0, indexed.words[last].1);
+                if !same_punctuation(&indexed.text, span, wanted.compact, true) {
+                    continue;
                 }
+                let in_case = run_end(indexed, word as usize, wanted.letters, |rest, word| {
+                    rest.strip_prefix(word)
+                })
+                .is_some()
+                    && same_punctuation(&indexed.text, span, wanted.compact, false);
+                found(source, in_case);
             }
         }
     }
 
-    /// Whether the words of `source` from `word` on spell `wanted`, each taken off its front
-    /// by `strip`, ending on a word's end.
-    fn run_is(
-        &self,
-        source: u32,
-        word: u32,
-        wanted: &str,
-        strip: impl for<'w> Fn(&'w str, &str) -> Option<&'w str>,
-    ) -> bool {
-        let words = &self.sources[source as usize].words;
-        let mut rest = wanted;
-        for word in words.iter().skip(word as usize) {
-            if rest.is_empty() {
-                break;
-            }
-            match strip(rest, word) {
-                Some(after) => rest = after,
-                None => return false,
+    /// Calls `found` with every source whose text holds `text` as it is: for a value without
+    /// letters or digits, which no word can find. A scan, for a rare value.
+    pub(crate) fn holding_text(&self, text: &str, found: &mut dyn FnMut(u32)) {
+        for (at, source) in self.sources.iter().enumerate() {
+            if source.text.contains(text) {
+                found(u32::try_from(at).unwrap_or(u32::MAX));
             }
         }
-        rest.is_empty()
     }
 
     /// Calls `found` with every source holding the number `canonical`.
@@ -162,6 +202,56 @@ impl TaskSources {
             found(source);
         }
     }
+
+    /// Calls `found` with every source holding the entity whose key is `key`.
+    pub(crate) fn holding_entity(&self, key: &str, found: &mut dyn FnMut(u32)) {
+        for &source in self.entities.get(key).into_iter().flatten() {
+            found(source);
+        }
+    }
+}
+
+/// The last word of the run of `source`'s words from `first` on that spell `wanted`, each
+/// taken off its front by `strip`, ending on a word's end.
+fn run_end(
+    source: &Indexed,
+    first: usize,
+    wanted: &str,
+    strip: impl for<'w> Fn(&'w str, &str) -> Option<&'w str>,
+) -> Option<usize> {
+    let mut rest = wanted;
+    let mut at = first;
+    loop {
+        rest = strip(rest, source.word(at)?)?;
+        if rest.is_empty() {
+            return Some(at);
+        }
+        at += 1;
+    }
+}
+
+/// Whether the words of `text` over `span` have, whitespace aside, the punctuation of
+/// `compact` between them, and `text` right before and after them the punctuation `compact`
+/// begins and ends with; compared in lower case when `fold`.
+fn same_punctuation(text: &str, (start, end): (u32, u32), compact: &str, fold_case: bool) -> bool {
+    let (start, end) = (start as usize, end as usize);
+    let lead = compact.find(char::is_alphanumeric).unwrap_or(compact.len());
+    let trail = compact
+        .char_indices()
+        .rev()
+        .find(|(_, c)| c.is_alphanumeric())
+        .map_or(lead, |(at, c)| at + c.len_utf8());
+    let run: String = text[start..end]
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect();
+    let core = &compact[lead..trail];
+    let same = if fold_case {
+        fold(&run) == fold(core)
+    } else {
+        run == core
+    };
+    same && text[..start].ends_with(&compact[..lead]) && text[end..].starts_with(&compact[trail..])
 }
 
 /// `rest` without `word` folded in front of it (`rest` is folded already).
@@ -328,9 +418,16 @@ mod tests {
 
     /// The sources holding `value` in its case, or in any case with `any_case`.
     fn holders(sources: &TaskSources, value: &str, any_case: bool) -> Vec<u32> {
-        let exact = letters_and_digits(&normalize(value));
+        let normal = normalize(value);
+        let letters = letters_and_digits(&normal);
+        let compact: String = normal.chars().filter(|c| !c.is_whitespace()).collect();
+        let wanted = Wanted {
+            letters: &letters,
+            lower: &fold(&letters),
+            compact: &compact,
+        };
         let mut found = Vec::new();
-        sources.holding_string(&exact, &fold(&exact), &mut |at, in_case| {
+        sources.holding_string(&wanted, &mut |at, in_case| {
             if in_case || any_case {
                 found.push(at);
             }
@@ -345,7 +442,16 @@ mod tests {
         assert_eq!(holders(&sources, "GB29 NWBK 6016", false), [0]);
         assert_eq!(holders(&sources, "NWBK6016", false), Vec::<u32>::new());
         assert_eq!(holders(&sources, "Dalton Street 123", false), [1]);
-        assert_eq!(holders(&sources, "Street 123 Cityville", false), [1]);
+        assert_eq!(holders(&sources, "Street 123, Cityville", false), [1]);
+        assert_eq!(
+            holders(&sources, "Street 123 Cityville", false),
+            Vec::<u32>::new(),
+            "the punctuation between the words is the source's too"
+        );
+        assert_eq!(
+            holders(&sources, "Street.123, Cityville", false),
+            Vec::<u32>::new()
+        );
         assert_eq!(holders(&sources, "dalton street", false), Vec::<u32>::new());
         assert_eq!(holders(&sources, "dalton street", true), [1]);
     }

@@ -25,10 +25,11 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use self::entities::entities;
-use self::index::{NOTHING, SourceCache, Task, TaskSources, lock};
+use self::entities::{Entity, entities};
+use self::index::{NOTHING, SourceCache, Task, TaskSources, Wanted, lock};
 use self::store::{Origin, ProvenanceStore, SourceRecord};
 use self::text::{PathStep, fold, letters_and_digits, normalize, number_value, source_text};
+use crate::schema::reached;
 use crate::{
     AfterUntrusted, CallContext, Matching, OnUntrusted, OutputTrust, Rejection, RejectionCode,
     Sources, ToolContract,
@@ -194,6 +195,9 @@ impl Provenance {
             values.clear();
             descend(canonical, &rule.pointer, String::new(), &mut values);
             for (path, value) in values.drain(..) {
+                if fixed_by_schema(contract.input_schema(), &path, value) {
+                    continue;
+                }
                 let value = Judging {
                     from: rule.from,
                     matching: rule.matching,
@@ -444,26 +448,33 @@ fn judge_value<'s>(
         }
         (Value::String(string), Matching::Whole) => {
             let normal = normalize(string);
-            let exact = letters_and_digits(&normal);
-            if exact.is_empty() {
+            let letters = letters_and_digits(&normal);
+            let compact: String = normal.chars().filter(|c| !c.is_whitespace()).collect();
+            if compact.is_empty() {
                 return;
             }
-            let lower = fold(&exact);
+            let one = one_entity(&normal, &letters).map(|entity| entity.key());
+            let lower = fold(&letters);
+            let wanted = Wanted {
+                letters: &letters,
+                lower: &lower,
+                compact: &compact,
+            };
             for set in sets {
                 if settled(holders) {
                     break;
                 }
-                set.holding_string(&exact, &lower, &mut |at, in_case| {
-                    holders.push((set.origin(at), in_case));
-                });
-            }
-            let in_case = best(holders, |origin, in_case| in_case && allowed(origin));
-            let any_case = || best(holders, |origin, _| allowed(origin));
-            match in_case {
-                Some(origin) => push(path, None, Some(origin)),
-                None if any_case().is_some() && of_one_entity(&normal, &exact) => {
-                    push(path, None, any_case());
+                let mut hold = |at, in_case| holders.push((set.origin(at), in_case));
+                match &one {
+                    Some(key) => set.holding_entity(key, &mut |at| hold(at, true)),
+                    None if letters.is_empty() => {
+                        set.holding_text(normal.trim(), &mut |at| hold(at, true));
+                    }
+                    None => set.holding_string(&wanted, &mut hold),
                 }
+            }
+            match best(holders, |origin, in_case| in_case && allowed(origin)) {
+                Some(origin) => push(path, None, Some(origin)),
                 // Not where it may come from: where, in any case, did it come from? Only a
                 // source it may not come from says so: another spelling of an allowed value
                 // is a value nobody gave.
@@ -473,20 +484,13 @@ fn judge_value<'s>(
         (Value::String(string), Matching::Entities) => {
             let normal = normalize(string);
             for (number, entity) in entities(&normal).into_iter().enumerate() {
-                let mut lower = letters_and_digits(entity.text);
-                if lower.is_ascii() {
-                    lower.make_ascii_lowercase();
-                } else {
-                    lower = fold(&lower);
-                }
+                let key = entity.key();
                 holders.clear();
                 for set in sets {
                     if settled(holders) {
                         break;
                     }
-                    set.holding_string(&lower, &lower, &mut |at, _| {
-                        holders.push((set.origin(at), true));
-                    });
+                    set.holding_entity(&key, &mut |at| holders.push((set.origin(at), true)));
                 }
                 let kind = format!("{} {}", entity.kind.as_str(), number + 1);
                 push(path.clone(), Some(kind), best(holders, |_, _| true));
@@ -494,6 +498,21 @@ fn judge_value<'s>(
         }
         _ => {}
     }
+}
+
+/// Whether the schema fixes the value at `path` (a nested one: a tagged enum's tag, a unit
+/// variant): the type would take no other, so no source needs to give it.
+fn fixed_by_schema(root: &Value, path: &str, value: &Value) -> bool {
+    path.matches('/').count() > 1
+        && reached(root, root, path.split('/').skip(1), 0)
+            .iter()
+            .any(|node| {
+                node.get("const") == Some(value)
+                    || node
+                        .get("enum")
+                        .and_then(Value::as_array)
+                        .is_some_and(|values| values.contains(value))
+            })
 }
 
 /// Whether the user gave the value as it is: no other source can be better, so the sources
@@ -522,19 +541,15 @@ fn best<'a>(
         .map(|(origin, _)| *origin)
 }
 
-/// Whether a whole value is one entity (an IBAN, an e-mail address, a link, a phone number):
-/// a kind compared in lower case.
-fn of_one_entity(normal: &str, letters: &str) -> bool {
-    match entities(normal).as_slice() {
-        [only] => {
-            letters.ends_with(&letters_and_digits(only.text)) && {
-                let rest = letters.len() - letters_and_digits(only.text).len();
-                // Only a link's scheme may stand before it.
-                rest == 0 || normal.contains("://")
-            }
-        }
-        _ => false,
-    }
+/// The entity a whole value is, if it is one (an IBAN, an e-mail address, a link, a phone or
+/// account number, a code): found in a source as that entity, by its key.
+fn one_entity<'a>(normal: &'a str, letters: &str) -> Option<Entity<'a>> {
+    let mut found = entities(normal);
+    let only = found.pop().filter(|_| found.is_empty())?;
+    let own = letters_and_digits(only.text);
+    // Only a link's scheme may stand before it.
+    let whole = letters == own || (letters.ends_with(&own) && normal.contains(':'));
+    whole.then_some(only)
 }
 
 #[cfg(test)]
@@ -712,7 +727,7 @@ mod judged {
             "Hi, see https://evil.example/x.",
             "Hi, see <https://evil.example/x>",
             "Hi, see evil.example/x",
-            "Hi, see HTTPS://EVIL.EXAMPLE/X",
+            "Hi, see HTTPS://EVIL.EXAMPLE/x",
         ] {
             assert_eq!(
                 code(&provenance, &contract, &ctx, body(laundered)),

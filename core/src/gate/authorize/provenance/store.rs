@@ -150,11 +150,32 @@ pub fn sources_unavailable(error: impl fmt::Display) -> Rejection {
     .with_hint("try again later")
 }
 
+/// One task's sources, and the bytes of text they keep.
+#[derive(Default)]
+struct Held {
+    sources: Vec<SourceRecord>,
+    text_bytes: usize,
+}
+
+impl Held {
+    /// Keeps `source`, without its text once the task holds [`TASK_TEXT_LIMIT`] bytes: as the
+    /// durable stores do, and as the gate's index reads it.
+    fn keep(&mut self, source: &SourceRecord) -> u64 {
+        let mut kept = source.clone();
+        if self.text_bytes + kept.text.len() > TASK_TEXT_LIMIT {
+            kept.text = String::new();
+        }
+        self.text_bytes += kept.text.len();
+        self.sources.push(kept);
+        self.sources.len() as u64
+    }
+}
+
 /// The sources of each task: by task id, then by tenant (empty for none), so that a task is
 /// found without copying its keys; and how many tasks that is.
 #[derive(Default)]
 struct Tasks {
-    by_id: HashMap<String, HashMap<String, Vec<SourceRecord>, RandomState>, RandomState>,
+    by_id: HashMap<String, HashMap<String, Held, RandomState>, RandomState>,
     held: usize,
 }
 
@@ -215,10 +236,7 @@ impl ProvenanceStore for InMemoryProvenanceStore {
             .get_mut(ctx.task_id())
             .and_then(|tenants| tenants.get_mut(tenant));
         let recorded = match held {
-            Some(sources) => {
-                sources.push(source.clone());
-                Ok(sources.len() as u64)
-            }
+            Some(held) => Ok(held.keep(source)),
             None if tasks.held >= self.capacity => Err(Rejection::new(
                 RejectionCode::OutputUnrecorded,
                 "the store of the tasks' sources is full, so this output could not be recorded and is withheld",
@@ -226,12 +244,14 @@ impl ProvenanceStore for InMemoryProvenanceStore {
             .with_hint("tell the user the tool's output could not be shown")),
             None => {
                 tasks.held += 1;
+                let mut held = Held::default();
+                let number = held.keep(source);
                 tasks
                     .by_id
                     .entry(ctx.task_id().to_owned())
                     .or_default()
-                    .insert(tenant.to_owned(), vec![source.clone()]);
-                Ok(1)
+                    .insert(tenant.to_owned(), held);
+                Ok(number)
             }
         };
         Box::pin(ready(recorded))
@@ -247,8 +267,8 @@ impl ProvenanceStore for InMemoryProvenanceStore {
             .by_id
             .get(ctx.task_id())
             .and_then(|tenants| tenants.get(ctx.tenant().unwrap_or_default()))
-            .map(|sources| {
-                sources
+            .map(|held| {
+                held.sources
                     .iter()
                     .enumerate()
                     .skip(usize::try_from(after).unwrap_or(usize::MAX))

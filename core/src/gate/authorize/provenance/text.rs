@@ -4,21 +4,27 @@
 //!    joiners, bidi embeddings, overrides, isolates and marks, variation selectors, Unicode tag
 //!    characters and the byte-order mark (see [`is_invisible`]).
 //! 2. The text is put in Unicode NFKC: full-width digits and letters, ligatures and other
-//!    compatibility forms become their plain characters (`１２３` is `123`).
+//!    compatibility forms become their plain characters (`１２３` is `123`); every dash becomes
+//!    `-`, the ideographic full stop `.`, and the decimal digits of other scripts ASCII ones
+//!    (`١٢٣` is `123`).
 //! 3. It is cut into **words**: maximal runs of letters and digits (Unicode alphanumerics).
 //!    Everything else (spaces, punctuation, symbols, combining marks left over) only separates
 //!    words.
 //!
 //! A string value is found in a source when the letters and digits of the value, in order,
-//! are exactly the letters and digits of a run of whole words of the source: `GB29 NWBK 6016`
-//! and `GB29NWBK6016` are the same value, `NWBK` is not found in `GB29NWBK6016`. Case counts,
-//! except for values of a kind that is case-insensitive (IBANs, e-mail addresses, links, phone
-//! numbers), compared in lower case.
+//! are exactly the letters and digits of a run of whole words of the source, with the same
+//! punctuation between them and right around them (whitespace aside): `GB29 NWBK 6016` and
+//! `GB29NWBK6016` are the same value, `NWBK` is not found in `GB29NWBK6016`, nor
+//! `update.my.password` in "update my password". Case counts. A value that is one entity (a
+//! link, an e-mail address, an IBAN, a phone or account number, a code: see the `entities`
+//! module) is found as that entity in a source, by its key. A value without letters or
+//! digits must be in a source as it is.
 //!
 //! A number is found by its value: a source holds the numbers written in it in decimal (a run
 //! of ASCII digits, after NFKC, not glued to a letter before it, with an optional `.` and
-//! fraction, an optional `-` before it), so `7`, `7.0` and `07` are one value; a thousands
-//! separator is not read (`1,000` holds the numbers 1 and 000).
+//! fraction, an optional `-` before it), so `7`, `7.0` and `07` are one value; a number grouped
+//! in thousands with `,`, `'` or spaces is read whole too (`1,000` holds 1000, and 1 and 000).
+//! Digits of other scripts are read as their ASCII digits.
 
 use std::borrow::Cow;
 
@@ -50,14 +56,41 @@ pub(crate) fn is_invisible(c: char) -> bool {
     )
 }
 
-/// `text` with invisible characters removed, in NFKC.
+/// `text` with invisible characters removed, in NFKC, every dash a `-` and every full stop a
+/// `.` (a browser reads `evil。example` as a host, and a phone number is dialled whatever its
+/// dashes).
 pub(crate) fn normalize(text: &str) -> Cow<'_, str> {
     if text.is_ascii() {
         return Cow::Borrowed(text);
     }
     let visible: String = text.chars().filter(|c| !is_invisible(*c)).collect();
-    let normal: String = visible.nfkc().filter(|c| !is_invisible(*c)).collect();
+    let normal: String = visible
+        .nfkc()
+        .filter(|c| !is_invisible(*c))
+        .map(|c| match c {
+            '\u{2010}'..='\u{2015}' | '\u{2212}' | '\u{FE58}' | '\u{FE63}' => '-',
+            '\u{3002}' | '\u{FF61}' | '\u{2024}' => '.',
+            other => ascii_digit(other).unwrap_or(other),
+        })
+        .collect();
     Cow::Owned(normal)
+}
+
+/// The first digit of each block of ten decimal digits of another script than Latin: Arabic-Indic,
+/// Extended Arabic-Indic, NKo, Devanagari, Bengali, Gurmukhi, Gujarati, Oriya, Tamil, Telugu,
+/// Kannada, Malayalam, Sinhala, Thai, Lao, Tibetan, Myanmar, Khmer, Mongolian.
+const ZEROS: [u32; 21] = [
+    0x0660, 0x06F0, 0x07C0, 0x0966, 0x09E6, 0x0A66, 0x0AE6, 0x0B66, 0x0BE6, 0x0C66, 0x0CE6, 0x0D66,
+    0x0DE6, 0x0E50, 0x0ED0, 0x0F20, 0x1040, 0x1090, 0x17E0, 0x1810, 0x19D0,
+];
+
+/// The ASCII digit a decimal digit of another script writes, so that `١٢٣` is the number 123.
+fn ascii_digit(c: char) -> Option<char> {
+    let code = u32::from(c);
+    ZEROS
+        .iter()
+        .find_map(|zero| code.checked_sub(*zero).filter(|value| *value < 10))
+        .and_then(|value| char::from_digit(value, 10))
 }
 
 /// The words of normalized text, with their byte offsets.
@@ -90,10 +123,18 @@ pub(crate) fn fold(text: &str) -> String {
     text.chars().flat_map(char::to_lowercase).collect()
 }
 
-/// The numbers written in normalized text, in their canonical decimal form.
+/// The numbers written in normalized text, in their canonical decimal form: each run of
+/// digits, and a number grouped in thousands (`1,000`, `1'000`, `1 000.50`) whole too.
 pub(crate) fn numbers(normal: &str) -> Vec<String> {
     let bytes = normal.as_bytes();
     let mut found = Vec::new();
+    for grouped in thousands().captures_iter(normal) {
+        let digits: String = grouped[2].chars().filter(char::is_ascii_digit).collect();
+        let fraction = grouped.get(3).map_or("", |fraction| fraction.as_str());
+        if let Some(number) = decimal(&grouped[1] == "-", &format!("{digits}{fraction}")) {
+            found.push(number);
+        }
+    }
     let mut at = 0;
     while at < bytes.len() {
         if !bytes[at].is_ascii_digit() {
@@ -130,6 +171,15 @@ pub(crate) fn numbers(normal: &str) -> Vec<String> {
         }
     }
     found
+}
+
+/// A number grouped in thousands: its sign, its groups, its fraction.
+fn thousands() -> &'static regex::Regex {
+    static THOUSANDS: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    THOUSANDS.get_or_init(|| {
+        regex::Regex::new(r"(?:^|[^0-9A-Za-z.,'])(-?)([0-9]{1,3}(?:[,' ][0-9]{3})+)(\.[0-9]+)?")
+            .expect("the thousands pattern is valid")
+    })
 }
 
 /// The canonical decimal form of a JSON number: digits without leading zeros, a fraction
@@ -184,9 +234,9 @@ fn decimal(negative: bool, digits: &str) -> Option<String> {
     Some(canonical)
 }
 
-/// The text of a JSON value as a source: its strings and numbers, one per line, object keys
-/// left out (the tool's code writes them, not a third party). `keep` says which values, by
-/// their path from the root, belong to this source.
+/// The text of a JSON value as a source: its object keys, strings and numbers, one per line.
+/// `keep` says which, by their path from the root (a key's is its value's), belong to this
+/// source.
 pub(crate) fn source_text(value: &Value, keep: &dyn Fn(&[PathStep<'_>]) -> bool) -> String {
     let mut text = String::new();
     let mut path = Vec::new();
@@ -230,6 +280,12 @@ fn collect<'a>(
         Value::Object(members) => {
             for (key, member) in members {
                 path.push(PathStep::Key(key));
+                // A key is read as its value is: a map's keys are data (an IBAN, a name), and
+                // an untrusted one may carry an instruction.
+                if keep(path) {
+                    text.push_str(key);
+                    text.push('\n');
+                }
                 collect(member, path, keep, text);
                 path.pop();
             }
@@ -262,7 +318,11 @@ mod tests {
             numbers("pay 98.70 or 007, id-3 UK12 -5"),
             ["98.7", "7", "3", "-5"]
         );
-        assert_eq!(numbers("1,000"), ["1", "0"]);
+        assert_eq!(numbers("1,000"), ["1000", "1", "0"]);
+        assert_eq!(
+            numbers("$12'345.50 or -1 000"),
+            ["12345.5", "-1000", "12", "345.5", "-1", "0"]
+        );
         let value = |text: &str| number_value(&serde_json::from_str(text).unwrap());
         assert_eq!(value("98.7").as_deref(), Some("98.7"));
         assert_eq!(value("100").as_deref(), Some("100"));
@@ -272,11 +332,11 @@ mod tests {
     }
 
     #[test]
-    fn a_json_source_holds_its_strings_and_numbers_but_not_its_keys() {
+    fn a_json_source_holds_its_keys_strings_and_numbers() {
         let output =
             serde_json::json!({"iban": "GB29", "amount": 10.5, "ok": true, "list": [1, "x"]});
         let text = source_text(&output, &|_| true);
         assert!(text.contains("GB29\n") && text.contains("10.5\n") && text.contains("x\n"));
-        assert!(!text.contains("iban") && !text.contains("true"));
+        assert!(text.contains("iban\n") && !text.contains("true"));
     }
 }
