@@ -81,13 +81,13 @@ impl Entity<'_> {
     }
 }
 
-/// Bounded by anything but a letter or digit (`_` included, unlike `\b`), without a
-/// look-around the regex crate has not: the IBAN is the first group.
+/// Bounded by anything but an ASCII letter or digit (`_` included, unlike `\b`): checked
+/// around each match, since the regex crate has no look-around and its groups are slower.
 fn iban() -> &'static Regex {
     static IBAN: OnceLock<Regex> = OnceLock::new();
     IBAN.get_or_init(|| {
         Regex::new(
-            r"(?i)(?:^|[^a-z0-9])([a-z]{2} ?[0-9]{2}(?:[a-z0-9]{11,30}|(?:[\s.\-/]{1,3}[a-z0-9]{4}){2,7}(?:[\s.\-/]{1,3}[a-z0-9]{1,4})?))(?:[^a-z0-9]|$)",
+            r"(?i)[a-z]{2} ?[0-9]{2}(?:[a-z0-9]{11,30}|(?:[\s.\-/]{1,3}[a-z0-9]{4}){2,7}(?:[\s.\-/]{1,3}[a-z0-9]{1,4})?)",
         )
         .expect("the IBAN pattern is valid")
     })
@@ -103,7 +103,7 @@ fn number() -> &'static Regex {
 fn script_links() -> &'static Regex {
     static SCRIPTS: OnceLock<Regex> = OnceLock::new();
     SCRIPTS.get_or_init(|| {
-        Regex::new(r"(?i)\b(?:javascript|vbscript|data|file):\S+")
+        Regex::new(r"(?i)(?:javascript|vbscript|data|file):\S+")
             .expect("the script link pattern is valid")
     })
 }
@@ -153,10 +153,13 @@ pub(crate) fn entities(normal: &str) -> Vec<Entity<'_>> {
         .as_bytes()
         .windows(2)
         .any(|pair| pair.iter().all(u8::is_ascii_digit));
-    let ibans = check_digits.then(|| iban().captures_iter(normal));
-    for iban in ibans.into_iter().flatten().filter_map(|found| found.get(1)) {
+    let ibans = check_digits.then(|| iban().find_iter(normal));
+    for iban in ibans.into_iter().flatten() {
         let span = iban.range();
-        if !overlaps(&found, &span) {
+        let ascii_word = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+        let bounded = !ascii_word(normal[..span.start].chars().next_back())
+            && !ascii_word(normal[span.end..].chars().next());
+        if bounded && !overlaps(&found, &span) {
             found.push(Entity {
                 kind: EntityKind::Iban,
                 text: iban.as_str(),
@@ -181,9 +184,16 @@ pub(crate) fn entities(normal: &str) -> Vec<Entity<'_>> {
         }
     }
     // A link with a scheme of its own and no host: what linkify leaves, and a browser runs.
-    for script in script_links().find_iter(normal) {
+    let scripts = normal
+        .contains(':')
+        .then(|| script_links().find_iter(normal));
+    for script in scripts.into_iter().flatten() {
         let span = script.range();
-        if !overlaps(&found, &span) {
+        let glued = normal[..span.start]
+            .chars()
+            .next_back()
+            .is_some_and(char::is_alphanumeric);
+        if !glued && !overlaps(&found, &span) {
             found.push(Entity {
                 kind: EntityKind::Link,
                 text: script.as_str(),
@@ -191,7 +201,13 @@ pub(crate) fn entities(normal: &str) -> Vec<Entity<'_>> {
             });
         }
     }
-    for (start, word) in words(normal).filter(|(_, word)| word.len() >= 16) {
+    let long_word = !normal.is_ascii()
+        || normal
+            .as_bytes()
+            .split(|byte| !byte.is_ascii_alphanumeric())
+            .any(|run| run.len() >= 16);
+    let long_words = long_word.then(|| words(normal).filter(|(_, word)| word.len() >= 16));
+    for (start, word) in long_words.into_iter().flatten() {
         let span = start..start + word.len();
         let code = word.chars().count() >= 16
             && word.chars().any(|c| c.is_numeric())

@@ -241,15 +241,16 @@ fn same_punctuation(text: &str, (start, end): (u32, u32), compact: &str, fold_ca
         .rev()
         .find(|(_, c)| c.is_alphanumeric())
         .map_or(lead, |(at, c)| at + c.len_utf8());
-    let run: String = text[start..end]
-        .chars()
-        .filter(|c| !c.is_whitespace())
-        .collect();
-    let core = &compact[lead..trail];
-    let same = if fold_case {
-        fold(&run) == fold(core)
+    let run = text[start..end].chars().filter(|c| !c.is_whitespace());
+    let core = compact[lead..trail].chars();
+    let same = if !fold_case {
+        run.eq(core)
+    } else if text[start..end].is_ascii() && core.as_str().is_ascii() {
+        run.map(|c| c.to_ascii_lowercase())
+            .eq(core.map(|c| c.to_ascii_lowercase()))
     } else {
-        run == core
+        run.flat_map(char::to_lowercase)
+            .eq(core.flat_map(char::to_lowercase))
     };
     same && text[..start].ends_with(&compact[..lead]) && text[end..].starts_with(&compact[trail..])
 }

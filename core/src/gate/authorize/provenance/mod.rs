@@ -453,12 +453,24 @@ fn judge_value<'s>(
             if compact.is_empty() {
                 return;
             }
-            let one = one_entity(&normal, &letters).map(|entity| entity.key());
             let lower = fold(&letters);
             let wanted = Wanted {
                 letters: &letters,
                 lower: &lower,
                 compact: &compact,
+            };
+            // Written as it is in the user's own words, the value is theirs, whatever kind of
+            // value it is: the common case, answered before anything else is looked at.
+            if !letters.is_empty() {
+                sets[0].holding_string(&wanted, &mut |at, in_case| {
+                    holders.push((sets[0].origin(at), in_case));
+                });
+            }
+            let one = if settled(holders) {
+                None
+            } else {
+                holders.clear();
+                one_entity(&normal, &letters).map(|entity| entity.key())
             };
             for set in sets {
                 if settled(holders) {
