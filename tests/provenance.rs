@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use validator::Validate;
 
+#[path = "provenance/attacks.rs"]
+mod attacks;
+
 /// The attacker's account, as an injected text names it.
 const ATTACKER: &str = "US133000000121212121212";
 /// The user's landlord, as the user names it.

@@ -12,16 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-/// The attacker's account, as an injected text names it.
-const ATTACKER: &str = "US133000000121212121212";
-/// The user's landlord, as the user names it.
-const LANDLORD: &str = "GB29NWBK60161331926819";
-
-/// Fetch a web page (its text, as a third party wrote it).
-#[tool(read_only)]
-fn fetch_page(page: String) -> Result<String, ToolError> {
-    Ok(page)
-}
+use super::{ATTACKER, FetchPage, LANDLORD, call, read_page, user};
 
 /// Fetch a JSON document from the web, as a third party wrote it.
 #[tool(read_only)]
@@ -113,27 +104,6 @@ fn builder() -> RegistryBuilder {
 
 fn registry() -> Registry {
     builder().build().expect("the tools form a registry")
-}
-
-fn user(request: &str) -> CallContext {
-    CallContext::new("alice")
-        .with_tenant("acme")
-        .with_request(request)
-}
-
-async fn call(registry: &Registry, ctx: &CallContext, tool: &str, arguments: Value) -> Outcome {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let id = format!("call_{}", NEXT.fetch_add(1, Ordering::Relaxed));
-    registry
-        .dispatch(ctx, &ToolCall::new(id, tool, arguments))
-        .await
-}
-
-/// The model reads a page carrying `text`.
-async fn read_page(registry: &Registry, ctx: &CallContext, text: &str) {
-    let read = call(registry, ctx, "fetch_page", json!({"page": text})).await;
-    assert!(read.is_completed(), "{read:?}");
 }
 
 async fn message(registry: &Registry, ctx: &CallContext, body: &str) -> Outcome {
