@@ -28,6 +28,15 @@ use regex::Regex;
 
 use super::text::{fold, letters_and_digits, words};
 
+/// `text` in lower case, onto `key`.
+fn push_folded(key: &mut String, text: &str) {
+    if text.is_ascii() {
+        key.extend(text.chars().map(|c| c.to_ascii_lowercase()));
+    } else {
+        key.push_str(&fold(text));
+    }
+}
+
 /// What kind of entity was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum EntityKind {
@@ -62,22 +71,35 @@ pub(crate) struct Entity<'a> {
 impl Entity<'_> {
     /// What two spellings of one entity share, and two entities do not.
     pub(crate) fn key(&self) -> String {
+        let mut key = String::with_capacity(self.text.len() + 7);
         match self.kind {
             EntityKind::Link => {
                 let (host, path) = self
                     .text
                     .find(['/', '?', '#'])
                     .map_or((self.text, ""), |at| self.text.split_at(at));
-                format!("link:{}{}", fold(host), path.trim_end_matches('/'))
+                key.push_str("link:");
+                push_folded(&mut key, host);
+                key.push_str(path.trim_end_matches('/'));
             }
-            EntityKind::Email => format!("email:{}", fold(self.text)),
-            EntityKind::Iban => format!("iban:{}", fold(&letters_and_digits(self.text))),
+            EntityKind::Email => {
+                key.push_str("email:");
+                push_folded(&mut key, self.text);
+            }
+            EntityKind::Iban => {
+                key.push_str("iban:");
+                push_folded(&mut key, &letters_and_digits(self.text));
+            }
             EntityKind::Number => {
-                let digits: String = self.text.chars().filter(char::is_ascii_digit).collect();
-                format!("number:{digits}")
+                key.push_str("number:");
+                key.extend(self.text.chars().filter(char::is_ascii_digit));
             }
-            EntityKind::Code => format!("code:{}", self.text),
+            EntityKind::Code => {
+                key.push_str("code:");
+                key.push_str(self.text);
+            }
         }
+        key
     }
 }
 

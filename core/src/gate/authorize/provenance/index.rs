@@ -169,19 +169,21 @@ impl TaskSources {
             };
             for &(source, word) in starts {
                 let indexed = &self.sources[source as usize];
-                let Some(last) = run_end(indexed, word as usize, lower, strip_folded) else {
-                    continue;
+                let start = indexed.words[word as usize].0;
+                let held = |last: usize, fold_case| {
+                    let span = (start, indexed.words[last].1);
+                    same_punctuation(&indexed.text, span, wanted.compact, fold_case)
                 };
-                let span = (indexed.words[word as usize].0, indexed.words[last].1);
-                if !same_punctuation(&indexed.text, span, wanted.compact, true) {
-                    continue;
+                // In its case first: what holds there holds in any case.
+                if run_end(indexed, word as usize, wanted.letters, strip_exact)
+                    .is_some_and(|last| held(last, false))
+                {
+                    found(source, true);
+                } else if run_end(indexed, word as usize, lower, strip_folded)
+                    .is_some_and(|last| held(last, true))
+                {
+                    found(source, false);
                 }
-                let in_case = run_end(indexed, word as usize, wanted.letters, |rest, word| {
-                    rest.strip_prefix(word)
-                })
-                .is_some()
-                    && same_punctuation(&indexed.text, span, wanted.compact, false);
-                found(source, in_case);
             }
         }
     }
@@ -253,6 +255,11 @@ fn same_punctuation(text: &str, (start, end): (u32, u32), compact: &str, fold_ca
             .eq(core.flat_map(char::to_lowercase))
     };
     same && text[..start].ends_with(&compact[..lead]) && text[end..].starts_with(&compact[trail..])
+}
+
+/// `rest` without `word` in front of it.
+fn strip_exact<'r>(rest: &'r str, word: &str) -> Option<&'r str> {
+    rest.strip_prefix(word)
 }
 
 /// `rest` without `word` folded in front of it (`rest` is folded already).

@@ -449,7 +449,11 @@ fn judge_value<'s>(
         (Value::String(string), Matching::Whole) => {
             let normal = normalize(string);
             let letters = letters_and_digits(&normal);
-            let compact: String = normal.chars().filter(|c| !c.is_whitespace()).collect();
+            let compact: std::borrow::Cow<'_, str> = if normal.contains(char::is_whitespace) {
+                normal.chars().filter(|c| !c.is_whitespace()).collect()
+            } else {
+                std::borrow::Cow::Borrowed(&normal)
+            };
             if compact.is_empty() {
                 return;
             }
@@ -560,7 +564,7 @@ fn one_entity<'a>(normal: &'a str, letters: &str) -> Option<Entity<'a>> {
     let only = found.pop().filter(|_| found.is_empty())?;
     let own = letters_and_digits(only.text);
     // Only a link's scheme may stand before it.
-    let whole = letters == own || (letters.ends_with(&own) && normal.contains(':'));
+    let whole = letters == own || (letters.ends_with(own.as_ref()) && normal.contains(':'));
     whole.then_some(only)
 }
 

@@ -102,7 +102,10 @@ pub(crate) fn words(normal: &str) -> impl Iterator<Item = (usize, &str)> {
 }
 
 /// The letters and digits of normalized text, in order: what a string value is compared by.
-pub(crate) fn letters_and_digits(normal: &str) -> String {
+pub(crate) fn letters_and_digits(normal: &str) -> Cow<'_, str> {
+    if normal.chars().all(char::is_alphanumeric) {
+        return Cow::Borrowed(normal);
+    }
     let mut kept = String::with_capacity(normal.len());
     if normal.is_ascii() {
         for byte in normal.bytes().filter(u8::is_ascii_alphanumeric) {
@@ -111,7 +114,7 @@ pub(crate) fn letters_and_digits(normal: &str) -> String {
     } else {
         kept.extend(normal.chars().filter(|c| c.is_alphanumeric()));
     }
-    kept
+    Cow::Owned(kept)
 }
 
 /// `text` in lower case, character by character (so that a word and the run it is part of
