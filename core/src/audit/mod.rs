@@ -446,7 +446,7 @@ impl AuditLog {
     /// Records one decision; a failure to store it is reported to `tracing`. The outcome of a
     /// call that ran is kept until it is stored: every run ends with its outcome on record.
     pub(crate) async fn append(&self, decided: Decided<'_>) {
-        let record = record_of(&decided);
+        let record = decision_record(&decided);
         let time_ms = record.time_ms;
         if let Err(error) = self.store(record).await {
             tracing::error!(tool = %decided.call.name, %error, "an audit record could not be written");
@@ -457,7 +457,7 @@ impl AuditLog {
             // Written again rather than copied before every store: a failure is rare, and a
             // record's only reading of the clock is its time.
             if ran {
-                let mut record = record_of(&decided);
+                let mut record = decision_record(&decided);
                 record.time_ms = time_ms;
                 self.keep_unstored(record);
             }
@@ -541,8 +541,6 @@ impl AuditLog {
         record.summary = "about to run".to_owned();
         record.budget_calls = 0;
         record.budget_cost = 0;
-        // Where the values came from is the decision's, on the outcome record.
-        record.sources = Vec::new();
         self.store(record).await
     }
 
@@ -562,6 +560,16 @@ impl AuditLog {
             })
             .await
     }
+}
+
+/// The record of a decision, with where its declared values came from (the write-ahead record
+/// leaves them to it).
+fn decision_record(decided: &Decided<'_>) -> AuditRecord {
+    let mut record = record_of(decided);
+    if let Some(sources) = decided.facts.and_then(|facts| facts.sources.get()) {
+        record.sources = sources.clone();
+    }
+    record
 }
 
 fn record_of(decided: &Decided<'_>) -> AuditRecord {
@@ -619,10 +627,7 @@ fn record_of(decided: &Decided<'_>) -> AuditRecord {
         snapshot_before: snapshots.and_then(|snapshots| Snapshots::taken(&snapshots.before)),
         snapshot_after: snapshots.and_then(|snapshots| Snapshots::taken(&snapshots.after)),
         snapshot_missing: snapshots.and_then(|snapshots| Snapshots::taken(&snapshots.missing)),
-        sources: facts
-            .and_then(|facts| facts.sources.get())
-            .cloned()
-            .unwrap_or_default(),
+        sources: Vec::new(),
         budget_calls: u64::from(counted && !pending && contract.is_some()),
         budget_cost: match contract {
             Some(contract) if counted && !pending => contract.cost(),

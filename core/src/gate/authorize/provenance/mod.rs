@@ -189,23 +189,25 @@ impl Provenance {
             sources: Vec::with_capacity(declared.rules.len()),
             needs_human: false,
         };
-        let mut values = Vec::new();
         let mut holders = Vec::new();
         for rule in &declared.rules {
-            values.clear();
-            descend(canonical, &rule.pointer, String::new(), &mut values);
-            for (path, value) in values.drain(..) {
-                if fixed_by_schema(contract.input_schema(), &path, value) {
-                    continue;
-                }
-                let value = Judging {
-                    from: rule.from,
-                    matching: rule.matching,
-                    path,
-                    value,
-                };
-                judge_value(&sets, value, &mut holders, &mut judged.sources);
-            }
+            descend(
+                canonical,
+                &rule.pointer,
+                String::new(),
+                &mut |path, value| {
+                    if fixed_by_schema(contract.input_schema(), &path, value) {
+                        return;
+                    }
+                    let value = Judging {
+                        from: rule.from,
+                        matching: rule.matching,
+                        path,
+                        value,
+                    };
+                    judge_value(&sets, value, &mut holders, &mut judged.sources);
+                },
+            );
         }
         let refusal = |code, message: String, hint: &str| {
             Rejection::new(code, message)
@@ -328,7 +330,9 @@ fn at(field: &str, path: &[PathStep<'_>]) -> bool {
 #[cfg(test)]
 fn values_at<'a>(canonical: &'a Value, pointer: &str) -> Vec<(String, &'a Value)> {
     let mut found = Vec::new();
-    descend(canonical, pointer, String::new(), &mut found);
+    descend(canonical, pointer, String::new(), &mut |path, value| {
+        found.push((path, value));
+    });
     found
 }
 
@@ -354,7 +358,12 @@ fn pointer_to(path: &str, segment: &str) -> String {
 /// The strings and numbers `rest` (the pointer's segments still to follow, each behind a `/`)
 /// names in `value`, found at `path`: lists element by element, objects member by member,
 /// nulls (absent values) skipped.
-fn descend<'a>(value: &'a Value, rest: &str, path: String, found: &mut Vec<(String, &'a Value)>) {
+fn descend<'a>(
+    value: &'a Value,
+    rest: &str,
+    path: String,
+    found: &mut dyn FnMut(String, &'a Value),
+) {
     let next = rest.strip_prefix('/').map(|after| match after.find('/') {
         Some(end) => (&after[..end], &after[end..]),
         None => (after, ""),
@@ -394,7 +403,7 @@ fn descend<'a>(value: &'a Value, rest: &str, path: String, found: &mut Vec<(Stri
                 descend(member, "", joined(&path, key), found);
             }
         }
-        (None, _) => found.push((path, value)),
+        (None, _) => found(path, value),
     }
 }
 
@@ -508,7 +517,9 @@ fn judge_value<'s>(
                     }
                     set.holding_entity(&key, &mut |at| holders.push((set.origin(at), true)));
                 }
-                let kind = format!("{} {}", entity.kind.as_str(), number + 1);
+                let mut kind = String::from(entity.kind.as_str());
+                kind.push(' ');
+                kind.push_str(&(number + 1).to_string());
                 push(path.clone(), Some(kind), best(holders, |_, _| true));
             }
         }
