@@ -36,9 +36,9 @@ use crate::audit::{Decided, Snapshots, sha256_hex};
 use crate::gate::approve::decision::{already_decided, expired, not_pending, record_decision};
 use crate::gate::approve::now_ms;
 use crate::gate::approve::store::Lease;
-use crate::gate::authorize::provenance::ValueSource;
 use crate::gate::authorize::provenance::store::{Origin, SourceRecord};
 use crate::gate::authorize::provenance::text::source_text;
+use crate::gate::authorize::provenance::{ValueSource, source};
 use crate::gate::authorize::{Judge, authorize, authorize_caller};
 use crate::gate::bound::{Bound, BoundCall};
 use crate::gate::decode::{self, Canonical, DecodeLimits, Decoded};
@@ -457,15 +457,9 @@ async fn recorded(
                 .await
         }
         Outcome::Rejected(rejection) if rejection.code() == RejectionCode::ToolFailed => {
-            let record = SourceRecord {
-                origin: Origin::ToolOutput {
-                    tool: contract.name().to_owned(),
-                    call_id: call_id.to_owned(),
-                    trusted: false,
-                },
-                text: rejection.message().to_owned(),
-            };
-            provenance.store.record(ctx, &record).await.map(drop)
+            provenance
+                .record_error(ctx, contract, call_id, rejection.message())
+                .await
         }
         _ => Ok(()),
     };
@@ -1005,13 +999,11 @@ impl Registry {
             Some(arguments) => {
                 // What the reviewer typed is theirs: a source of the edited call, and of the
                 // task's later calls.
-                let edit = SourceRecord {
-                    origin: Origin::Edit {
-                        reviewer: reviewer.id().to_owned(),
-                        ticket: pending.ticket.id.clone(),
-                    },
-                    text: source_text(&arguments, &|_| true),
+                let origin = Origin::Edit {
+                    reviewer: reviewer.id().to_owned(),
+                    ticket: pending.ticket.id.clone(),
                 };
+                let edit = source(origin, source_text(&arguments, &|_| true));
                 if settings.provenance.recording
                     && let Err(refusal) = settings.provenance.store.record(ctx, &edit).await
                 {

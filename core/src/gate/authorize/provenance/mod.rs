@@ -80,8 +80,8 @@ pub(crate) struct Judged {
 }
 
 impl Provenance {
-    /// Records the output of a tool call (or its error's message) as sources of the task: its
-    /// trusted part and its untrusted part, each when not empty.
+    /// Records the output of a tool call as sources of the task: its trusted part and its
+    /// untrusted part, each when not empty.
     pub(crate) async fn record_output(
         &self,
         ctx: &CallContext,
@@ -110,17 +110,32 @@ impl Provenance {
             if text.is_empty() {
                 continue;
             }
-            let record = SourceRecord {
-                origin: Origin::ToolOutput {
-                    tool: contract.name().to_owned(),
-                    call_id: call_id.to_owned(),
-                    trusted,
-                },
-                text: cut(text),
+            let origin = Origin::ToolOutput {
+                tool: contract.name().to_owned(),
+                call_id: call_id.to_owned(),
+                trusted,
             };
-            self.store.record(ctx, &record).await?;
+            self.store.record(ctx, &source(origin, text)).await?;
         }
         Ok(())
+    }
+
+    /// Records the message of a tool's error as an untrusted source of the task: a tool's
+    /// error may quote what it read.
+    pub(crate) async fn record_error(
+        &self,
+        ctx: &CallContext,
+        contract: &ToolContract,
+        call_id: &str,
+        message: &str,
+    ) -> Result<(), Rejection> {
+        let origin = Origin::ToolOutput {
+            tool: contract.name().to_owned(),
+            call_id: call_id.to_owned(),
+            trusted: false,
+        };
+        let record = source(origin, message.to_owned());
+        self.store.record(ctx, &record).await.map(drop)
     }
 
     /// Records a later message of the user.
@@ -131,10 +146,7 @@ impl Provenance {
     ) -> Result<(), Rejection> {
         let task = self.task_sources(ctx).await?;
         let number = lock(&task).read.user_messages() + 1;
-        let record = SourceRecord {
-            origin: Origin::UserMessage { number },
-            text: cut(text.to_owned()),
-        };
+        let record = source(Origin::UserMessage { number }, text.to_owned());
         self.store.record(ctx, &record).await.map(drop)
     }
 
@@ -175,8 +187,8 @@ impl Provenance {
             .task_sources(ctx)
             .await
             .map_err(|rejection| (rejection, Vec::new()))?;
-        // The request comes with the call, and an edit is judged before its record is read
-        // back: neither is read from the store.
+        // The request comes with the call, and an edit is judged with its own record, whether
+        // or not the store took it.
         let edited = edit.map(|edit| {
             let mut edited = TaskSources::default();
             edited.add(edit);
@@ -294,11 +306,12 @@ fn pointer_covers(pointer: &str, path: &str) -> bool {
     }
 }
 
-/// Text cut to [`SOURCE_TEXT_LIMIT`](store::SOURCE_TEXT_LIMIT) bytes, on a character boundary.
-fn cut(mut text: String) -> String {
+/// A source of `origin` whose text is `text`, cut to
+/// [`SOURCE_TEXT_LIMIT`](store::SOURCE_TEXT_LIMIT) bytes on a character boundary.
+pub(crate) fn source(origin: Origin, mut text: String) -> SourceRecord {
     let kept = cut_str(&text).len();
     text.truncate(kept);
-    text
+    SourceRecord { origin, text }
 }
 
 fn cut_str(text: &str) -> &str {
