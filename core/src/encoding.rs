@@ -29,3 +29,10 @@ pub fn unhex(digits: &str) -> Option<Vec<u8>> {
         .map(|at| u8::from_str_radix(digits.get(at..at + 2)?, 16).ok())
         .collect()
 }
+
+/// A fresh id, `{prefix}_` and 128 bits from the operating system's random source.
+pub(crate) fn random_id(prefix: &str) -> String {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).expect("the operating system's random source is available");
+    format!("{prefix}_{}", hex(&bytes))
+}

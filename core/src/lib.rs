@@ -20,16 +20,20 @@ pub mod audit;
 mod call;
 mod context;
 mod contract;
+mod digest;
 pub mod encoding;
 pub mod export;
 mod gate;
+mod json;
 pub mod manifest;
 mod outcome;
 mod pipeline;
+mod pointer;
 mod registry;
 mod rejection;
 mod schema;
 mod suggest;
+mod time;
 mod tool;
 mod transaction;
 pub mod wire;
@@ -40,6 +44,7 @@ pub use contract::{
     AfterUntrusted, AllowedValuesFn, Approval, ContractBuilder, ContractError, Matching,
     OnUntrusted, OutputTrust, Provenance, Risk, SourceRule, Sources, ToolContract, name_problem,
 };
+pub use gate::DecodeLimits;
 pub use gate::approve::decision::{ApprovalDecision, Progress, Recorded, record_decision};
 pub use gate::approve::reviewer::Reviewer;
 pub use gate::approve::signature::{
@@ -63,12 +68,11 @@ pub use gate::repeat::{
     CallKey, Claim, ClaimState, InMemoryRepeatStore, OpenClaim, RepeatStore, claim_not_found,
     existing_claim, may_settle,
 };
-pub use gate::{DecodeLimits, Gate};
 pub use outcome::Outcome;
 pub use registry::{
     BuildError, DEFAULT_CLAIM_LEASE, DEFAULT_REFUSAL_LIMIT, Registry, RegistryBuilder,
 };
-pub use rejection::{Rejection, RejectionCode, Violation};
+pub use rejection::{Gate, Rejection, RejectionCode, Violation};
 pub use schema::schema_for;
 pub use tool::{BoxFuture, IntoToolResult, Invocation, Tool, ToolError};
 pub use transaction::store::{Abandoned, StoredStep, TransactionStore};

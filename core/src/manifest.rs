@@ -21,8 +21,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::audit::sha256_hex;
-use crate::gate::decode::canonical_text;
+use crate::digest::sha256_hex;
+use crate::json::canonical_text;
 use crate::{Registry, ToolContract};
 
 /// The environment variable that makes [`compare_with_lock`] write the lock file instead of

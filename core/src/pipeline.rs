@@ -32,9 +32,9 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::audit::{Decided, Snapshots, sha256_hex};
+use crate::audit::{Decided, Snapshots};
+use crate::digest::sha256_hex;
 use crate::gate::approve::decision::{already_decided, expired, not_pending, record_decision};
-use crate::gate::approve::now_ms;
 use crate::gate::approve::store::Lease;
 use crate::gate::authorize::provenance::store::{Origin, SourceRecord};
 use crate::gate::authorize::provenance::text::source_text;
@@ -45,9 +45,11 @@ use crate::gate::decode::{self, Canonical, DecodeLimits, Decoded};
 use crate::gate::execute::{Contained, Execution, contained, panicked};
 use crate::gate::repeat::{self, CallKey, Claim, ClaimState};
 use crate::gate::resolve::{check_choice, resolve};
-use crate::gate::validate::{SchemaCheck, validate};
+use crate::gate::validate::validate;
 use crate::manifest::contract_hash;
 use crate::registry::{Registered, Settings};
+use crate::schema::check::SchemaCheck;
+use crate::time::now_ms;
 use crate::tool::BoxFuture;
 use crate::{
     ApprovalDecision, Arguments, CallContext, Gate, Outcome, PendingCall, Progress, Registry,

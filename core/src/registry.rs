@@ -18,8 +18,8 @@ use crate::gate::authorize::Rules;
 use crate::gate::authorize::provenance::Provenance;
 use crate::gate::budget::Budget;
 use crate::gate::repeat::{InMemoryRepeatStore, RepeatStore};
-use crate::gate::validate::SchemaCheck;
 use crate::pipeline::ErasedTool;
+use crate::schema::check::SchemaCheck;
 use crate::transaction::store::{DurableTransactions, TransactionStore};
 use crate::{
     ApprovalStore, Approver, BudgetLimits, BudgetStore, CallContext, ContractError, DecodeLimits,

@@ -38,8 +38,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::digest::sha256_hex;
 use crate::encoding::hex;
-use crate::gate::decode::longer_than;
+use crate::json::longer_than;
 use crate::pipeline::Facts;
 use crate::rejection::shorten;
 use crate::tool::BoxFuture;
@@ -325,11 +326,6 @@ impl Unchained {
         record.previous_hash = head.head.clone();
         record
     }
-}
-
-/// The SHA-256 of `bytes`, in lowercase hex.
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
 }
 
 /// Where records go: a sink is one log, and orders what its writers append.

@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::ToolContract;
-use crate::export::definitions::drop_unreferenced;
+use crate::schema::definitions::drop_unreferenced;
 use crate::schema::type_includes;
 
 /// The function that gives an argument's allowed values for a call's context: see

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use serde_json::Value;
 
 use super::ToolContract;
-use crate::gate::decode::Segment;
+use crate::pointer::Segment;
 
 /// What replaces a `#[sensitive]` value in a record, a ticket and `Debug`.
 pub const REDACTED: &str = "[redacted]";

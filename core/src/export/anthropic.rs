@@ -6,8 +6,8 @@
 
 use serde_json::{Map, Value, json};
 
-use super::definitions::{ANY_VALUE, Definitions, rebuild_with_definitions, typed_node};
 use crate::ToolContract;
+use crate::schema::definitions::{ANY_VALUE, Definitions, rebuild_with_definitions, typed_node};
 
 /// String formats strict tool use supports.
 const STRICT_FORMATS: [&str; 10] = [

@@ -3,8 +3,8 @@
 
 use serde_json::{Map, Value, json};
 
-use super::definitions::Definitions;
 use crate::ToolContract;
+use crate::schema::definitions::Definitions;
 
 /// Keywords of Gemini's subset copied as they are (`type`, `nullable`, `enum`, `anyOf`,
 /// `properties`, `items` and `required` are rebuilt).

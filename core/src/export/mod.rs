@@ -25,7 +25,6 @@
 //! ```
 
 mod anthropic;
-pub(crate) mod definitions;
 mod gemini;
 mod mcp;
 mod openai;

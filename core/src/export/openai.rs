@@ -3,8 +3,8 @@
 
 use serde_json::{Map, Value, json};
 
-use super::definitions::{Definitions, rebuild_with_definitions, typed_node};
 use crate::ToolContract;
+use crate::schema::definitions::{Definitions, rebuild_with_definitions, typed_node};
 use crate::schema::type_includes;
 
 /// String formats strict mode supports; any other `format` must not be sent.

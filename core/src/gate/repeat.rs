@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::encoding::hex;
-use crate::gate::approve::now_ms;
 use crate::gate::parts::LockedParts;
+use crate::time::now_ms;
 use crate::tool::BoxFuture;
 use crate::{CallContext, Outcome, Rejection, RejectionCode, Ticket};
 

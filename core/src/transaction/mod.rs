@@ -19,7 +19,8 @@ pub(crate) mod store;
 
 use serde_json::Value;
 
-use crate::gate::approve::now_ms;
+use crate::encoding::random_id;
+use crate::time::now_ms;
 use crate::{CallContext, Gate, Outcome, Registry, ToolCall, ToolError};
 use store::StoredStep;
 
@@ -83,7 +84,7 @@ impl Registry {
     pub fn transaction(&self, ctx: &CallContext) -> Transaction {
         Transaction {
             registry: self.clone(),
-            id: crate::gate::approve::store::random_id("transaction"),
+            id: random_id("transaction"),
             ctx: ctx.clone(),
             steps: Vec::new(),
             report: Vec::new(),

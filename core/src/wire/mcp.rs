@@ -12,7 +12,8 @@
 use serde_json::{Value, json};
 
 use super::{Node, WireError, WireErrorKind, model_message, outcome_text, quoted};
-use crate::gate::decode::{StrictJsonError, parse_strictly, pointer};
+use crate::json::{StrictJsonError, parse_strictly};
+use crate::pointer::pointer;
 use crate::{Outcome, RejectionCode, ToolCall};
 
 /// The JSON-RPC error code for invalid parameters, an unknown tool among them.

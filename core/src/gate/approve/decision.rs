@@ -8,7 +8,8 @@ use serde_json::Value;
 
 use super::reviewer::Reviewer;
 use super::signature::SignedDecision;
-use super::store::{ApprovalStore, PendingCall, now_ms};
+use super::store::{ApprovalStore, PendingCall};
+use crate::time::now_ms;
 use crate::{Outcome, Rejection, RejectionCode};
 
 /// A reviewer's decision on a ticket. The reviewer must be allowed to decide it

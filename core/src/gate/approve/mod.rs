@@ -11,11 +11,12 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::audit::recorded_canonical;
+use crate::encoding::random_id;
 use crate::manifest::contract_hash;
+use crate::time::{expiry_ms, now_ms};
 use crate::{Approval, CallContext, Rejection, Reviewer, Risk, ToolCall, ToolContract};
 use signature::{Keyring, SignedDecision};
-pub(crate) use store::now_ms;
-use store::{ApprovalStore, Approver, PendingCall, PendingLimits, Ticket, expiry_ms, random_id};
+use store::{ApprovalStore, Approver, PendingCall, PendingLimits, Ticket};
 
 /// The registry's approval settings.
 pub(crate) struct Approvals {

@@ -36,9 +36,10 @@ use sha2::{Digest, Sha256};
 
 use super::decision::ApprovalDecision;
 use super::reviewer::Reviewer;
-use super::store::{PendingCall, Ticket, now_ms};
-use crate::audit::sha256_hex;
+use super::store::{PendingCall, Ticket};
+use crate::digest::sha256_hex;
 use crate::encoding::{hex, unhex};
+use crate::time::now_ms;
 use crate::{Rejection, RejectionCode};
 
 /// The prefix of a key written as text.

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::future::ready;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -20,6 +20,8 @@ use serde_json::Value;
 use super::decision::{ApprovalDecision, Recorded};
 use super::reviewer::Reviewer;
 use super::signature::SignedDecision;
+use crate::encoding::random_id;
+use crate::time::{expiry_ms, now_ms};
 use crate::tool::BoxFuture;
 use crate::{Arguments, CallContext, Rejection, RejectionCode, Risk};
 
@@ -77,26 +79,6 @@ impl Ticket {
     pub(crate) fn is_expired(&self, now_ms: u64) -> bool {
         now_ms >= self.expires_ms
     }
-}
-
-/// A fresh id, `{prefix}_` and 128 bits from the operating system's random source.
-pub(crate) fn random_id(prefix: &str) -> String {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).expect("the operating system's random source is available");
-    format!("{prefix}_{}", crate::encoding::hex(&bytes))
-}
-
-/// Milliseconds since the Unix epoch.
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| {
-            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-        })
-}
-
-pub(crate) fn expiry_ms(created_ms: u64, lifetime: Duration) -> u64 {
-    created_ms.saturating_add(u64::try_from(lifetime.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// A call waiting in a store: its ticket, the caller's context and the arguments as sent. It

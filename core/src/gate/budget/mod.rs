@@ -4,7 +4,7 @@
 pub(crate) mod store;
 
 use super::decode::Canonical;
-use super::validate::SchemaCheck;
+use crate::schema::check::SchemaCheck;
 use crate::{BudgetLimits, BudgetStore, CallContext, Charge, Outcome, Rejection};
 use crate::{RejectionCode, ToolContract};
 

@@ -17,27 +17,8 @@ use serde::de::{
 use serde::forward_to_deserialize_any;
 use serde_json::Number;
 
-use super::strict_json::{Entries, Node};
-
-/// One step of a path into the arguments.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Segment {
-    Key(String),
-    Index(usize),
-}
-
-/// Renders segments (outermost first) as a JSON pointer (RFC 6901).
-pub(crate) fn pointer<'a>(segments: impl IntoIterator<Item = &'a Segment>) -> String {
-    let mut out = String::new();
-    for segment in segments {
-        out.push('/');
-        match segment {
-            Segment::Key(key) => out.push_str(&key.replace('~', "~0").replace('/', "~1")),
-            Segment::Index(index) => out.push_str(&index.to_string()),
-        }
-    }
-    out
-}
+use crate::json::strict::{Entries, Node};
+use crate::pointer::{Segment, pointer};
 
 /// What is wrong with the value, as data.
 #[derive(Debug, Clone, PartialEq)]

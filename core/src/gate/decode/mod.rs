@@ -8,25 +8,21 @@
 
 mod canonical;
 mod deserializer;
-mod strict_json;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-pub(crate) use canonical::{
-    Canonical, JsonView, Sets, View, canonical_of, canonical_text, identity_text, integer_value,
-};
-pub(crate) use strict_json::{StrictJsonError, longer_than, parse as parse_strictly};
+pub(crate) use canonical::{Canonical, canonical_of};
 
 use crate::call::Arguments;
-use crate::gate::validate::{Finding, SchemaCheck};
+use crate::pointer::{Segment, pointer};
 use crate::rejection::shorten;
+use crate::schema::check::{Finding, SchemaCheck};
 use crate::suggest;
 use crate::{Rejection, RejectionCode, ToolContract, Violation};
 
+use crate::json::strict::{self, Node, StrictJsonError};
 use deserializer::{DecodeError, NodeDeserializer, Problem};
-pub(crate) use deserializer::{Segment, pointer};
-use strict_json::Node;
 
 /// Limits on the raw arguments of one call, applied before anything else is parsed.
 ///
@@ -222,7 +218,7 @@ fn parse_text<'a>(text: &'a str, limits: &DecodeLimits) -> Result<Node<'a>, Reje
         return Err(too_large(limits));
     }
     let max_depth = limits.max_depth;
-    strict_json::parse(text, max_depth).map_err(|error| match error {
+    strict::parse(text, max_depth).map_err(|error| match error {
         StrictJsonError::Malformed(detail) => Rejection::new(
             RejectionCode::MalformedJson,
             format!("the arguments are not valid JSON: {detail}"),
@@ -243,10 +239,10 @@ fn parse_text<'a>(text: &'a str, limits: &DecodeLimits) -> Result<Node<'a>, Reje
 /// value, which a caller may have built deeper than any stack.
 fn check_value(value: &Value, limits: &DecodeLimits) -> Result<(), Rejection> {
     let max_depth = limits.max_depth;
-    if let Some(path) = strict_json::too_deep(value, max_depth) {
+    if let Some(path) = strict::too_deep(value, max_depth) {
         return Err(too_deep(&path, max_depth));
     }
-    if strict_json::longer_than(value, limits.max_bytes) {
+    if strict::longer_than(value, limits.max_bytes) {
         return Err(too_large(limits));
     }
     Ok(())

@@ -12,7 +12,8 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use crate::contract::{AllowedValues, ValuesApply};
-use crate::gate::decode::{Segment, canonical_text, pointer};
+use crate::json::canonical_text;
+use crate::pointer::{Segment, pointer};
 use crate::rejection::shorten;
 use crate::{CallContext, Rejection, RejectionCode, ToolContract};
 

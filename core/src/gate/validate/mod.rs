@@ -11,17 +11,15 @@
 //! same refusal as a value outside a Rust enum, `invalid_value` (`allowed.rs`).
 
 mod allowed;
-mod schema;
 
-pub(crate) use schema::{Finding, SchemaCheck};
-
-use std::borrow::Cow;
 use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 use validator::{ValidationError, ValidationErrors, ValidationErrorsKind};
 
-use super::decode::{Canonical, Segment, pointer};
+use super::decode::Canonical;
+use crate::pointer::{Segment, pointer};
+use crate::schema::check::describe;
 use crate::{CallContext, Rejection, RejectionCode, ToolContract, Violation};
 
 /// The validate gate: the values of `#[one_of]` arguments, then every constraint: those of the
@@ -256,48 +254,6 @@ fn violation(error: &ValidationError, schema: Option<&Value>, path: &[Segment]) 
         message,
         params,
     }
-}
-
-pub(crate) fn describe(rule: &str, params: &Map<String, Value>, is_list: bool) -> String {
-    let param = |name: &str| params.get(name).map(|value| value.to_string());
-    let unit = if is_list { "items" } else { "characters" };
-    let text: Cow<'static, str> = match rule {
-        "length" => match (param("min"), param("max"), param("equal")) {
-            (_, _, Some(equal)) => format!("must have exactly {equal} {unit}").into(),
-            (Some(min), Some(max), _) => format!("must have {min} to {max} {unit}").into(),
-            (Some(min), None, _) => format!("must have at least {min} {unit}").into(),
-            (None, Some(max), _) => format!("must have at most {max} {unit}").into(),
-            _ => "has the wrong length".into(),
-        },
-        "range" => {
-            let bounds: Vec<String> = [
-                ("min", "at least"),
-                ("exclusive_min", "greater than"),
-                ("max", "at most"),
-                ("exclusive_max", "less than"),
-            ]
-            .iter()
-            .filter_map(|(name, words)| param(name).map(|value| format!("{words} {value}")))
-            .collect();
-            format!("must be {}", bounds.join(" and ")).into()
-        }
-        "pattern" => match param("pattern") {
-            Some(pattern) => format!("must match the pattern {pattern}").into(),
-            None => "must match the required pattern".into(),
-        },
-        "email" => "must be an email address".into(),
-        "url" => "must be a URL".into(),
-        "contains" => format!("must contain {}", param("needle").unwrap_or_default()).into(),
-        "does_not_contain" => {
-            format!("must not contain {}", param("needle").unwrap_or_default()).into()
-        }
-        "must_match" => format!("must match {}", param("other").unwrap_or_default()).into(),
-        "credit_card" => "must be a credit card number".into(),
-        "non_control_character" => "must not contain control characters".into(),
-        "required" => "is required".into(),
-        custom => format!("failed the check `{custom}`").into(),
-    };
-    text.into_owned()
 }
 
 #[cfg(test)]

@@ -5,7 +5,9 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::gate::Gate;
+mod gate;
+
+pub use gate::Gate;
 
 /// The stable, snake_case code of a refusal. Codes never change meaning; new ones may be added.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

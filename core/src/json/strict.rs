@@ -15,7 +15,7 @@ use std::io;
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Number, Value};
 
-use super::deserializer::Segment;
+use crate::pointer::Segment;
 
 /// An object's entries, in document order, keys unique.
 pub(crate) type Entries<'a> = Vec<(Cow<'a, str>, Node<'a>)>;

@@ -6,6 +6,9 @@
 //! schema states the whole range: a `u8` says `maximum: 255`. A bound declared with
 //! `#[validate(range)]` that is tighter than the type's range is kept.
 
+pub(crate) mod check;
+pub(crate) mod definitions;
+
 use std::cmp::Ordering;
 
 use schemars::{JsonSchema, SchemaGenerator, generate::SchemaSettings};

@@ -9,32 +9,32 @@ use serde_json::{Map, Value};
 const ANNOTATIONS: [&str; 5] = ["description", "title", "default", "examples", "deprecated"];
 
 /// The definitions of one root schema.
-pub(super) struct Definitions<'a> {
+pub(crate) struct Definitions<'a> {
     defs: Option<&'a Map<String, Value>>,
 }
 
 impl<'a> Definitions<'a> {
-    pub(super) fn of(root: &'a Value) -> Self {
+    pub(crate) fn of(root: &'a Value) -> Self {
         Definitions {
             defs: root.get("$defs").and_then(Value::as_object),
         }
     }
 
     /// The definitions by name, in a stable order.
-    pub(super) fn iter(&self) -> impl Iterator<Item = (&'a String, &'a Value)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&'a String, &'a Value)> {
         self.defs.into_iter().flatten()
     }
 
     /// The name of the definition `reference` points at, e.g. `Money` for `#/$defs/Money`:
     /// the URI fragment percent-decoded (schemars encodes `Page<T>` as `Page%3CT%3E`), then
     /// the JSON pointer's `~1` and `~0` unescaped.
-    pub(super) fn name(reference: &str) -> Option<String> {
+    pub(crate) fn name(reference: &str) -> Option<String> {
         let name = percent_decoded(reference.strip_prefix("#/$defs/")?)?;
         Some(name.replace("~1", "/").replace("~0", "~"))
     }
 
     /// The definition `reference` points at.
-    pub(super) fn resolve(&self, reference: &str) -> Result<(String, &'a Value), String> {
+    pub(crate) fn resolve(&self, reference: &str) -> Result<(String, &'a Value), String> {
         let name = Self::name(reference)
             .ok_or_else(|| format!("the reference `{reference}` does not point into `$defs`"))?;
         match self.defs.and_then(|defs| defs.get(&name)) {
@@ -44,7 +44,7 @@ impl<'a> Definitions<'a> {
     }
 
     /// Whether the definition named `name` refers to itself, directly or through others.
-    pub(super) fn is_recursive(&self, name: &str) -> bool {
+    pub(crate) fn is_recursive(&self, name: &str) -> bool {
         let mut seen = BTreeSet::new();
         let mut pending: Vec<&str> = Vec::new();
         if let Some((_, definition)) = self.defs.and_then(|defs| defs.get_key_value(name)) {
@@ -71,7 +71,7 @@ impl<'a> Definitions<'a> {
     /// else the reference wrapped in a one-branch `anyOf` that can carry them. Providers
     /// either drop a `$ref`'s siblings or inline the reference themselves; both ways the
     /// export would not be what they use.
-    pub(super) fn standalone(&self, node: &Map<String, Value>) -> Result<Option<Value>, String> {
+    pub(crate) fn standalone(&self, node: &Map<String, Value>) -> Result<Option<Value>, String> {
         let Some(reference) = node.get("$ref").and_then(Value::as_str) else {
             return Ok(None);
         };
@@ -110,7 +110,7 @@ impl<'a> Definitions<'a> {
 
 /// Rebuilds a root schema and each of its definitions with `rebuild_node`, one provider's
 /// transformation of a schema node.
-pub(super) fn rebuild_with_definitions(
+pub(crate) fn rebuild_with_definitions(
     schema: &Value,
     rebuild_node: impl Fn(&Value, &Definitions<'_>) -> Result<Value, String>,
 ) -> Result<Value, String> {
@@ -127,12 +127,12 @@ pub(super) fn rebuild_with_definitions(
 }
 
 /// Why a strict mode refuses a schema node that accepts any value.
-pub(super) const ANY_VALUE: &str =
+pub(crate) const ANY_VALUE: &str =
     "a value of any type (e.g. `serde_json::Value`) has no strict form; give it a type";
 
 /// The keywords of a schema node that gives a strict mode something to hold the model to:
 /// refuses `true` and `{}`, which accept any value, and anything that is not a schema.
-pub(super) fn typed_node<'v>(
+pub(crate) fn typed_node<'v>(
     node: &'v Value,
     mode: &str,
 ) -> Result<&'v Map<String, Value>, String> {

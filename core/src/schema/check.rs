@@ -13,6 +13,7 @@
 //! `uuid`, ...) are annotations, as JSON Schema 2020-12 has them; the decode gate holds each
 //! value to its Rust type.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
@@ -20,9 +21,8 @@ use regex::Regex;
 use serde_json::{Map, Number, Value};
 use validator::{ValidateEmail, ValidateUrl};
 
-use crate::gate::decode::{
-    JsonView, Segment, Sets, View, canonical_text, identity_text, integer_value, pointer,
-};
+use crate::json::{JsonView, Sets, View, canonical_text, identity_text, integer_value};
+use crate::pointer::{Segment, pointer};
 use crate::schema::format_range;
 use crate::{RejectionCode, Violation};
 
@@ -739,7 +739,7 @@ impl Compiled {
                     params.insert(name.to_owned(), Value::Number(bound.clone()));
                 }
             }
-            let message = super::describe("range", &params, false);
+            let message = describe("range", &params, false);
             out.push(constraint(path, "range", message, params));
         }
         if let Some(divisor) = &self.multiple_of
@@ -1234,6 +1234,49 @@ fn ecma_classes(pattern: &str) -> String {
 
 fn escape(name: &str) -> String {
     name.replace('~', "~0").replace('/', "~1")
+}
+
+/// A constraint `rule` with its `params`, in words, as a violation says it.
+pub(crate) fn describe(rule: &str, params: &Map<String, Value>, is_list: bool) -> String {
+    let param = |name: &str| params.get(name).map(|value| value.to_string());
+    let unit = if is_list { "items" } else { "characters" };
+    let text: Cow<'static, str> = match rule {
+        "length" => match (param("min"), param("max"), param("equal")) {
+            (_, _, Some(equal)) => format!("must have exactly {equal} {unit}").into(),
+            (Some(min), Some(max), _) => format!("must have {min} to {max} {unit}").into(),
+            (Some(min), None, _) => format!("must have at least {min} {unit}").into(),
+            (None, Some(max), _) => format!("must have at most {max} {unit}").into(),
+            _ => "has the wrong length".into(),
+        },
+        "range" => {
+            let bounds: Vec<String> = [
+                ("min", "at least"),
+                ("exclusive_min", "greater than"),
+                ("max", "at most"),
+                ("exclusive_max", "less than"),
+            ]
+            .iter()
+            .filter_map(|(name, words)| param(name).map(|value| format!("{words} {value}")))
+            .collect();
+            format!("must be {}", bounds.join(" and ")).into()
+        }
+        "pattern" => match param("pattern") {
+            Some(pattern) => format!("must match the pattern {pattern}").into(),
+            None => "must match the required pattern".into(),
+        },
+        "email" => "must be an email address".into(),
+        "url" => "must be a URL".into(),
+        "contains" => format!("must contain {}", param("needle").unwrap_or_default()).into(),
+        "does_not_contain" => {
+            format!("must not contain {}", param("needle").unwrap_or_default()).into()
+        }
+        "must_match" => format!("must match {}", param("other").unwrap_or_default()).into(),
+        "credit_card" => "must be a credit card number".into(),
+        "non_control_character" => "must not contain control characters".into(),
+        "required" => "is required".into(),
+        custom => format!("failed the check `{custom}`").into(),
+    };
+    text.into_owned()
 }
 
 #[cfg(test)]
