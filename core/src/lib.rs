@@ -23,12 +23,14 @@ mod contract;
 mod digest;
 pub mod encoding;
 pub mod export;
+mod future;
 mod gate;
 mod json;
 pub mod manifest;
 mod outcome;
 mod pipeline;
 mod pointer;
+mod policy;
 mod registry;
 mod rejection;
 mod schema;
@@ -42,8 +44,10 @@ pub use call::{Arguments, ToolCall};
 pub use context::{CallContext, ToolChoice};
 pub use contract::{
     AfterUntrusted, AllowedValuesFn, Approval, ContractBuilder, ContractError, Matching,
-    OnUntrusted, OutputTrust, Provenance, Risk, SourceRule, Sources, ToolContract, name_problem,
+    OnUntrusted, Origin, OutputTrust, Provenance, Risk, SourceRule, Sources, ToolContract,
+    ValueSource, name_problem,
 };
+pub use future::BoxFuture;
 pub use gate::DecodeLimits;
 pub use gate::approve::decision::{ApprovalDecision, Progress, Recorded, record_decision};
 pub use gate::approve::reviewer::Reviewer;
@@ -52,13 +56,11 @@ pub use gate::approve::signature::{
 };
 pub use gate::approve::store::{
     ApprovalStore, Approver, AutoApprove, AutoReject, InMemoryApprovalStore, Lease, PendingCall,
-    PendingLimits, Ticket,
+    PendingLimits,
 };
-pub use gate::authorize::policy::{Decision, Policy, PolicyError, PolicyRequest, ReadOnlyRequests};
-pub use gate::authorize::provenance::ValueSource;
 pub use gate::authorize::provenance::store::{
-    InMemoryProvenanceStore, Origin, ProvenanceStore, SOURCE_TEXT_LIMIT, SourceRecord,
-    TASK_TEXT_LIMIT, sources_unavailable,
+    InMemoryProvenanceStore, ProvenanceStore, SOURCE_TEXT_LIMIT, SourceRecord, TASK_TEXT_LIMIT,
+    sources_unavailable,
 };
 pub use gate::budget::store::{
     Admitted, BudgetCapacity, BudgetLimits, BudgetStore, Charge, CircuitBreaker,
@@ -68,13 +70,14 @@ pub use gate::repeat::{
     CallKey, Claim, ClaimState, InMemoryRepeatStore, OpenClaim, RepeatStore, claim_not_found,
     existing_claim, may_settle,
 };
-pub use outcome::Outcome;
+pub use outcome::{Outcome, Ticket};
+pub use policy::{Decision, Policy, PolicyError, PolicyRequest, ReadOnlyRequests};
 pub use registry::{
     BuildError, DEFAULT_CLAIM_LEASE, DEFAULT_REFUSAL_LIMIT, Registry, RegistryBuilder,
 };
 pub use rejection::{Gate, Rejection, RejectionCode, Violation};
 pub use schema::schema_for;
-pub use tool::{BoxFuture, IntoToolResult, Invocation, Tool, ToolError};
+pub use tool::{IntoToolResult, Invocation, Tool, ToolError};
 pub use transaction::store::{Abandoned, StoredStep, TransactionStore};
 pub use transaction::{Compensation, CompensationResult, Transaction};
 

@@ -33,16 +33,19 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::audit::{Decided, Snapshots};
+use crate::contract::{Origin, ValueSource};
 use crate::digest::sha256_hex;
+use crate::future::BoxFuture;
+use crate::future::Contained;
 use crate::gate::approve::decision::{already_decided, expired, not_pending, record_decision};
 use crate::gate::approve::store::Lease;
-use crate::gate::authorize::provenance::store::{Origin, SourceRecord};
+use crate::gate::authorize::provenance::source;
+use crate::gate::authorize::provenance::store::SourceRecord;
 use crate::gate::authorize::provenance::text::source_text;
-use crate::gate::authorize::provenance::{ValueSource, source};
 use crate::gate::authorize::{Judge, authorize, authorize_caller};
 use crate::gate::bound::{Bound, BoundCall};
 use crate::gate::decode::{self, Canonical, DecodeLimits, Decoded};
-use crate::gate::execute::{Contained, Execution, contained, panicked};
+use crate::gate::execute::{Execution, contained, panicked};
 use crate::gate::repeat::{self, CallKey, Claim, ClaimState};
 use crate::gate::resolve::{check_choice, resolve};
 use crate::gate::validate::validate;
@@ -50,7 +53,6 @@ use crate::manifest::contract_hash;
 use crate::registry::{Registered, Settings};
 use crate::schema::check::SchemaCheck;
 use crate::time::now_ms;
-use crate::tool::BoxFuture;
 use crate::{
     ApprovalDecision, Arguments, CallContext, Gate, Outcome, PendingCall, Progress, Registry,
     Rejection, RejectionCode, SignedDecision, Ticket, Tool, ToolCall, ToolContract, ToolError,

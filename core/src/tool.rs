@@ -2,18 +2,14 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use validator::{Validate, ValidationErrors};
 
+use crate::future::BoxFuture;
 use crate::{Approval, CallContext, Decision, PolicyError, ToolContract};
-
-/// A boxed, sendable future.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// What a tool's body produced: at once (a sync tool) or later (an async tool).
 pub enum Invocation<'a, T> {

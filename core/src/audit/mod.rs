@@ -38,21 +38,17 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::digest::sha256_hex;
+use crate::contract::{recorded_arguments, recorded_canonical};
 use crate::encoding::hex;
-use crate::json::longer_than;
+use crate::future::BoxFuture;
 use crate::pipeline::Facts;
 use crate::rejection::shorten;
-use crate::tool::BoxFuture;
 use crate::{Arguments, CallContext, Outcome, PendingCall, Rejection, ToolCall, ToolContract};
 
 pub use round_writer::RoundWriter;
 pub use sinks::{JsonLinesAuditSink, MemoryAuditSink, TracingAuditSink, read_json_lines};
 
 pub use crate::contract::REDACTED;
-
-/// Arguments longer than this, as JSON text, are recorded by size only.
-const RECORDED_ARGUMENTS_LIMIT: usize = 64 * 1024;
 
 /// One decision: who asked for what, which gate decided and why, what it cost, and the result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -635,42 +631,6 @@ fn record_of(decided: &Decided<'_>) -> AuditRecord {
     }
 }
 
-/// Arguments as sent, as recorded: JSON with the contract's sensitive values redacted, or, for
-/// text that is not JSON (which may hold a secret the redaction cannot find) and arguments too
-/// long to keep, their size and SHA-256.
-pub(crate) fn recorded_arguments(arguments: &Arguments, contract: Option<&ToolContract>) -> Value {
-    let parsed = match arguments {
-        Arguments::Text(text) if text.len() <= RECORDED_ARGUMENTS_LIMIT => {
-            match serde_json::from_str::<Value>(text) {
-                Ok(value) => Ok(value),
-                Err(_) => Err(text.as_bytes().to_vec()),
-            }
-        }
-        Arguments::Text(text) => Err(text.as_bytes().to_vec()),
-        Arguments::Json(value) => Ok(value.clone()),
-    };
-    match parsed {
-        Ok(value) => recorded_canonical(&value, contract),
-        Err(bytes) => unrecorded(&bytes),
-    }
-}
-
-/// Arguments already parsed, as recorded: redacted, or by size and SHA-256 when too long.
-pub(crate) fn recorded_canonical(arguments: &Value, contract: Option<&ToolContract>) -> Value {
-    if longer_than(arguments, RECORDED_ARGUMENTS_LIMIT) {
-        return unrecorded(arguments.to_string().as_bytes());
-    }
-    let mut value = arguments.clone();
-    if let Some(contract) = contract {
-        contract.redact(&mut value);
-    }
-    value
-}
-
-fn unrecorded(bytes: &[u8]) -> Value {
-    serde_json::json!({"unrecorded": {"bytes": bytes.len(), "sha256": sha256_hex(bytes)}})
-}
-
 /// Where a log's chain breaks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ChainBreak {
@@ -805,6 +765,7 @@ pub fn verify_to(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::digest::sha256_hex;
     use crate::{Rejection, RejectionCode, Risk};
     use serde_json::json;
 

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::round_writer::RoundWriter;
 use super::{AuditRecord, AuditSink, Checkpoint, Unchained};
-use crate::tool::BoxFuture;
+use crate::future::BoxFuture;
 
 /// Keeps records in memory; clones share them, and one chain. It holds at most `capacity`
 /// records (100,000 by default) and never forgets one: once full, appends fail, so that a call

@@ -19,10 +19,12 @@ pub use dynamic::AllowedValuesFn;
 pub(crate) use dynamic::DynamicValues;
 pub(crate) use dynamic::{AllowedValues, ValuesApply};
 pub use provenance::{
-    AfterUntrusted, Matching, OnUntrusted, OutputTrust, Provenance, SourceRule, Sources,
+    AfterUntrusted, Matching, OnUntrusted, Origin, OutputTrust, Provenance, SourceRule, Sources,
+    ValueSource,
 };
 pub use sensitive::REDACTED;
 pub(crate) use sensitive::pointer_of;
+pub(crate) use sensitive::{recorded_arguments, recorded_canonical};
 
 /// How much harm a wrong call can do. Ordered: `Low < Medium < High < Critical`.
 #[derive(

@@ -116,3 +116,79 @@ impl Provenance {
         !self.rules.is_empty() || self.after_untrusted.is_some()
     }
 }
+
+/// Where a source entered its task.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Origin {
+    /// The request the task began with ([`CallContext::with_request`]).
+    Request,
+    /// A later message of the user ([`Registry::add_user_message`](crate::Registry::add_user_message)),
+    /// numbered from 1 in the order the task's store holds them.
+    UserMessage {
+        /// Its number within the task.
+        number: u64,
+    },
+    /// The arguments a reviewer typed in an edit of a waiting call.
+    Edit {
+        /// The reviewer.
+        reviewer: String,
+        /// The ticket the edit decided.
+        ticket: String,
+    },
+    /// The output of a tool call (or the message of its error).
+    ToolOutput {
+        /// The tool.
+        tool: String,
+        /// The provider's id of the call.
+        call_id: String,
+        /// Whether the tool's contract trusts this part of its output
+        /// ([`OutputTrust`](crate::OutputTrust)).
+        trusted: bool,
+    },
+}
+
+impl Origin {
+    /// Whether the user (or a reviewer, for them) supplied it.
+    pub fn is_user(&self) -> bool {
+        matches!(
+            self,
+            Origin::Request | Origin::UserMessage { .. } | Origin::Edit { .. }
+        )
+    }
+
+    /// Whether a value found in it may reach an argument declared `#[from(user, trusted)]`.
+    pub fn is_trusted(&self) -> bool {
+        match self {
+            Origin::ToolOutput { trusted, .. } => *trusted,
+            _ => true,
+        }
+    }
+}
+
+/// Where one value of a call was found: what a ticket shows its reviewer and an audit record
+/// keeps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ValueSource {
+    /// The value, as a JSON pointer into the arguments (`/recipient`, `/payees/1/iban`).
+    pub path: String,
+    /// For an entity inside a text: its kind (`link`, `e-mail address`, `IBAN`, `phone
+    /// number`, `code`) and its number within the text, from 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entity: Option<String>,
+    /// Where it was found; `None`: nowhere.
+    pub found_in: Option<Origin>,
+    /// Whether the value may come from there.
+    pub allowed: bool,
+}
+
+impl ValueSource {
+    /// The value as a sentence names it: "the value of `/recipient`", "IBAN 1 in `/subject`".
+    pub(crate) fn named(&self) -> String {
+        match &self.entity {
+            Some(entity) => format!("{entity} in `{}`", self.path),
+            None => format!("the value of `{}`", self.path),
+        }
+    }
+}

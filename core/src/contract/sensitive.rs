@@ -9,6 +9,9 @@ use std::borrow::Cow;
 use serde_json::Value;
 
 use super::ToolContract;
+use crate::call::Arguments;
+use crate::digest::sha256_hex;
+use crate::json::longer_than;
 use crate::pointer::Segment;
 
 /// What replaces a `#[sensitive]` value in a record, a ticket and `Debug`.
@@ -86,6 +89,45 @@ fn redact_at(value: &mut Value, segments: &[Cow<'_, str>]) {
         }
         _ => {}
     }
+}
+
+/// Arguments longer than this, as JSON text, are recorded by size only.
+const RECORDED_ARGUMENTS_LIMIT: usize = 64 * 1024;
+
+/// Arguments as sent, as recorded: JSON with the contract's sensitive values redacted, or, for
+/// text that is not JSON (which may hold a secret the redaction cannot find) and arguments too
+/// long to keep, their size and SHA-256.
+pub(crate) fn recorded_arguments(arguments: &Arguments, contract: Option<&ToolContract>) -> Value {
+    let parsed = match arguments {
+        Arguments::Text(text) if text.len() <= RECORDED_ARGUMENTS_LIMIT => {
+            match serde_json::from_str::<Value>(text) {
+                Ok(value) => Ok(value),
+                Err(_) => Err(text.as_bytes().to_vec()),
+            }
+        }
+        Arguments::Text(text) => Err(text.as_bytes().to_vec()),
+        Arguments::Json(value) => Ok(value.clone()),
+    };
+    match parsed {
+        Ok(value) => recorded_canonical(&value, contract),
+        Err(bytes) => unrecorded(&bytes),
+    }
+}
+
+/// Arguments already parsed, as recorded: redacted, or by size and SHA-256 when too long.
+pub(crate) fn recorded_canonical(arguments: &Value, contract: Option<&ToolContract>) -> Value {
+    if longer_than(arguments, RECORDED_ARGUMENTS_LIMIT) {
+        return unrecorded(arguments.to_string().as_bytes());
+    }
+    let mut value = arguments.clone();
+    if let Some(contract) = contract {
+        contract.redact(&mut value);
+    }
+    value
+}
+
+fn unrecorded(bytes: &[u8]) -> Value {
+    serde_json::json!({"unrecorded": {"bytes": bytes.len(), "sha256": sha256_hex(bytes)}})
 }
 
 #[cfg(test)]

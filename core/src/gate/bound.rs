@@ -11,7 +11,7 @@ use validator::ValidationErrors;
 
 use super::decode::canonical_of;
 use super::execute::{Execution, execute};
-use crate::tool::BoxFuture;
+use crate::future::BoxFuture;
 use crate::{CallContext, Decision, PolicyError, Rejection, Tool, ToolError};
 
 /// One call's typed arguments with their tool, as the gates after decode read them, for a

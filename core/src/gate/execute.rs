@@ -10,7 +10,8 @@ use std::time::Duration;
 use futures_timer::Delay;
 use serde::Serialize;
 
-use crate::tool::{BoxFuture, Invocation};
+use crate::future::{BoxFuture, Contained};
+use crate::tool::Invocation;
 use crate::{CallContext, Outcome, Rejection, RejectionCode, Tool, ToolContract, ToolError};
 
 /// A tool run that either finished while it was started (a sync tool, or a refusal) or is
@@ -113,24 +114,6 @@ pub(crate) fn panicked() -> Outcome {
         RejectionCode::ToolPanicked,
         "the tool failed unexpectedly; the failure was reported to its operator",
     ))
-}
-
-/// A future whose panics come back as `Err` instead of unwinding through the caller.
-pub(crate) struct Contained<'a, T> {
-    pub(crate) future: BoxFuture<'a, T>,
-}
-
-impl<T> Future for Contained<'_, T> {
-    type Output = Result<T, ()>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let future = self.future.as_mut();
-        match catch_unwind(AssertUnwindSafe(|| future.poll(cx))) {
-            Ok(Poll::Pending) => Poll::Pending,
-            Ok(Poll::Ready(value)) => Poll::Ready(Ok(value)),
-            Err(_) => Poll::Ready(Err(())),
-        }
-    }
 }
 
 enum Finish<T> {

@@ -19,9 +19,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::encoding::hex;
+use crate::future::BoxFuture;
 use crate::gate::parts::LockedParts;
 use crate::time::now_ms;
-use crate::tool::BoxFuture;
 use crate::{CallContext, Outcome, Rejection, RejectionCode, Ticket};
 
 /// Which call a claim is for: who made it, in which task, of which tool, under which id.

@@ -6,7 +6,7 @@ use std::io;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::tool::BoxFuture;
+use crate::future::BoxFuture;
 use crate::{CallContext, ToolCall};
 
 /// A completed step as a store keeps it: the call, the canonical arguments the tool received,

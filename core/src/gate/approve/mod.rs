@@ -10,13 +10,14 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::audit::recorded_canonical;
+use crate::Ticket;
+use crate::contract::recorded_canonical;
 use crate::encoding::random_id;
 use crate::manifest::contract_hash;
 use crate::time::{expiry_ms, now_ms};
 use crate::{Approval, CallContext, Rejection, Reviewer, Risk, ToolCall, ToolContract};
 use signature::{Keyring, SignedDecision};
-use store::{ApprovalStore, Approver, PendingCall, PendingLimits, Ticket};
+use store::{ApprovalStore, Approver, PendingCall, PendingLimits};
 
 /// The registry's approval settings.
 pub(crate) struct Approvals {

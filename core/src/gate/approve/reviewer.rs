@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::store::Ticket;
+use crate::Ticket;
 use crate::{Rejection, RejectionCode};
 
 /// The person (or service) deciding a ticket, as the application authenticated it.

@@ -36,7 +36,8 @@ use sha2::{Digest, Sha256};
 
 use super::decision::ApprovalDecision;
 use super::reviewer::Reviewer;
-use super::store::{PendingCall, Ticket};
+use super::store::PendingCall;
+use crate::Ticket;
 use crate::digest::sha256_hex;
 use crate::encoding::{hex, unhex};
 use crate::time::now_ms;

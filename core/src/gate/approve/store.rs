@@ -21,65 +21,9 @@ use super::decision::{ApprovalDecision, Recorded};
 use super::reviewer::Reviewer;
 use super::signature::SignedDecision;
 use crate::encoding::random_id;
+use crate::future::BoxFuture;
 use crate::time::{expiry_ms, now_ms};
-use crate::tool::BoxFuture;
-use crate::{Arguments, CallContext, Rejection, RejectionCode, Risk};
-
-/// A call waiting for a human: what it is, who asked, and until when it may be decided.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[non_exhaustive]
-pub struct Ticket {
-    /// The ticket's id, for [`Registry::resume`](crate::Registry::resume).
-    pub id: String,
-    /// The tool.
-    pub tool: String,
-    /// The provider's call id.
-    pub call_id: String,
-    /// The canonical arguments (what the tool would receive), sensitive values redacted: the
-    /// model and the audit see these. A reviewer allowed to decide sees the real ones through
-    /// [`Registry::review`](crate::Registry::review).
-    pub arguments: Value,
-    /// Who asked.
-    pub actor: String,
-    /// The caller's tenant.
-    pub tenant: Option<String>,
-    /// The tool's risk.
-    pub risk: Risk,
-    /// Why the tool cannot be undone, if it cannot.
-    pub irreversible: Option<String>,
-    /// A sentence for the reviewer: who wants to run what, with which arguments.
-    pub description: String,
-    /// When the ticket was opened, in milliseconds since the Unix epoch.
-    pub created_ms: u64,
-    /// After this time (milliseconds since the Unix epoch) the call can no longer be approved.
-    pub expires_ms: u64,
-    /// The roles of which a reviewer must hold one to decide; empty: any reviewer.
-    pub approvers: Vec<String>,
-    /// Whether the actor who asked may decide its own call.
-    pub self_approval: bool,
-    /// Whether the actor who asked may confirm its own call, whatever the approver roles
-    /// ([`ToolContract::caller_confirms`](crate::ToolContract::caller_confirms)).
-    #[serde(default)]
-    pub caller_confirms: bool,
-    /// The SHA-256 of the tool's contract when the ticket was opened: a call is not run under
-    /// a contract that changed since.
-    pub contract_hash: String,
-    /// The digest of the whole call as it waits ([`PendingCall::digest`]), which a reviewer's
-    /// signature covers ([`DecisionKey::sign`](crate::DecisionKey::sign)).
-    #[serde(default)]
-    pub call_digest: String,
-    /// Where each value the contract declares `#[from(...)]` was found (see
-    /// [`ValueSource`](crate::ValueSource)): a call waiting because a value came from an
-    /// untrusted source shows which, and from where.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub sources: Vec<crate::ValueSource>,
-}
-
-impl Ticket {
-    pub(crate) fn is_expired(&self, now_ms: u64) -> bool {
-        now_ms >= self.expires_ms
-    }
-}
+use crate::{Arguments, CallContext, Rejection, RejectionCode, Ticket};
 
 /// A call waiting in a store: its ticket, the caller's context and the arguments as sent. It
 /// serializes for a durable store; the context's extensions are not kept (see

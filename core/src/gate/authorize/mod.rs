@@ -8,15 +8,14 @@
 //! tool's own policy and the registry's policies (`policy_denied`) and intent checks
 //! (`intent_mismatch`) decide, in that order.
 
-pub(crate) mod policy;
 pub(crate) mod provenance;
 
 use serde_json::Value;
 
 use super::bound::BoundCall;
 use super::decode::Canonical;
-use super::execute::Contained;
-use crate::tool::BoxFuture;
+use crate::future::BoxFuture;
+use crate::future::Contained;
 use crate::{
     CallContext, Decision, Policy, PolicyError, PolicyRequest, Rejection, RejectionCode,
     ToolContract,
@@ -28,7 +27,7 @@ pub(crate) struct Judge<'a> {
     /// The source of the reviewer's edit being judged, if it is one.
     pub(crate) edit: Option<&'a provenance::store::SourceRecord>,
     /// Where its findings are kept, for the ticket and the audit.
-    pub(crate) found: &'a std::sync::OnceLock<Vec<provenance::ValueSource>>,
+    pub(crate) found: &'a std::sync::OnceLock<Vec<crate::ValueSource>>,
 }
 
 /// The registry-wide rules the authorize gate consults.

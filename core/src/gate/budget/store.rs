@@ -11,8 +11,8 @@ use std::future::ready;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::future::BoxFuture;
 use crate::gate::parts::LockedParts;
-use crate::tool::BoxFuture;
 use crate::{Rejection, RejectionCode};
 
 /// The limits the budget gate enforces; every one is off unless set.

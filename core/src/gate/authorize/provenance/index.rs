@@ -7,9 +7,10 @@ use foldhash::fast::RandomState;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::entities::entities;
-use super::store::{Origin, SourceRecord, TASK_TEXT_LIMIT};
+use super::store::{SourceRecord, TASK_TEXT_LIMIT};
 use super::text::{fold, normalize, numbers, words};
 use crate::CallContext;
+use crate::Origin;
 
 /// The sources of one task (or of one call: its request and a reviewer's edit), indexed.
 #[derive(Debug, Default)]

@@ -22,44 +22,17 @@ pub(crate) mod text;
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use self::entities::{Entity, entities};
 use self::index::{NOTHING, SourceCache, Task, TaskSources, Wanted, lock};
-use self::store::{Origin, ProvenanceStore, SourceRecord};
+use self::store::{ProvenanceStore, SourceRecord};
 use self::text::{PathStep, fold, letters_and_digits, normalize, number_value, source_text};
 use crate::schema::reached;
 use crate::{
-    AfterUntrusted, CallContext, Matching, OnUntrusted, OutputTrust, Rejection, RejectionCode,
-    Sources, ToolContract,
+    AfterUntrusted, CallContext, Matching, OnUntrusted, Origin, OutputTrust, Rejection,
+    RejectionCode, Sources, ToolContract, ValueSource,
 };
-
-/// Where one value of a call was found: what a ticket shows its reviewer and an audit record
-/// keeps.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ValueSource {
-    /// The value, as a JSON pointer into the arguments (`/recipient`, `/payees/1/iban`).
-    pub path: String,
-    /// For an entity inside a text: its kind (`link`, `e-mail address`, `IBAN`, `phone
-    /// number`, `code`) and its number within the text, from 1.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub entity: Option<String>,
-    /// Where it was found; `None`: nowhere.
-    pub found_in: Option<Origin>,
-    /// Whether the value may come from there.
-    pub allowed: bool,
-}
-
-impl ValueSource {
-    /// The value as a sentence names it: "the value of `/recipient`", "IBAN 1 in `/subject`".
-    pub(crate) fn named(&self) -> String {
-        match &self.entity {
-            Some(entity) => format!("{entity} in `{}`", self.path),
-            None => format!("the value of `{}`", self.path),
-        }
-    }
-}
 
 /// The registry's sources: where they are kept, what this worker indexed of them, and
 /// whether outputs are recorded at all (only when some tool's contract reads them).

@@ -10,58 +10,8 @@ use std::sync::{Arc, Mutex};
 use foldhash::fast::RandomState;
 use serde::{Deserialize, Serialize};
 
-use crate::tool::BoxFuture;
-use crate::{CallContext, Rejection, RejectionCode};
-
-/// Where a source entered its task.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum Origin {
-    /// The request the task began with ([`CallContext::with_request`]).
-    Request,
-    /// A later message of the user ([`Registry::add_user_message`](crate::Registry::add_user_message)),
-    /// numbered from 1 in the order the task's store holds them.
-    UserMessage {
-        /// Its number within the task.
-        number: u64,
-    },
-    /// The arguments a reviewer typed in an edit of a waiting call.
-    Edit {
-        /// The reviewer.
-        reviewer: String,
-        /// The ticket the edit decided.
-        ticket: String,
-    },
-    /// The output of a tool call (or the message of its error).
-    ToolOutput {
-        /// The tool.
-        tool: String,
-        /// The provider's id of the call.
-        call_id: String,
-        /// Whether the tool's contract trusts this part of its output
-        /// ([`OutputTrust`](crate::OutputTrust)).
-        trusted: bool,
-    },
-}
-
-impl Origin {
-    /// Whether the user (or a reviewer, for them) supplied it.
-    pub fn is_user(&self) -> bool {
-        matches!(
-            self,
-            Origin::Request | Origin::UserMessage { .. } | Origin::Edit { .. }
-        )
-    }
-
-    /// Whether a value found in it may reach an argument declared `#[from(user, trusted)]`.
-    pub fn is_trusted(&self) -> bool {
-        match self {
-            Origin::ToolOutput { trusted, .. } => *trusted,
-            _ => true,
-        }
-    }
-}
+use crate::future::BoxFuture;
+use crate::{CallContext, Origin, Rejection, RejectionCode};
 
 impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

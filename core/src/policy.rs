@@ -17,7 +17,7 @@ use std::ops::Range;
 
 use serde_json::Value;
 
-use crate::tool::BoxFuture;
+use crate::future::BoxFuture;
 use crate::{CallContext, Risk, ToolContract};
 
 /// What a policy decides.
