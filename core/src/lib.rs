@@ -33,6 +33,7 @@ mod pointer;
 mod policy;
 mod registry;
 mod rejection;
+mod rollback;
 mod schema;
 mod suggest;
 mod time;
@@ -76,10 +77,11 @@ pub use registry::{
     BuildError, DEFAULT_CLAIM_LEASE, DEFAULT_REFUSAL_LIMIT, Registry, RegistryBuilder,
 };
 pub use rejection::{Gate, Rejection, RejectionCode, Violation};
+pub use rollback::store::{Abandoned, StoredStep, TransactionStore};
+pub use rollback::{Compensation, CompensationResult};
 pub use schema::schema_for;
 pub use tool::{IntoToolResult, Invocation, Tool, ToolError};
-pub use transaction::store::{Abandoned, StoredStep, TransactionStore};
-pub use transaction::{Compensation, CompensationResult, Transaction};
+pub use transaction::Transaction;
 
 #[doc(hidden)]
 pub mod __private;

@@ -26,56 +26,36 @@
 //! reads the typed arguments or the canonical arguments, never the model's text again.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::audit::{Decided, Snapshots};
-use crate::contract::{Origin, ValueSource};
+use crate::audit::{Decided, Facts, Snapshots};
+use crate::contract::Origin;
+use crate::contract::contract_hash;
 use crate::digest::sha256_hex;
 use crate::future::BoxFuture;
 use crate::future::Contained;
 use crate::gate::approve::decision::{already_decided, expired, not_pending, record_decision};
 use crate::gate::approve::store::Lease;
 use crate::gate::authorize::provenance::source;
-use crate::gate::authorize::provenance::store::SourceRecord;
 use crate::gate::authorize::provenance::text::source_text;
 use crate::gate::authorize::{Judge, authorize, authorize_caller};
-use crate::gate::bound::{Bound, BoundCall};
-use crate::gate::decode::{self, Canonical, DecodeLimits, Decoded};
+use crate::gate::bound::{BoundCall, ErasedTool, rebind};
+use crate::gate::decode::Canonical;
 use crate::gate::execute::{Execution, contained, panicked};
 use crate::gate::repeat::{self, CallKey, Claim, ClaimState};
 use crate::gate::resolve::{check_choice, resolve};
 use crate::gate::validate::validate;
-use crate::manifest::contract_hash;
 use crate::registry::{Registered, Settings};
+use crate::rollback::CompensationResult;
 use crate::schema::check::SchemaCheck;
 use crate::time::now_ms;
 use crate::{
     ApprovalDecision, Arguments, CallContext, Gate, Outcome, PendingCall, Progress, Registry,
-    Rejection, RejectionCode, SignedDecision, Ticket, Tool, ToolCall, ToolContract, ToolError,
+    Rejection, RejectionCode, SignedDecision, Ticket, ToolCall, ToolContract, ToolError,
 };
-
-/// A tool with its types erased, so that tools of different argument types live in one map.
-/// What is generic in a tool is its arguments' decoding; the gates then read them through
-/// [`BoundCall`], so that they are compiled once, not once per tool.
-pub(crate) trait ErasedTool: Send + Sync {
-    fn contract(&self) -> &ToolContract;
-
-    /// 2. decode: the arguments as sent into the typed arguments, bound to the tool.
-    fn decode<'a>(
-        &'a self,
-        check: &SchemaCheck,
-        arguments: &Arguments,
-        limits: &DecodeLimits,
-    ) -> Result<Decoded<'a, Box<dyn BoundCall<'a> + 'a>>, Rejection>;
-
-    /// The canonical arguments of a call, which passed decode once, bound to the tool again
-    /// (see [`rebind`], which checks that they read back as themselves).
-    fn bind<'a>(&'a self, canonical: &Value) -> Result<Box<dyn BoundCall<'a> + 'a>, Rejection>;
-}
 
 /// How a call came to the gates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,82 +78,6 @@ pub(crate) struct Passage<'a> {
     pub(crate) registry: &'a Registry,
     pub(crate) road: Road,
     pub(crate) facts: &'a Facts,
-}
-
-/// What the gates learn of one call, for its audit record and for its caller.
-#[derive(Default)]
-pub(crate) struct Facts {
-    /// The canonical arguments, where a gate, the audit or the caller reads them.
-    pub(crate) canonical: OnceLock<Value>,
-    /// The caller needs the canonical arguments whatever the gates need: a transaction keeps
-    /// them for the compensation.
-    pub(crate) keep_canonical: bool,
-    pub(crate) snapshots: Snapshots,
-    /// The outcome is that of an earlier call with the same id: nothing ran now.
-    pub(crate) repeated: AtomicBool,
-    /// The lease on the decided call being carried out (its ticket's id and the lease's),
-    /// released from the store just before the call runs.
-    pub(crate) lease: OnceLock<(String, String)>,
-    /// Where each value the contract declares `#[from(...)]` was found.
-    pub(crate) sources: OnceLock<Vec<ValueSource>>,
-    /// The source of a reviewer's edit, for the edited call's provenance.
-    pub(crate) edit: OnceLock<SourceRecord>,
-}
-
-impl<T: Tool> ErasedTool for T {
-    fn contract(&self) -> &ToolContract {
-        Tool::contract(self)
-    }
-
-    fn decode<'a>(
-        &'a self,
-        check: &SchemaCheck,
-        arguments: &Arguments,
-        limits: &DecodeLimits,
-    ) -> Result<Decoded<'a, Box<dyn BoundCall<'a> + 'a>>, Rejection> {
-        let contract = Tool::contract(self);
-        decode::decode(
-            contract,
-            check,
-            arguments,
-            limits,
-            &mut |node, sensitive| {
-                let args = decode::typed_node::<T::Args>(node, sensitive)?;
-                Ok(Box::new(Bound { tool: self, args }))
-            },
-        )
-    }
-
-    fn bind<'a>(&'a self, canonical: &Value) -> Result<Box<dyn BoundCall<'a> + 'a>, Rejection> {
-        let args = decode::typed::<T::Args>(canonical)?;
-        Ok(Box::new(Bound { tool: self, args }))
-    }
-}
-
-/// The canonical arguments of a call that passed decode, bound to its tool again, only if they
-/// read back as themselves (as one call: see [`SchemaCheck::identity_text`]): arguments whose
-/// `Deserialize` and `Serialize` disagree would show a snapshot hook or a compensation another
-/// call than the one the gates judged. A panic while they are read is contained.
-fn rebind<'a>(
-    tool: &'a dyn ErasedTool,
-    check: &SchemaCheck,
-    canonical: &Value,
-) -> Result<Box<dyn BoundCall<'a> + 'a>, Rejection> {
-    catch_unwind(AssertUnwindSafe(|| {
-        let bound = tool.bind(canonical).map_err(|_| not_reproducible())?;
-        if check.identity_text(&bound.canonical()?) != check.identity_text(canonical) {
-            return Err(not_reproducible());
-        }
-        Ok(bound)
-    }))
-    .unwrap_or_else(|_| Err(not_reproducible()))
-}
-
-fn not_reproducible() -> Rejection {
-    Rejection::new(
-        RejectionCode::ArgumentsNotReproducible,
-        "the canonical arguments do not read back as the same arguments: the argument types' `Deserialize` and `Serialize` disagree",
-    )
 }
 
 /// Whether the canonical arguments of a call that ran are read again: for the snapshot after
@@ -1231,8 +1135,7 @@ impl Registry {
         call: &ToolCall,
         canonical: &Value,
         output: Value,
-    ) -> crate::CompensationResult {
-        use crate::CompensationResult;
+    ) -> CompensationResult {
         let started = Instant::now();
         let Some(Registered { tool, check }) = self
             .registered(&call.name)

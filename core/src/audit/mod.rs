@@ -22,6 +22,7 @@
 //!
 //! [`ToolContract::audit_required`]: crate::ToolContract::audit_required
 
+mod facts;
 mod round_writer;
 mod sinks;
 
@@ -41,10 +42,10 @@ use sha2::{Digest, Sha256};
 use crate::contract::{recorded_arguments, recorded_canonical};
 use crate::encoding::hex;
 use crate::future::BoxFuture;
-use crate::pipeline::Facts;
 use crate::rejection::shorten;
 use crate::{Arguments, CallContext, Outcome, PendingCall, Rejection, ToolCall, ToolContract};
 
+pub(crate) use facts::Facts;
 pub use round_writer::RoundWriter;
 pub use sinks::{JsonLinesAuditSink, MemoryAuditSink, TracingAuditSink, read_json_lines};
 

@@ -4,6 +4,7 @@
 mod builder;
 mod check;
 mod dynamic;
+mod entry;
 mod provenance;
 mod sensitive;
 
@@ -18,6 +19,7 @@ pub use check::{ContractError, name_problem};
 pub use dynamic::AllowedValuesFn;
 pub(crate) use dynamic::DynamicValues;
 pub(crate) use dynamic::{AllowedValues, ValuesApply};
+pub(crate) use entry::{contract_hash, entry};
 pub use provenance::{
     AfterUntrusted, Matching, OnUntrusted, Origin, OutputTrust, Provenance, SourceRule, Sources,
     ValueSource,

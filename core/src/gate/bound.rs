@@ -6,13 +6,19 @@
 //! tool is the decoding of its arguments and [`Bound`], a few calls into the tool's own
 //! methods.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
 use serde_json::Value;
 use validator::ValidationErrors;
 
-use super::decode::canonical_of;
+use super::decode::{self, DecodeLimits, Decoded, canonical_of};
 use super::execute::{Execution, execute};
 use crate::future::BoxFuture;
-use crate::{CallContext, Decision, PolicyError, Rejection, Tool, ToolError};
+use crate::schema::check::SchemaCheck;
+use crate::{
+    Arguments, CallContext, Decision, PolicyError, Rejection, RejectionCode, Tool, ToolContract,
+    ToolError,
+};
 
 /// One call's typed arguments with their tool, as the gates after decode read them, for a
 /// call whose tool and context live for `'a`.
@@ -88,4 +94,79 @@ impl<'a, T: Tool> BoundCall<'a> for Bound<'a, T> {
     ) -> Option<BoxFuture<'a, Result<(), ToolError>>> {
         self.tool.compensate_call(ctx, self.args, output)
     }
+}
+
+/// A tool with its types erased, so that tools of different argument types live in one map.
+/// What is generic in a tool is its arguments' decoding; the gates then read them through
+/// [`BoundCall`], so that they are compiled once, not once per tool.
+pub(crate) trait ErasedTool: Send + Sync {
+    fn contract(&self) -> &ToolContract;
+
+    /// 2. decode: the arguments as sent into the typed arguments, bound to the tool.
+    fn decode<'a>(
+        &'a self,
+        check: &SchemaCheck,
+        arguments: &Arguments,
+        limits: &DecodeLimits,
+    ) -> Result<Decoded<'a, Box<dyn BoundCall<'a> + 'a>>, Rejection>;
+
+    /// The canonical arguments of a call, which passed decode once, bound to the tool again
+    /// (see [`rebind`], which checks that they read back as themselves).
+    fn bind<'a>(&'a self, canonical: &Value) -> Result<Box<dyn BoundCall<'a> + 'a>, Rejection>;
+}
+
+impl<T: Tool> ErasedTool for T {
+    fn contract(&self) -> &ToolContract {
+        Tool::contract(self)
+    }
+
+    fn decode<'a>(
+        &'a self,
+        check: &SchemaCheck,
+        arguments: &Arguments,
+        limits: &DecodeLimits,
+    ) -> Result<Decoded<'a, Box<dyn BoundCall<'a> + 'a>>, Rejection> {
+        let contract = Tool::contract(self);
+        decode::decode(
+            contract,
+            check,
+            arguments,
+            limits,
+            &mut |node, sensitive| {
+                let args = decode::typed_node::<T::Args>(node, sensitive)?;
+                Ok(Box::new(Bound { tool: self, args }))
+            },
+        )
+    }
+
+    fn bind<'a>(&'a self, canonical: &Value) -> Result<Box<dyn BoundCall<'a> + 'a>, Rejection> {
+        let args = decode::typed::<T::Args>(canonical)?;
+        Ok(Box::new(Bound { tool: self, args }))
+    }
+}
+
+/// The canonical arguments of a call that passed decode, bound to its tool again, only if they
+/// read back as themselves (as one call: see [`SchemaCheck::identity_text`]): arguments whose
+/// `Deserialize` and `Serialize` disagree would show a snapshot hook or a compensation another
+/// call than the one the gates judged. A panic while they are read is contained.
+pub(crate) fn rebind<'a>(
+    tool: &'a dyn ErasedTool,
+    check: &SchemaCheck,
+    canonical: &Value,
+) -> Result<Box<dyn BoundCall<'a> + 'a>, Rejection> {
+    catch_unwind(AssertUnwindSafe(|| {
+        let bound = tool.bind(canonical).map_err(|_| not_reproducible())?;
+        if check.identity_text(&bound.canonical()?) != check.identity_text(canonical) {
+            return Err(not_reproducible());
+        }
+        Ok(bound)
+    }))
+    .unwrap_or_else(|_| Err(not_reproducible()))
+}
+
+fn not_reproducible() -> Rejection {
+    Rejection::new(
+        RejectionCode::ArgumentsNotReproducible,
+        "the canonical arguments do not read back as the same arguments: the argument types' `Deserialize` and `Serialize` disagree",
+    )
 }

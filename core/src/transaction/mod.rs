@@ -15,14 +15,13 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
 
-pub(crate) mod store;
-
 use serde_json::Value;
 
 use crate::encoding::random_id;
+use crate::rollback::Compensation;
+use crate::rollback::store::StoredStep;
 use crate::time::now_ms;
-use crate::{CallContext, Gate, Outcome, Registry, ToolCall, ToolError};
-use store::StoredStep;
+use crate::{CallContext, Gate, Outcome, Registry, ToolCall};
 
 /// A sequence of calls that stands or falls together.
 ///
@@ -55,28 +54,6 @@ struct Step {
     call: ToolCall,
     canonical: Value,
     outcome: Outcome,
-}
-
-/// What happened to one completed step when the transaction was rolled back.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Compensation {
-    /// The tool of the step.
-    pub tool: String,
-    /// The step's call id.
-    pub call_id: String,
-    /// What the compensation did.
-    pub result: CompensationResult,
-}
-
-/// How a step's compensation ended.
-#[derive(Debug, Clone, PartialEq)]
-pub enum CompensationResult {
-    /// The compensation ran and succeeded.
-    Compensated,
-    /// The tool declares no rollback (it is read-only, or its effect is irreversible).
-    NothingToUndo,
-    /// The compensation failed (or panicked); the step's effect remains.
-    Failed(ToolError),
 }
 
 impl Registry {

@@ -11,9 +11,9 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::Ticket;
+use crate::contract::contract_hash;
 use crate::contract::recorded_canonical;
 use crate::encoding::random_id;
-use crate::manifest::contract_hash;
 use crate::time::{expiry_ms, now_ms};
 use crate::{Approval, CallContext, Rejection, Reviewer, Risk, ToolCall, ToolContract};
 use signature::{Keyring, SignedDecision};

@@ -1,6 +1,8 @@
 //! The registry: the set of tools an agent may call, and its builder, which checks them. How a
 //! call passes through the gates is the pipeline's business (`pipeline.rs`).
 
+mod export;
+
 use std::borrow::Cow;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -16,11 +18,11 @@ use crate::gate::approve::store::PendingLimits;
 use crate::gate::approve::{Approvals, Trust};
 use crate::gate::authorize::Rules;
 use crate::gate::authorize::provenance::Provenance;
+use crate::gate::bound::ErasedTool;
 use crate::gate::budget::Budget;
 use crate::gate::repeat::{InMemoryRepeatStore, RepeatStore};
-use crate::pipeline::ErasedTool;
+use crate::rollback::store::{DurableTransactions, TransactionStore};
 use crate::schema::check::SchemaCheck;
-use crate::transaction::store::{DurableTransactions, TransactionStore};
 use crate::{
     ApprovalStore, Approver, BudgetLimits, BudgetStore, CallContext, ContractError, DecodeLimits,
     InMemoryApprovalStore, InMemoryBudgetStore, InMemoryProvenanceStore, Policy, ProvenanceStore,

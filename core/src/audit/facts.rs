@@ -1,0 +1,30 @@
+//! What the gates learn of one call, for its audit record and for its caller.
+
+use std::sync::OnceLock;
+use std::sync::atomic::AtomicBool;
+
+use serde_json::Value;
+
+use super::Snapshots;
+use crate::ValueSource;
+use crate::gate::authorize::provenance::store::SourceRecord;
+
+/// What the gates learn of one call.
+#[derive(Default)]
+pub(crate) struct Facts {
+    /// The canonical arguments, where a gate, the audit or the caller reads them.
+    pub(crate) canonical: OnceLock<Value>,
+    /// The caller needs the canonical arguments whatever the gates need: a transaction keeps
+    /// them for the compensation.
+    pub(crate) keep_canonical: bool,
+    pub(crate) snapshots: Snapshots,
+    /// The outcome is that of an earlier call with the same id: nothing ran now.
+    pub(crate) repeated: AtomicBool,
+    /// The lease on the decided call being carried out (its ticket's id and the lease's),
+    /// released from the store just before the call runs.
+    pub(crate) lease: OnceLock<(String, String)>,
+    /// Where each value the contract declares `#[from(...)]` was found.
+    pub(crate) sources: OnceLock<Vec<ValueSource>>,
+    /// The source of a reviewer's edit, for the edited call's provenance.
+    pub(crate) edit: OnceLock<SourceRecord>,
+}
