@@ -214,7 +214,7 @@ pub struct Ticket {
     /// The SHA-256 of the tool's contract when the ticket was opened: a call is not run under
     /// a contract that changed since.
     pub contract_hash: String,
-    /// The digest of the whole call as it waits ([`PendingCall::digest`]), which a reviewer's
+    /// The digest of the whole call as it waits ([`PendingCall::digest`](crate::PendingCall::digest)), which a reviewer's
     /// signature covers ([`DecisionKey::sign`](crate::DecisionKey::sign)).
     #[serde(default)]
     pub call_digest: String,

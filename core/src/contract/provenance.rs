@@ -122,7 +122,7 @@ impl Provenance {
 #[serde(tag = "kind", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Origin {
-    /// The request the task began with ([`CallContext::with_request`]).
+    /// The request the task began with ([`CallContext::with_request`](crate::CallContext::with_request)).
     Request,
     /// A later message of the user ([`Registry::add_user_message`](crate::Registry::add_user_message)),
     /// numbered from 1 in the order the task's store holds them.

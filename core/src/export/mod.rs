@@ -115,7 +115,7 @@ impl Profile {
     }
 
     /// The provider's definition of one tool, with the arguments' schema as declared (dynamic
-    /// enums without their values: [`Registry::export`] fills those in for a context).
+    /// enums without their values: [`Registry::export`](crate::Registry::export) fills those in for a context).
     ///
     /// A registry reads a `null` sent for an optional argument as "absent" only when it
     /// declares a profile that [sends null for absent](Self::sends_null_for_absent): serve the
@@ -240,7 +240,7 @@ impl fmt::Display for ProfileError {
 
 impl std::error::Error for ProfileError {}
 
-/// Why [`Registry::export`] produced no tool list.
+/// Why [`Registry::export`](crate::Registry::export) produced no tool list.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ExportError {
