@@ -44,13 +44,17 @@
 //! # });
 //! ```
 //!
-//! The README has the attribute reference and the table of refusal codes.
+//! The [guide] has a page for each task: the [gates](guide::gates) a call passes, the
+//! [`#[tool]` attribute](guide::attribute), [approvals](guide::approvals), running in
+//! [production](guide::production), and the table of [refusal codes](guide::refusals).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub use portcullis_core::*;
 pub use portcullis_macros::{Sensitive, Sourced, tool};
+
+pub mod guide;
 
 /// The README's first example, compiled and run with the tests.
 #[doc = include_str!("../README.md")]

@@ -58,8 +58,8 @@ mod wire_fields;
 ///     -> Result<Deleted, ToolError> { ... }
 /// ```
 ///
-/// The `portcullis` crate's documentation has a runnable example, and its README the full
-/// reference.
+/// The `portcullis` crate's documentation has a runnable example, and its guide page
+/// `portcullis::guide::attribute` the full reference.
 #[proc_macro_attribute]
 pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
     let item: proc_macro2::TokenStream = item.into();

@@ -510,7 +510,7 @@ pub fn update_user_info(
     Ok(UserInfo::from(&*account))
 }
 
-/// A registry of the suite's tools, configured as a careful user following the README would:
+/// A registry of the suite's tools, configured as a careful user following the guide would:
 /// the contracts above, and the intent check that a request to look something up does not
 /// change anything. Approvals of high-risk calls stay off (the registry's default): every
 /// payment would otherwise wait for a human.
