@@ -4,7 +4,7 @@
 //! Most users depend on the `portcullis` facade crate and its `#[tool]` attribute; this crate
 //! holds the runtime those generated tools plug into.
 //!
-//! A call goes down one road, written once in `pipeline.rs`: resolve (the tool, the caller's
+//! A call goes down one road, written once in `pipeline/mod.rs`: resolve (the tool, the caller's
 //! roles and environments), decode (the model's text, read once, into the typed arguments),
 //! validate (every constraint of the schema the model was shown, the arguments' own checks,
 //! dynamic values), authorize (tenant and environment arguments, policies, intent checks),

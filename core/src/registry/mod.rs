@@ -1,5 +1,5 @@
 //! The registry: the set of tools an agent may call, and its builder, which checks them. How a
-//! call passes through the gates is the pipeline's business (`pipeline.rs`).
+//! call passes through the gates is the pipeline's business (`pipeline/`).
 
 mod export;
 
