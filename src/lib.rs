@@ -47,7 +47,7 @@
 //! The README has the attribute reference and the table of refusal codes.
 
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 pub use portcullis_core::*;
 pub use portcullis_macros::{Sensitive, Sourced, tool};
