@@ -78,8 +78,7 @@ async fn round(sink: impl AuditSink, round: usize, tasks: usize) -> f64 {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let dir = std::env::temp_dir().join(format!("portcullis-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let dir = tempfile::tempdir().expect("a temporary directory");
     let postgres = match std::env::var("PORTCULLIS_POSTGRES_URL") {
         Ok(url) => Some(url),
         Err(_) => {
@@ -92,9 +91,10 @@ async fn main() {
     let mut best = [0f64; 4];
     for index in 0..ROUNDS {
         best[0] = best[0].max(round(MemoryAuditSink::default(), index, tasks).await);
-        let sqlite = SqliteStore::open(dir.join(format!("state-{index}.db"))).expect("SQLite");
+        let sqlite =
+            SqliteStore::open(dir.path().join(format!("state-{index}.db"))).expect("SQLite");
         best[1] = best[1].max(round(sqlite, index, tasks).await);
-        let lines = JsonLinesAuditSink::open(dir.join(format!("audit-{index}.jsonl")), true)
+        let lines = JsonLinesAuditSink::open(dir.path().join(format!("audit-{index}.jsonl")), true)
             .expect("a JSON Lines file");
         best[2] = best[2].max(round(lines, index, tasks).await);
         if let Some(url) = &postgres {
@@ -121,7 +121,6 @@ async fn main() {
     if let Some(url) = &postgres {
         drop_schema(url, &schema).await;
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 async fn drop_schema(url: &str, schema: &str) {

@@ -49,7 +49,7 @@
 //! [production](guide::production), and the table of [refusal codes](guide::refusals).
 
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 pub use portcullis_core::*;
 pub use portcullis_macros::{Sensitive, Sourced, tool};

@@ -637,11 +637,15 @@ async fn an_approved_call_waits_for_its_audit() {
     assert_eq!(resent, outcome);
 }
 
-fn temp_log(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("portcullis-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join("audit.jsonl")
+/// A fresh directory for one test's audit log (removed when the test ends, passed or
+/// failed), and the log's path in it.
+fn temp_log(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("portcullis-{name}-"))
+        .tempdir()
+        .unwrap();
+    let path = dir.path().join("audit.jsonl");
+    (dir, path)
 }
 
 fn audited(path: &std::path::Path) -> Registry {
@@ -658,7 +662,7 @@ fn audited(path: &std::path::Path) -> Registry {
 /// log verifies under the key, the write-ahead records included.
 #[tokio::test]
 async fn a_log_appended_by_two_registries_verifies() {
-    let path = temp_log("two-writers");
+    let (_dir, path) = temp_log("two-writers");
     let (first, second) = (audited(&path), audited(&path));
     let ctx = CallContext::new("agent");
     for index in 0..6u64 {
@@ -689,7 +693,7 @@ async fn a_log_appended_by_two_registries_verifies() {
 /// without the key fails under it.
 #[tokio::test]
 async fn a_cut_or_rewritten_log_fails_verification() {
-    let path = temp_log("cut");
+    let (_dir, path) = temp_log("cut");
     let registry = audited(&path);
     let ctx = CallContext::new("agent");
     for index in 0..4u64 {

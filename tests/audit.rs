@@ -108,10 +108,8 @@ async fn every_decision_is_recorded_with_secrets_redacted() {
 
 #[tokio::test]
 async fn a_file_log_detects_tampering() {
-    let dir = std::env::temp_dir().join(format!("portcullis-audit-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("audit.jsonl");
-    let _ = std::fs::remove_file(&path);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
     let registry = registry(JsonLinesAuditSink::open(&path, false).unwrap());
     let ctx = CallContext::new("alice");
     for user in ["ann", "ben", "cat"] {
@@ -135,7 +133,6 @@ async fn a_file_log_detects_tampering() {
         verify(&records, None),
         Err(ChainBreak::Altered { position })
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[tokio::test]

@@ -5,6 +5,7 @@
 //! Its exit codes are [`EXIT_CODES`], printed under every command's `--help`.
 
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 mod approvals;
 mod audit;

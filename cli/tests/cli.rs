@@ -2,7 +2,7 @@
 //! wrote: pending approvals decided from the command line and run by a worker, the audit log
 //! verified and found altered, manifests compared, exports printed.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -11,6 +11,7 @@ use portcullis::export::Profile;
 use portcullis::prelude::*;
 use portcullis_stores::SqliteStore;
 use serde_json::{Value, json};
+use tempfile::TempDir;
 
 /// How many payouts ran, in this test process.
 static PAYOUTS: AtomicUsize = AtomicUsize::new(0);
@@ -80,12 +81,12 @@ async fn wire_funds(reference: String) -> Result<String, ToolError> {
     Ok("wired".to_owned())
 }
 
-/// A fresh directory for one test.
-fn directory(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("portcullis-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory for one test, removed when the test ends, passed or failed.
+fn directory(name: &str) -> TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("portcullis-cli-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 /// A worker of the application on the shared file.
@@ -142,9 +143,9 @@ fn stderr(output: &Output) -> String {
 #[tokio::test]
 async fn a_decision_signed_on_the_command_line_runs_in_a_worker_with_a_keyring() {
     let dir = directory("signed");
-    let database = dir.join("state.db");
+    let database = dir.path().join("state.db");
     let store = database.to_str().unwrap();
-    let key_file = dir.join("rita.key");
+    let key_file = dir.path().join("rita.key");
     let key = key_file.to_str().unwrap();
     let made = portcullis(&[
         "keys",
@@ -267,7 +268,6 @@ async fn a_decision_signed_on_the_command_line_runs_in_a_worker_with_a_keyring()
         stderr(&refused)
     );
     assert_eq!(refunds_to("acme"), 1);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The workers seal what the store keeps: the command line lists the queue without the keys,
@@ -276,10 +276,10 @@ async fn a_decision_signed_on_the_command_line_runs_in_a_worker_with_a_keyring()
 #[tokio::test]
 async fn a_sealed_store_is_decided_with_its_seal_keys() {
     let dir = directory("sealed");
-    let database = dir.join("state.db");
+    let database = dir.path().join("state.db");
     let store = database.to_str().unwrap();
     let keys = portcullis_stores::SealKeys::generate("k1");
-    let seal_file = dir.join("seal.keys");
+    let seal_file = dir.path().join("seal.keys");
     std::fs::write(&seal_file, keys.to_text()).unwrap();
     let seal = seal_file.to_str().unwrap();
     let sealed = SqliteStore::open(&database).unwrap().sealed_with(keys);
@@ -337,13 +337,12 @@ async fn a_sealed_store_is_decided_with_its_seal_keys() {
     assert_eq!(code(&approved), 0, "{}", stderr(&approved));
     let ran = registry.run_decided().await.unwrap();
     assert!(ran[0].1.output().is_some(), "{:?}", ran[0].1);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[tokio::test]
 async fn a_ticket_decided_on_the_command_line_runs_once_in_a_worker() {
     let dir = directory("approvals");
-    let database = dir.join("state.db");
+    let database = dir.path().join("state.db");
     let store = database.to_str().unwrap();
     let ctx = CallContext::new("agent").with_task_id("t1");
     let call = ToolCall::new(
@@ -504,7 +503,8 @@ async fn a_ticket_decided_on_the_command_line_runs_once_in_a_worker() {
 
 #[test]
 fn a_missing_database_is_reported_and_not_created() {
-    let database = directory("missing").join("nowhere.db");
+    let dir = directory("missing");
+    let database = dir.path().join("nowhere.db");
     let store = database.to_str().unwrap();
     let output = portcullis(&["--store", store, "approvals", "list"]);
     assert_eq!(code(&output), 3);
@@ -522,7 +522,8 @@ fn a_missing_database_is_reported_and_not_created() {
 /// database) is refused, and left as it was.
 #[test]
 fn a_database_that_is_no_store_is_refused_and_left_alone() {
-    let database = directory("foreign").join("orders.db");
+    let dir = directory("foreign");
+    let database = dir.path().join("orders.db");
     let orders = rusqlite::Connection::open(&database).unwrap();
     orders
         .execute_batch("CREATE TABLE orders (id INTEGER)")
@@ -617,9 +618,9 @@ fn a_postgres_server_is_trusted_only_under_the_ca_given() {
 #[tokio::test]
 async fn an_altered_audit_record_breaks_the_chain() {
     let dir = directory("audit");
-    let database = dir.join("state.db");
+    let database = dir.path().join("state.db");
     let store = database.to_str().unwrap();
-    let key_file = dir.join("audit.key");
+    let key_file = dir.path().join("audit.key");
     std::fs::write(&key_file, audit_key_bytes()).unwrap();
     let sink = SqliteStore::open(&database).unwrap();
     let registry = Registry::builder()
@@ -734,15 +735,15 @@ fn manifests_compare_tool_by_tool() {
         .build()
         .unwrap();
     let manifest = registry.manifest();
-    let old = dir.join("old.json");
+    let old = dir.path().join("old.json");
     std::fs::write(&old, serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
-    let same = dir.join("same.json");
+    let same = dir.path().join("same.json");
     std::fs::write(&same, manifest.to_string()).unwrap();
     let mut changed = manifest.clone();
     let tools = changed["tools"].as_array_mut().unwrap();
     tools[0]["risk"] = json!("high");
     tools.pop();
-    let new = dir.join("new.json");
+    let new = dir.path().join("new.json");
     std::fs::write(&new, changed.to_string()).unwrap();
     let (old, same, new) = (
         old.to_str().unwrap(),
@@ -781,7 +782,7 @@ fn tools_export_prints_the_applications_export() {
     let exported = registry
         .export(&CallContext::new("export"), profile)
         .unwrap();
-    let file = dir.join("tools.json");
+    let file = dir.path().join("tools.json");
     std::fs::write(&file, json!({profile.name(): exported}).to_string()).unwrap();
     let file = file.to_str().unwrap();
 
@@ -887,7 +888,7 @@ fn settle(store: &str, claim: &str, extra: &[&str]) -> Output {
 #[tokio::test]
 async fn an_unknown_outcome_is_settled_from_the_command_line_once_and_audited() {
     let dir = directory("claims");
-    let database = dir.join("state.db");
+    let database = dir.path().join("state.db");
     let store = database.to_str().unwrap();
     stop_in_the_middle(&database, None, "t1", "claims-1").await;
 
@@ -1027,7 +1028,7 @@ async fn an_unknown_outcome_is_settled_from_the_command_line_once_and_audited() 
 #[tokio::test]
 async fn of_two_operators_settling_at_once_one_wins() {
     let dir = directory("claims-race");
-    let database = dir.join("state.db");
+    let database = dir.path().join("state.db");
     let store = database.to_str().unwrap();
     stop_in_the_middle(&database, None, "t2", "claims-race").await;
     let id = open_claims(store, "0")[0]["id"]
@@ -1102,7 +1103,7 @@ async fn of_two_operators_settling_at_once_one_wins() {
 #[tokio::test]
 async fn a_settlement_chains_with_the_applications_audit_key_only() {
     let dir = directory("claims-keyed");
-    let database = dir.join("state.db");
+    let database = dir.path().join("state.db");
     let store = database.to_str().unwrap();
     let key = AuditKey::new(audit_key_bytes()).unwrap();
     stop_in_the_middle(&database, Some(&key), "t3", "claims-keyed").await;
@@ -1126,7 +1127,7 @@ async fn a_settlement_chains_with_the_applications_audit_key_only() {
         "{}",
         stderr(&unkeyed)
     );
-    let other_key = dir.join("other.key");
+    let other_key = dir.path().join("other.key");
     std::fs::write(&other_key, b"another secret, also 32 bytes+++").unwrap();
     let wrong = settle(
         store,
@@ -1157,7 +1158,7 @@ async fn a_settlement_chains_with_the_applications_audit_key_only() {
     );
     assert_eq!(code(&no_message), 2, "{}", stderr(&no_message));
 
-    let key_file = dir.join("audit.key");
+    let key_file = dir.path().join("audit.key");
     std::fs::write(&key_file, audit_key_bytes()).unwrap();
     let key_file = key_file.to_str().unwrap();
     let settled = settle(

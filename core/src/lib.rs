@@ -14,7 +14,7 @@
 //! their JSON written by their own `Serialize` ([`PolicyRequest::arguments`]).
 
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 pub mod audit;
 mod call;

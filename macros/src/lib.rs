@@ -2,6 +2,8 @@
 //! re-exports it; the generated code refers to `::portcullis::__private` (override the path
 //! with `#[tool(crate = "...")]`).
 
+#![deny(missing_docs)]
+
 use proc_macro::TokenStream;
 
 mod expand;

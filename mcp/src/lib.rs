@@ -16,7 +16,7 @@
 //!   task id of its own, and answers only the caller that opened it.
 
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 mod approval;
 mod http;

@@ -80,7 +80,8 @@ impl Shared {
     }
 }
 
-/// Builds an [`McpServer`].
+/// The settings of an [`McpServer`], from [`McpServer::builder`]: each has a default, and
+/// [`build`](Self::build) refuses a registry not built for the MCP profile.
 pub struct McpServerBuilder {
     registry: Arc<Registry>,
     name: String,
@@ -106,7 +107,8 @@ impl McpServerBuilder {
     }
 
     /// How often a waiting request, and the worker that runs decisions nobody waits for,
-    /// look at the approval store (default 1 second).
+    /// look at the approval store (default 1 second; anything under 10 milliseconds is taken
+    /// as 10, so that waiting requests cannot keep the store busy).
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.poll_interval = interval.max(Duration::from_millis(10));
         self

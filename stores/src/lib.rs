@@ -18,9 +18,9 @@
 //! let rita = DecisionKey::generate();
 //! let keyring = Keyring::new().reviewer(Reviewer::new("rita").with_roles(["finance"]), rita.public_key());
 //!
-//! let dir = std::env::temp_dir().join(format!("portcullis-doc-{}", std::process::id()));
-//! std::fs::create_dir_all(&dir).unwrap();
-//! let store = SqliteStore::open(dir.join("state.db")).unwrap();
+//! // The service's data directory; here one that is removed when the example ends.
+//! let dir = tempfile::tempdir().unwrap();
+//! let store = SqliteStore::open(dir.path().join("state.db")).unwrap();
 //! let registry = Registry::builder()
 //!     .approval_store(store.clone())
 //!     .keyring(keyring)
@@ -28,11 +28,10 @@
 //!     .build()
 //!     .unwrap();
 //! # drop(registry);
-//! # std::fs::remove_dir_all(&dir).unwrap();
 //! ```
 
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 mod claims;
 mod error;

@@ -14,6 +14,7 @@ use portcullis::audit::{AuditKey, ChainBreak, verify, verify_to};
 use portcullis::prelude::*;
 use portcullis::{ApprovalDecision, BudgetLimits, Reviewer};
 use serde_json::json;
+use tempfile::TempDir;
 
 /// Appends one line to the journal: what ran, in any process.
 fn journal(line: &str) {
@@ -156,20 +157,20 @@ async fn worker() {
 struct Scene {
     backend: Backend,
     journal: PathBuf,
+    /// The journal's directory, removed when the scene ends.
+    _directory: TempDir,
 }
 
 impl Scene {
     fn new(name: &str, backend: Backend) -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "portcullis-processes-{name}-{}-{}",
-            backend.tag(),
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let directory = tempfile::Builder::new()
+            .prefix(&format!("portcullis-processes-{name}-{}-", backend.tag()))
+            .tempdir()
+            .unwrap();
         Scene {
             backend,
-            journal: dir.join("journal"),
+            journal: directory.path().join("journal"),
+            _directory: directory,
         }
     }
 

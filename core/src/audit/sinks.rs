@@ -329,10 +329,8 @@ mod tests {
 
     #[test]
     fn json_lines_continue_their_chain_when_opened_again() {
-        let dir = std::env::temp_dir().join(format!("portcullis-audit-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("audit.jsonl");
-        let _ = std::fs::remove_file(&path);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
         append_to(&path, 0, 3);
         append_to(&path, 3, 5);
         let records = read_json_lines(&path).unwrap();
@@ -359,14 +357,12 @@ mod tests {
         let record = record_of(&Decided::plain(&ctx, &call, None, &outcome));
         let error = block_on(log.store(record)).unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::InvalidData);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn appends_go_to_the_disk_in_their_order_and_each_completes_once_it_is_there() {
-        let dir = std::env::temp_dir().join(format!("portcullis-group-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("audit.jsonl");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
         let sink = JsonLinesAuditSink::open(&path, true).unwrap();
         let ctx = CallContext::new("alice");
         let mut waits: Vec<_> = (0..64)
@@ -400,14 +396,12 @@ mod tests {
         assert_eq!(calls, appended);
         assert_eq!(verify(&records, None), Ok(Checkpoint::after(&records[63])));
         drop(sink);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn the_last_line_is_found_across_chunks() {
-        let dir = std::env::temp_dir().join(format!("portcullis-lines-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("lines");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lines");
         let long = "x".repeat(200_000);
         std::fs::write(&path, format!("first\n{long}\n\n")).unwrap();
         let mut file = File::open(&path).unwrap();
@@ -419,6 +413,5 @@ mod tests {
         std::fs::write(&path, "only").unwrap();
         let mut file = File::open(&path).unwrap();
         assert_eq!(last_line(&mut file, 4).unwrap(), Some(b"only".to_vec()));
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

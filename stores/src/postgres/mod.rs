@@ -122,10 +122,14 @@ const MIGRATIONS: &[&str] = &[
     );",
 ];
 
-/// The schema a store uses unless told otherwise.
+/// The schema that holds a store's tables, and names its advisory locks, where none is given
+/// ([`PostgresStore::connect`], [`Store::open`](crate::Store::open), the `portcullis` command
+/// line). Workers that must share state must use the same schema.
 pub const DEFAULT_SCHEMA: &str = "portcullis";
 
-/// Connections a store keeps unless told otherwise.
+/// The most connections a store's pool holds open at once where no number is given: a call
+/// that finds them all busy waits for one. Each worker process has its own pool, so the
+/// server must allow this many per worker (PostgreSQL's `max_connections`, 100 by default).
 pub const DEFAULT_CONNECTIONS: usize = 16;
 
 /// Keys of the advisory locks that order what must happen one at a time across workers.
@@ -165,7 +169,9 @@ impl PostgresStore {
     }
 
     /// Connects as [`connect`](Self::connect) does, with the tables in `schema` (lowercase
-    /// letters, digits and `_`) and at most `connections` connections at once.
+    /// letters, digits and `_`; any other name is refused before connecting, as it goes
+    /// into the connections' search path unquoted) and at most `connections` connections at
+    /// once (at least one).
     pub async fn connect_with(
         url: &str,
         schema: &str,

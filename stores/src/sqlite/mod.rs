@@ -287,10 +287,8 @@ mod tests {
 
     #[test]
     fn a_newer_schema_is_refused() {
-        let dir = std::env::temp_dir().join(format!("portcullis-migrate-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("state.db");
-        let _ = std::fs::remove_file(&path);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
         drop(SqliteStore::open(&path).unwrap());
         drop(SqliteStore::open(&path).unwrap());
         let connection = Connection::open(&path).unwrap();
@@ -311,7 +309,6 @@ mod tests {
         drop(connection);
         let error = SqliteStore::open(&path).err().unwrap();
         assert!(matches!(error, OpenError::NotMigrated { found: -1, .. }));
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// The database, its write-ahead log and its shared memory file are their owner's alone,
@@ -320,10 +317,8 @@ mod tests {
     #[test]
     fn a_new_store_is_readable_by_its_owner_only() {
         use std::os::unix::fs::PermissionsExt;
-        let dir = std::env::temp_dir().join(format!("portcullis-mode-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("state.db");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
         let store = SqliteStore::open(&path).unwrap();
         for suffix in ["", "-wal", "-shm"] {
             let file = format!("{}{suffix}", path.display());
@@ -331,6 +326,5 @@ mod tests {
             assert_eq!(mode & 0o777, 0o600, "{file}");
         }
         drop(store);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

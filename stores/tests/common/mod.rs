@@ -2,9 +2,10 @@
 //! PostgreSQL database when `PORTCULLIS_POSTGRES_URL` names a server (`.ci/run` starts one);
 //! without it the PostgreSQL tests say they skipped and pass.
 
-use std::path::PathBuf;
+use std::sync::Arc;
 
 use portcullis_stores::{PostgresTls, Store, postgres_client};
+use tempfile::TempDir;
 
 /// Where one test keeps its state.
 #[derive(Clone)]
@@ -12,18 +13,22 @@ pub struct Backend {
     /// The store's location, as [`Store::open`] reads it.
     pub location: String,
     postgres: bool,
+    /// The SQLite file's directory, removed with it when the test and the tasks it spawned
+    /// are done with it, passed or failed.
+    _directory: Option<Arc<TempDir>>,
 }
 
 impl Backend {
     /// A fresh SQLite file for test `name`.
     pub fn sqlite(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("portcullis-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let path: PathBuf = dir.join("state.db");
+        let directory = tempfile::Builder::new()
+            .prefix(&format!("portcullis-{name}-"))
+            .tempdir()
+            .unwrap();
         Backend {
-            location: path.display().to_string(),
+            location: directory.path().join("state.db").display().to_string(),
             postgres: false,
+            _directory: Some(Arc::new(directory)),
         }
     }
 
@@ -53,6 +58,7 @@ impl Backend {
         Some(Backend {
             location: format!("{server}/{database}{query}"),
             postgres: true,
+            _directory: None,
         })
     }
 
