@@ -26,6 +26,7 @@ pub mod export;
 mod future;
 mod gate;
 mod json;
+mod locked_parts;
 pub mod manifest;
 mod outcome;
 mod pipeline;

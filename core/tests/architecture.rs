@@ -3,7 +3,8 @@
 //! A concern is a top-level module of the crate (`audit`, `pipeline`, `registry`, …), and under
 //! `gate/` each gate (`gate::approve`, `gate::budget`, …). Files of one concern may use each
 //! other freely; between concerns, the uses must form no circle, so that reading one concern
-//! never requires reading a concern that depends on it.
+//! never requires reading a concern that depends on it. And a gate reads of another gate only
+//! what it is given: the canonical arguments decode writes and the call bound to its tool.
 //!
 //! The test parses every file of `core/src` with `syn`, resolves each path the code names
 //! (through `use` declarations and re-exports) to the module that defines the item, and looks
@@ -399,5 +400,35 @@ fn the_check_sees_uses_through_reexports_and_finds_a_circle() {
         circles(&circular)
             .iter()
             .any(|circle| circle.contains(&"registry".to_owned()))
+    );
+}
+
+/// What a gate may read of another: the canonical arguments decode writes, and the call bound
+/// to its tool (which runs through the execute gate). Anything else is another gate's
+/// internals.
+const READ_BY_GATES: [&str; 2] = ["gate::decode", "gate::bound"];
+
+/// The uses by which a gate reaches into another gate's internals.
+fn reaching_into_gates(graph: &BTreeMap<String, BTreeMap<String, String>>) -> Vec<String> {
+    graph
+        .iter()
+        .filter(|(from, _)| from.starts_with("gate::"))
+        .flat_map(|(from, uses)| {
+            uses.iter()
+                .filter(|(to, _)| to.starts_with("gate::") && !READ_BY_GATES.contains(&to.as_str()))
+                .filter(move |(to, _)| !(from == "gate::bound" && *to == "gate::execute"))
+                .map(move |(to, example)| format!("  {from} -> {to}: {example}"))
+        })
+        .collect()
+}
+
+#[test]
+fn a_gate_uses_another_only_through_what_it_reads() {
+    let krate = Crate::read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    let reaching = reaching_into_gates(&krate.concern_graph());
+    assert!(
+        reaching.is_empty(),
+        "gates that reach into another gate:\n{}",
+        reaching.join("\n")
     );
 }

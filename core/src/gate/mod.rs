@@ -8,7 +8,6 @@ pub(crate) mod bound;
 pub(crate) mod budget;
 pub(crate) mod decode;
 pub(crate) mod execute;
-pub(crate) mod parts;
 pub(crate) mod repeat;
 pub(crate) mod resolve;
 pub(crate) mod validate;

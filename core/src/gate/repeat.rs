@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 
 use crate::encoding::hex;
 use crate::future::BoxFuture;
-use crate::gate::parts::LockedParts;
+use crate::locked_parts::LockedParts;
 use crate::time::now_ms;
 use crate::{CallContext, Outcome, Rejection, RejectionCode, Ticket};
 

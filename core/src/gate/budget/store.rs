@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::future::BoxFuture;
-use crate::gate::parts::LockedParts;
+use crate::locked_parts::LockedParts;
 use crate::{Rejection, RejectionCode};
 
 /// The limits the budget gate enforces; every one is off unless set.
