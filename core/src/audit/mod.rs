@@ -32,7 +32,7 @@ use std::fmt;
 use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
@@ -43,6 +43,7 @@ use crate::contract::{recorded_arguments, recorded_canonical};
 use crate::encoding::hex;
 use crate::future::BoxFuture;
 use crate::rejection::shorten;
+use crate::time::now_ms;
 use crate::{Arguments, CallContext, Outcome, PendingCall, Rejection, ToolCall, ToolContract};
 
 pub(crate) use facts::Facts;
@@ -538,6 +539,45 @@ impl AuditLog {
     }
 
     /// Stores `record` after the records kept before it.
+    /// Records one step of an agent's run ([`RunStep`]) in the same chain as the calls it made.
+    pub(crate) async fn append_step(
+        &self,
+        ctx: &CallContext,
+        step: RunStep<'_>,
+    ) -> std::io::Result<()> {
+        let record = AuditRecord {
+            sequence: 0,
+            time_ms: now_ms(),
+            trace_id: ctx.trace_id().to_owned(),
+            task_id: ctx.task_id().to_owned(),
+            actor: ctx.actor().to_owned(),
+            tenant: ctx.tenant().map(str::to_owned),
+            tool: step
+                .tool
+                .map(|tool| shorten(tool, 200).into_owned())
+                .unwrap_or_default(),
+            call_id: shorten(step.run_id, 200).into_owned(),
+            arguments: Value::Null,
+            decision: format!("run_{}", step.step),
+            gate: None,
+            code: step.code.map(str::to_owned),
+            reason: None,
+            summary: shorten(step.summary, 1000).into_owned(),
+            resolution: None,
+            original_arguments: None,
+            snapshot_before: None,
+            snapshot_after: None,
+            snapshot_missing: None,
+            sources: Vec::new(),
+            budget_calls: 0,
+            budget_cost: 0,
+            duration_us: 0,
+            previous_hash: String::new(),
+            hash: String::new(),
+        };
+        self.store(record).await
+    }
+
     async fn store(&self, record: AuditRecord) -> std::io::Result<()> {
         self.store_unstored().await?;
         self.append_now(record).await
@@ -553,6 +593,23 @@ impl AuditLog {
             })
             .await
     }
+}
+
+/// One step of an agent's run, for the audit log: recorded as `run_{step}` (`run_model_turn`,
+/// `run_paused`, `run_resumed`, `run_finished`, `run_stopped`, ...) under the run's id, so
+/// that a run's transitions read in order between the records of the calls it made.
+#[derive(Debug, Clone, Copy)]
+pub struct RunStep<'a> {
+    /// The run.
+    pub run_id: &'a str,
+    /// What happened, in snake_case: `model_turn`, `paused`, `resumed`, `finished`, `stopped`.
+    pub step: &'a str,
+    /// The tool the step concerns, if one.
+    pub tool: Option<&'a str>,
+    /// The code of a stop or a refusal, if one.
+    pub code: Option<&'a str>,
+    /// A sentence for the operator.
+    pub summary: &'a str,
 }
 
 /// The record of a decision, with where its declared values came from (the write-ahead record
@@ -590,9 +647,7 @@ fn record_of(decided: &Decided<'_>) -> AuditRecord {
     let pending = matches!(outcome, Outcome::Pending(_));
     AuditRecord {
         sequence: 0,
-        time_ms: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |since| since.as_millis() as u64),
+        time_ms: now_ms(),
         trace_id: ctx.trace_id().to_owned(),
         task_id: ctx.task_id().to_owned(),
         actor: ctx.actor().to_owned(),

@@ -1,6 +1,7 @@
 //! The registry: the set of tools an agent may call, and its builder, which checks them. How a
 //! call passes through the gates is the pipeline's business (`pipeline/`).
 
+mod audit;
 mod export;
 
 use std::borrow::Cow;
