@@ -31,7 +31,7 @@ pub fn unhex(digits: &str) -> Option<Vec<u8>> {
 }
 
 /// A fresh id, `{prefix}_` and 128 bits from the operating system's random source.
-pub(crate) fn random_id(prefix: &str) -> String {
+pub fn random_id(prefix: &str) -> String {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).expect("the operating system's random source is available");
     format!("{prefix}_{}", hex(&bytes))

@@ -25,7 +25,9 @@
 //! to wait), an edited one is counted again for its new arguments. Every gate after decode
 //! reads the typed arguments or the canonical arguments, never the model's text again.
 //!
-//! Gates 2 to 9 are [`gates`] and [`admit`] below. Each road into them has its own home:
+//! The order runs in three short functions below: [`Registry::decide`] (the refusal limit is
+//! checked before it, by the road), gate 1 and the caller's part of 4; [`gates`], 2 to 5; and
+//! [`admit`], 6 to 9. Each road into them has its own home:
 //! `fresh.rs` (a call from the model, [`Registry::dispatch`]), `resume.rs` (a reviewer's
 //! decision and the decided call carried out, [`Registry::resume`]), `follow.rs` (where a
 //! waiting call stands, [`Registry::follow`]) and `compensate.rs` (a completed step of an
@@ -45,13 +47,15 @@ use crate::audit::{Decided, Facts, Snapshots};
 use crate::digest::sha256_hex;
 use crate::future::Contained;
 use crate::gate::approve::decision::expired;
+use crate::gate::authorize::authorize_caller;
 use crate::gate::authorize::{Judge, authorize};
 use crate::gate::bound::{BoundCall, ErasedTool, rebind};
 use crate::gate::decode::Canonical;
 use crate::gate::execute::{Execution, contained, panicked};
 use crate::gate::repeat::{self, CallKey, Claim, ClaimState};
+use crate::gate::resolve::{check_choice, resolve};
 use crate::gate::validate::validate;
-use crate::registry::Settings;
+use crate::registry::{Registered, Settings};
 use crate::schema::check::SchemaCheck;
 use crate::time::now_ms;
 use crate::{
@@ -87,6 +91,66 @@ pub(crate) struct Passage<'a> {
 /// it, or for its compensation.
 fn read_again(contract: &ToolContract) -> bool {
     contract.snapshot().is_some() || contract.has_rollback()
+}
+
+impl Registry {
+    /// Every gate, in order, for a call that came by `road`.
+    pub(crate) async fn decide(
+        &self,
+        ctx: &CallContext,
+        call: &ToolCall,
+        road: Road,
+        facts: &Facts,
+    ) -> Dispatched<'_> {
+        let settings = self.settings();
+        let refused = |rejection, contract| Dispatched {
+            outcome: Outcome::Rejected(rejection),
+            contract,
+        };
+        // 1. resolve: a tool the caller may not use is refused and hinted at as a missing one.
+        let known =
+            |entry: &Registered| settings.reveal_denied_tools || entry.tool.contract().grants(ctx);
+        let visible = |entry: &Registered| {
+            let contract = entry.tool.contract();
+            contract.grants(ctx) && ctx.tool_choice().allows(contract.name())
+        };
+        let Registered { tool, check } = match resolve(self.tools(), &call.name, known, visible) {
+            Ok(entry) => entry,
+            // The audit still learns which tool it was, to redact its sensitive arguments.
+            Err(rejection) => return refused(rejection, self.contract(&call.name)),
+        };
+        let contract = tool.contract();
+        if let Err(rejection) = check_choice(contract.name(), ctx) {
+            return refused(rejection, Some(contract));
+        }
+        // 4, first part: who is calling, before the arguments are read.
+        if let Err(rejection) = authorize_caller(contract, ctx) {
+            return refused(rejection, Some(contract));
+        }
+        // 2 to 9.
+        let passage = Passage {
+            ctx,
+            call,
+            check,
+            registry: self,
+            road,
+            facts,
+        };
+        let outcome = match contained(|| {
+            Execution::Running(Box::pin(async move {
+                gates(&**tool, passage)
+                    .await
+                    .unwrap_or_else(Outcome::Rejected)
+            }))
+        }) {
+            Execution::Finished(outcome) => outcome,
+            Execution::Running(running) => running.await,
+        };
+        Dispatched {
+            outcome,
+            contract: Some(contract),
+        }
+    }
 }
 
 /// Gates 2 to 9, which read the arguments, then the tool's body.

@@ -5,25 +5,22 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use super::{Dispatched, Passage, Road, gates, ran};
+use super::{Dispatched, Road, ran};
 use crate::audit::{Decided, Facts};
 use crate::contract::Origin;
 use crate::contract::contract_hash;
 use crate::digest::sha256_hex;
 use crate::gate::approve::decision::{already_decided, expired, not_pending, record_decision};
 use crate::gate::approve::store::Lease;
-use crate::gate::authorize::authorize_caller;
 use crate::gate::authorize::provenance::source;
 use crate::gate::authorize::provenance::text::source_text;
 
-use crate::gate::execute::{Execution, contained};
 use crate::gate::repeat::{CallKey, Claim, ClaimState};
-use crate::gate::resolve::{check_choice, resolve};
 use crate::registry::Registered;
 use crate::time::now_ms;
 use crate::{
-    ApprovalDecision, Arguments, CallContext, Outcome, PendingCall, Registry, Rejection,
-    RejectionCode, SignedDecision, Ticket, ToolCall,
+    ApprovalDecision, Arguments, Outcome, PendingCall, Registry, Rejection, RejectionCode,
+    SignedDecision, Ticket, ToolCall,
 };
 
 impl Registry {
@@ -446,64 +443,6 @@ impl Registry {
         match store.remove(ticket_id, lease_id).await? {
             true => Ok(()),
             false => Err(lease_lost()),
-        }
-    }
-
-    /// Every gate, in order, for a call that came by `road`.
-    pub(crate) async fn decide(
-        &self,
-        ctx: &CallContext,
-        call: &ToolCall,
-        road: Road,
-        facts: &Facts,
-    ) -> Dispatched<'_> {
-        let settings = self.settings();
-        let refused = |rejection, contract| Dispatched {
-            outcome: Outcome::Rejected(rejection),
-            contract,
-        };
-        // 1. resolve: a tool the caller may not use is refused and hinted at as a missing one.
-        let known =
-            |entry: &Registered| settings.reveal_denied_tools || entry.tool.contract().grants(ctx);
-        let visible = |entry: &Registered| {
-            let contract = entry.tool.contract();
-            contract.grants(ctx) && ctx.tool_choice().allows(contract.name())
-        };
-        let Registered { tool, check } = match resolve(self.tools(), &call.name, known, visible) {
-            Ok(entry) => entry,
-            // The audit still learns which tool it was, to redact its sensitive arguments.
-            Err(rejection) => return refused(rejection, self.contract(&call.name)),
-        };
-        let contract = tool.contract();
-        if let Err(rejection) = check_choice(contract.name(), ctx) {
-            return refused(rejection, Some(contract));
-        }
-        // 4, first part: who is calling, before the arguments are read.
-        if let Err(rejection) = authorize_caller(contract, ctx) {
-            return refused(rejection, Some(contract));
-        }
-        // 2 to 9.
-        let passage = Passage {
-            ctx,
-            call,
-            check,
-            registry: self,
-            road,
-            facts,
-        };
-        let outcome = match contained(|| {
-            Execution::Running(Box::pin(async move {
-                gates(&**tool, passage)
-                    .await
-                    .unwrap_or_else(Outcome::Rejected)
-            }))
-        }) {
-            Execution::Finished(outcome) => outcome,
-            Execution::Running(running) => running.await,
-        };
-        Dispatched {
-            outcome,
-            contract: Some(contract),
         }
     }
 }
