@@ -1,0 +1,569 @@
+//! The agent loop with a scripted model: self-correction, limits, the stalled stop, parallel
+//! calls, pauses for a human (approve, edit, reject with a message, expiry), resumption by one
+//! of two workers, the audit of every step, and the user's messages as the task's sources.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use portcullis::audit::MemoryAuditSink;
+use portcullis::export::Profile;
+use portcullis::prelude::*;
+use portcullis::{ApprovalDecision, Decision, PolicyError, PolicyRequest};
+use portcullis_agent::{
+    Agent, InMemoryRunStore, Message, ModelTurn, RunError, RunOutcome, ScriptedModel, StepEvent,
+    StopReason, Usage,
+};
+use serde_json::json;
+
+static LOOKUPS: AtomicUsize = AtomicUsize::new(0);
+static PAYMENTS: AtomicUsize = AtomicUsize::new(0);
+
+/// Look up an order.
+#[tool(read_only)]
+fn find_order(order_id: u64) -> Result<String, ToolError> {
+    LOOKUPS.fetch_add(1, Ordering::SeqCst);
+    Ok(format!("order {order_id}: shipped"))
+}
+
+/// Pay an invoice.
+#[tool(risk = "high", irreversible = "money leaves", approval = always)]
+fn pay(invoice: String, amount_cents: u32) -> Result<String, ToolError> {
+    PAYMENTS.fetch_add(1, Ordering::SeqCst);
+    Ok(format!("paid {amount_cents} for {invoice}"))
+}
+
+fn always(_: &CallContext, _: &PayArgs) -> bool {
+    true
+}
+
+/// Wait at a barrier shared by the calls of one turn: only calls dispatched at once pass it.
+#[tool(read_only)]
+async fn meet(name: String, ctx: &CallContext) -> Result<String, ToolError> {
+    let barrier = ctx
+        .extension::<Arc<tokio::sync::Barrier>>()
+        .ok_or_else(|| ToolError::new("no_barrier", "no barrier"))?;
+    barrier.wait().await;
+    Ok(format!("{name} met"))
+}
+
+fn profile() -> Profile {
+    Profile::OpenAiChat { strict: false }
+}
+
+fn registry() -> Registry {
+    Registry::builder()
+        .tool(FindOrder)
+        .tool(Pay)
+        .tool(Meet)
+        .profile(profile())
+        .build()
+        .unwrap()
+}
+
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(future)
+}
+
+fn ctx() -> CallContext {
+    CallContext::new("alice")
+}
+
+fn tool_results(transcript: &[Message]) -> Vec<(String, bool)> {
+    transcript
+        .iter()
+        .filter_map(|message| match message {
+            Message::Tool(result) => Some((result.content.clone(), result.is_error)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_refused_call_goes_back_to_the_model_which_corrects_it() {
+    block_on(async {
+        let model = Arc::new(
+            ScriptedModel::new()
+                .call("find_order", json!({"order_id": "seven"}))
+                .call("find_order", json!({"order_id": 7}))
+                .answer("Order 7 has shipped."),
+        );
+        let agent = Agent::builder(registry(), SharedModel(model.clone()))
+            .build()
+            .unwrap();
+        let before = LOOKUPS.load(Ordering::SeqCst);
+        let run = agent.run(&ctx(), "Where is order 7?").await.unwrap();
+
+        assert_eq!(run.answer(), Some("Order 7 has shipped."));
+        assert_eq!(
+            LOOKUPS.load(Ordering::SeqCst) - before,
+            1,
+            "the wrong call never ran"
+        );
+        let shown = model.transcripts();
+        let (refusal, is_error) = &tool_results(&shown[1])[0];
+        assert!(is_error);
+        assert!(refusal.contains("invalid_type"), "{refusal}");
+        assert_eq!(
+            tool_results(&shown[2])[1],
+            ("order 7: shipped".to_owned(), false)
+        );
+        let kinds: Vec<&str> = run.steps.iter().map(|step| step.event.kind()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "user_message",
+                "model_turn",
+                "tool_call",
+                "model_turn",
+                "tool_call",
+                "model_turn",
+                "finished"
+            ]
+        );
+    });
+}
+
+#[test]
+fn a_run_stops_at_its_turn_limit() {
+    block_on(async {
+        let model = ScriptedModel::new()
+            .call("find_order", json!({"order_id": 1}))
+            .call("find_order", json!({"order_id": 2}))
+            .call("find_order", json!({"order_id": 3}));
+        let agent = Agent::builder(registry(), model)
+            .max_turns(2)
+            .build()
+            .unwrap();
+        let run = agent.run(&ctx(), "Look at every order").await.unwrap();
+        assert_eq!(run.stop_reason(), Some(&StopReason::StepLimit { turns: 2 }));
+        assert_eq!(run.stop_reason().unwrap().code(), "step_limit");
+    });
+}
+
+#[test]
+fn a_model_that_repeats_a_refused_call_is_stopped_as_stalled() {
+    block_on(async {
+        // The same call three times, its keys in another order the third time.
+        let model = ScriptedModel::new()
+            .call("pay", json!({"invoice": "inv_1", "amount_cents": "100"}))
+            .call("pay", json!({"invoice": "inv_1", "amount_cents": "100"}))
+            .turn(|request| ModelTurn {
+                calls: vec![ToolCall::new(
+                    format!("call_{}", request.transcript.len()),
+                    "pay",
+                    r#"{"amount_cents": "100", "invoice": "inv_1"}"#,
+                )],
+                ..ModelTurn::default()
+            })
+            .answer("never reached");
+        let agent = Agent::builder(registry(), model).build().unwrap();
+        let run = agent.run(&ctx(), "Pay inv_1").await.unwrap();
+        assert_eq!(
+            run.stop_reason(),
+            Some(&StopReason::Stalled {
+                tool: "pay".to_owned(),
+                refusal: RejectionCode::InvalidType,
+            })
+        );
+        assert_eq!(run.stop_reason().unwrap().code(), "stalled");
+    });
+}
+
+#[test]
+fn the_calls_of_one_turn_run_at_once_and_their_results_go_back_in_order() {
+    block_on(async {
+        let model = Arc::new(
+            ScriptedModel::new()
+                .calls([
+                    ("meet", json!({"name": "first"})),
+                    ("meet", json!({"name": "second"})),
+                ])
+                .answer("Both met."),
+        );
+        let agent = Agent::builder(registry(), SharedModel(model.clone()))
+            .build()
+            .unwrap();
+        // Each call waits for the other at the barrier: dispatched one after the other, the
+        // first would wait for ever.
+        let ctx = ctx().with_extension(Arc::new(tokio::sync::Barrier::new(2)));
+        let run = tokio::time::timeout(Duration::from_secs(10), agent.run(&ctx, "Meet twice"))
+            .await
+            .expect("the calls were dispatched at once")
+            .unwrap();
+        assert_eq!(run.answer(), Some("Both met."));
+        let results = tool_results(&model.transcripts()[1]);
+        assert_eq!(
+            results,
+            [
+                ("first met".to_owned(), false),
+                ("second met".to_owned(), false)
+            ]
+        );
+    });
+}
+
+/// Pays, waits for a human, and answers with whatever the model read of the payment.
+fn paying_model() -> Arc<ScriptedModel> {
+    Arc::new(
+        ScriptedModel::new()
+            .call("pay", json!({"invoice": "inv_9", "amount_cents": 500}))
+            .turn(|request| {
+                let Some(Message::Tool(result)) = request.transcript.last() else {
+                    panic!("the model reads the call's result");
+                };
+                ModelTurn {
+                    text: Some(result.content.clone()),
+                    ..ModelTurn::default()
+                }
+            }),
+    )
+}
+
+#[test]
+fn a_call_that_waits_pauses_the_run_and_an_approval_resumes_it() {
+    block_on(async {
+        let registry = registry();
+        let agent = Agent::builder(registry.clone(), SharedModel(paying_model()))
+            .build()
+            .unwrap();
+        let before = PAYMENTS.load(Ordering::SeqCst);
+        let run = agent.run(&ctx(), "Pay invoice 9").await.unwrap();
+        let [ticket] = run.tickets() else {
+            panic!("one ticket: {run:?}");
+        };
+        assert_eq!(PAYMENTS.load(Ordering::SeqCst), before);
+
+        // Still waiting: resuming changes nothing.
+        let again = agent.resume(&run.id).await.unwrap();
+        assert_eq!(again.tickets().len(), 1);
+
+        let approved = ApprovalDecision::Approve {
+            reviewer: "rita".into(),
+        };
+        let outcome = registry.resume(&ticket.id, approved).await;
+        assert!(outcome.output().is_some(), "{outcome:?}");
+        let run = agent.resume(&run.id).await.unwrap();
+        assert_eq!(run.answer(), Some("paid 500 for inv_9"));
+        assert_eq!(PAYMENTS.load(Ordering::SeqCst) - before, 1);
+        assert!(
+            run.steps
+                .iter()
+                .any(|step| step.event == StepEvent::Resumed)
+        );
+
+        let finished = agent.resume(&run.id).await.unwrap_err();
+        assert_eq!(finished.code(), "run_not_paused");
+    });
+}
+
+#[test]
+fn a_rejection_reaches_the_model_as_the_call_result() {
+    block_on(async {
+        let registry = registry();
+        let agent = Agent::builder(registry.clone(), SharedModel(paying_model()))
+            .build()
+            .unwrap();
+        let run = agent.run(&ctx(), "Pay invoice 9").await.unwrap();
+        let ticket = run.tickets()[0].id.clone();
+        let rejected = ApprovalDecision::Reject {
+            reviewer: "rita".into(),
+            message: "inv_9 was paid last week; do not pay it again".into(),
+        };
+        registry.resume(&ticket, rejected).await;
+        let run = agent.resume(&run.id).await.unwrap();
+        let answer = run.answer().unwrap();
+        assert!(answer.contains("approval_rejected"), "{answer}");
+        assert!(answer.contains("inv_9 was paid last week"), "{answer}");
+    });
+}
+
+#[test]
+fn an_edited_call_runs_as_edited() {
+    block_on(async {
+        let registry = registry();
+        let agent = Agent::builder(registry.clone(), SharedModel(paying_model()))
+            .build()
+            .unwrap();
+        let run = agent.run(&ctx(), "Pay invoice 9").await.unwrap();
+        let ticket = run.tickets()[0].id.clone();
+        let edited = ApprovalDecision::Edit {
+            reviewer: "rita".into(),
+            arguments: json!({"invoice": "inv_9", "amount_cents": 450}),
+        };
+        registry.resume(&ticket, edited).await;
+        let run = agent.resume(&run.id).await.unwrap();
+        assert_eq!(run.answer(), Some("paid 450 for inv_9"));
+    });
+}
+
+#[test]
+fn an_expired_ticket_tells_the_model() {
+    block_on(async {
+        let registry = Registry::builder()
+            .tool(Pay)
+            .profile(profile())
+            .approval_lifetime(Duration::from_millis(50))
+            .build()
+            .unwrap();
+        let agent = Agent::builder(registry, SharedModel(paying_model()))
+            .build()
+            .unwrap();
+        let run = agent.run(&ctx(), "Pay invoice 9").await.unwrap();
+        assert_eq!(run.tickets().len(), 1);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let run = agent.resume(&run.id).await.unwrap();
+        let answer = run.answer().unwrap();
+        assert!(answer.contains("approval_expired"), "{answer}");
+    });
+}
+
+#[test]
+fn of_two_workers_resuming_one_run_one_takes_it_and_the_call_runs_once() {
+    block_on(async {
+        let registry = registry();
+        let store = Arc::new(InMemoryRunStore::default());
+        // A model that takes its time, so that the worker that took the run still holds it when
+        // the other tries.
+        let slow = || SlowModel(paying_model(), Duration::from_millis(200));
+        let first = Agent::builder(registry.clone(), slow())
+            .store(store.clone())
+            .build()
+            .unwrap();
+        let second = Agent::builder(registry.clone(), slow())
+            .store(store.clone())
+            .build()
+            .unwrap();
+        let before = PAYMENTS.load(Ordering::SeqCst);
+        let run = first.run(&ctx(), "Pay invoice 9").await.unwrap();
+        let approved = ApprovalDecision::Approve {
+            reviewer: "rita".into(),
+        };
+        registry.resume(&run.tickets()[0].id, approved).await;
+
+        let (one, other) = tokio::join!(first.resume(&run.id), second.resume(&run.id));
+        let (finished, refused): (Vec<_>, Vec<_>) =
+            [one, other].into_iter().partition(Result::is_ok);
+        assert_eq!(finished.len() + refused.len(), 2);
+        assert_eq!((finished.len(), refused.len()), (1, 1));
+        assert_eq!(refused[0].as_ref().unwrap_err().code(), "run_in_progress");
+        assert_eq!(
+            finished[0].as_ref().unwrap().answer(),
+            Some("paid 500 for inv_9")
+        );
+        assert_eq!(PAYMENTS.load(Ordering::SeqCst) - before, 1);
+    });
+}
+
+/// Refuses every payment.
+fn no_payments(request: &PolicyRequest<'_>) -> Result<Decision, PolicyError> {
+    Ok(if request.contract.name() == "pay" {
+        Decision::deny("payments_frozen", "payments are frozen")
+    } else {
+        Decision::Allow
+    })
+}
+
+#[test]
+fn a_refusal_the_model_cannot_act_on_stops_the_run_with_its_code_unless_it_is_told() {
+    block_on(async {
+        let frozen = || {
+            Registry::builder()
+                .tool(Pay)
+                .policy(no_payments)
+                .profile(profile())
+                .build()
+                .unwrap()
+        };
+        let model = ScriptedModel::new()
+            .call("pay", json!({"invoice": "inv_1", "amount_cents": 100}))
+            .answer("unreached");
+        let agent = Agent::builder(frozen(), model).build().unwrap();
+        let run = agent.run(&ctx(), "Pay inv_1").await.unwrap();
+        let reason = run.stop_reason().unwrap();
+        assert_eq!(reason.code(), "policy_denied");
+
+        let model = ScriptedModel::new()
+            .call("pay", json!({"invoice": "inv_1", "amount_cents": 100}))
+            .answer("Payments are frozen.");
+        let agent = Agent::builder(frozen(), model)
+            .tell_model(RejectionCode::PolicyDenied)
+            .build()
+            .unwrap();
+        let run = agent.run(&ctx(), "Pay inv_1").await.unwrap();
+        assert_eq!(run.answer(), Some("Payments are frozen."));
+    });
+}
+
+#[test]
+fn token_and_cost_limits_stop_the_run() {
+    block_on(async {
+        let expensive = |_: portcullis_agent::ModelRequest<'_>| ModelTurn {
+            calls: vec![ToolCall::new("call_1", "find_order", r#"{"order_id": 1}"#)],
+            usage: Usage {
+                input_tokens: 900,
+                output_tokens: 200,
+                cost: 7,
+            },
+            ..ModelTurn::default()
+        };
+        let agent = Agent::builder(registry(), ScriptedModel::new().turn(expensive))
+            .max_tokens(1_000)
+            .build()
+            .unwrap();
+        let run = agent.run(&ctx(), "Look").await.unwrap();
+        assert_eq!(
+            run.stop_reason(),
+            Some(&StopReason::TokenLimit { tokens: 1_000 })
+        );
+
+        let agent = Agent::builder(registry(), ScriptedModel::new().turn(expensive))
+            .max_cost(5)
+            .build()
+            .unwrap();
+        let run = agent.run(&ctx(), "Look").await.unwrap();
+        assert_eq!(run.stop_reason().unwrap().code(), "cost_limit");
+        assert_eq!(run.usage.cost, 7);
+    });
+}
+
+#[test]
+fn another_message_continues_a_finished_run() {
+    block_on(async {
+        let model = Arc::new(
+            ScriptedModel::new()
+                .answer("Which order?")
+                .call("find_order", json!({"order_id": 7}))
+                .answer("Order 7 has shipped."),
+        );
+        let agent = Agent::builder(registry(), SharedModel(model.clone()))
+            .build()
+            .unwrap();
+        let run = agent.run(&ctx(), "Where is my order?").await.unwrap();
+        assert_eq!(run.answer(), Some("Which order?"));
+        let run = agent.message(&run.id, "Order 7").await.unwrap();
+        assert_eq!(run.answer(), Some("Order 7 has shipped."));
+        let shown = model.transcripts();
+        let users: Vec<&Message> = shown[1]
+            .iter()
+            .filter(|message| matches!(message, Message::User { .. }))
+            .collect();
+        assert_eq!(users.len(), 2);
+
+        let missing = agent.message("run_missing", "hello").await.unwrap_err();
+        assert_eq!(missing, RunError::NotFound("run_missing".to_owned()));
+        assert_eq!(missing.code(), "run_not_found");
+    });
+}
+
+#[test]
+fn a_paused_run_takes_no_message_until_it_is_resumed() {
+    block_on(async {
+        let agent = Agent::builder(registry(), SharedModel(paying_model()))
+            .build()
+            .unwrap();
+        let run = agent.run(&ctx(), "Pay invoice 9").await.unwrap();
+        assert!(matches!(run.outcome, RunOutcome::Paused { .. }));
+        let refused = agent.message(&run.id, "and invoice 10").await.unwrap_err();
+        assert_eq!(refused.code(), "run_paused");
+    });
+}
+
+#[test]
+fn every_step_is_in_the_audit_chain() {
+    block_on(async {
+        let sink = MemoryAuditSink::default();
+        let registry = Registry::builder()
+            .tool(FindOrder)
+            .profile(profile())
+            .audit(sink.clone())
+            .build()
+            .unwrap();
+        let model = ScriptedModel::new()
+            .call("find_order", json!({"order_id": 7}))
+            .answer("Shipped.");
+        let agent = Agent::builder(registry, model).build().unwrap();
+        let run = agent.run(&ctx(), "Where is order 7?").await.unwrap();
+        let records = sink.records();
+        portcullis::audit::verify(&records, None).unwrap();
+        let decisions: Vec<&str> = records
+            .iter()
+            .map(|record| record.decision.as_str())
+            .collect();
+        assert_eq!(
+            decisions,
+            [
+                "run_user_message",
+                "run_model_turn",
+                "completed",
+                "run_tool_call",
+                "run_model_turn",
+                "run_finished"
+            ]
+        );
+        assert!(
+            records
+                .iter()
+                .filter(|record| record.decision.starts_with("run_"))
+                .all(|record| record.call_id == run.id)
+        );
+    });
+}
+
+#[test]
+fn a_model_without_a_profile_the_registry_serves_is_refused_at_build() {
+    let registry = Registry::builder().tool(FindOrder).build().unwrap();
+    let refused = Agent::builder(registry, ScriptedModel::new())
+        .build()
+        .err()
+        .unwrap();
+    assert!(refused.to_string().contains(".profile("), "{refused}");
+}
+
+/// A scripted model shared with the test, which reads what it was shown.
+struct SharedModel(Arc<ScriptedModel>);
+
+impl portcullis_agent::Model for SharedModel {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    fn profile(&self) -> Profile {
+        self.0.profile()
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: portcullis_agent::ModelRequest<'a>,
+    ) -> portcullis::BoxFuture<'a, Result<ModelTurn, portcullis_agent::ModelError>> {
+        self.0.complete(request)
+    }
+}
+
+/// A scripted model that waits before each turn.
+struct SlowModel(Arc<ScriptedModel>, Duration);
+
+impl portcullis_agent::Model for SlowModel {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    fn profile(&self) -> Profile {
+        self.0.profile()
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: portcullis_agent::ModelRequest<'a>,
+    ) -> portcullis::BoxFuture<'a, Result<ModelTurn, portcullis_agent::ModelError>> {
+        Box::pin(async move {
+            tokio::time::sleep(self.1).await;
+            self.0.complete(request).await
+        })
+    }
+}
