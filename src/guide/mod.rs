@@ -16,6 +16,7 @@
 //! | [approvals] | make a payout wait for finance; signed decisions and who may decide |
 //! | [audit] | keep a tamper-evident record of every decision |
 //! | [transactions] | undo the completed steps of a task that failed halfway |
+//! | [agent] | let a model work through a task: the loop, its limits, pauses for a human across restarts |
 //! | [production] | run several workers on SQLite or PostgreSQL: stores, sealing, keys, crashes, the command line |
 //! | [mcp] | serve the tools to any MCP client, over stdio or HTTP |
 //! | [providers] | export the tools to OpenAI, Anthropic, Gemini; parse their calls and reply; lock the contracts |
@@ -48,6 +49,9 @@ pub mod audit {}
 
 #[doc = include_str!("transactions.md")]
 pub mod transactions {}
+
+#[doc = include_str!("agent.md")]
+pub mod agent {}
 
 #[doc = include_str!("production.md")]
 pub mod production {}
