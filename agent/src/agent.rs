@@ -108,6 +108,7 @@ pub struct AgentBuilder {
     max_tokens: Option<u64>,
     max_cost: Option<u64>,
     stall_after: u32,
+    max_calls_per_turn: usize,
     told: HashSet<RejectionCode>,
     choice: Option<ChoiceForTurn>,
     lease: Duration,
@@ -144,6 +145,13 @@ impl AgentBuilder {
     /// was is a model that does not read its refusals.
     pub fn stall_after(mut self, times: u32) -> Self {
         self.stall_after = times.max(1);
+        self
+    }
+
+    /// Stops a run whose model makes more than `calls` calls in one turn (16 by default), before
+    /// any of them runs: `too_many_calls`.
+    pub fn max_calls_per_turn(mut self, calls: usize) -> Self {
+        self.max_calls_per_turn = calls;
         self
     }
 
@@ -232,6 +240,7 @@ impl Agent {
             max_tokens: None,
             max_cost: None,
             stall_after: 3,
+            max_calls_per_turn: 16,
             told: HashSet::new(),
             choice: None,
             lease: Duration::from_secs(300),
@@ -327,6 +336,20 @@ impl Agent {
         }
     }
 
+    /// The context the calls of turn `number` are made in: the run's, with the turn's tool
+    /// choice.
+    fn turn_ctx(&self, ctx: &CallContext, number: u32) -> CallContext {
+        let choice = self
+            .settings
+            .choice
+            .as_ref()
+            .and_then(|choose| choose(number));
+        match choice {
+            Some(choice) => ctx.clone().with_tool_choice(choice),
+            None => ctx.clone(),
+        }
+    }
+
     async fn record_user_message(&self, ctx: &CallContext, text: &str) -> Result<(), RunError> {
         self.settings
             .registry
@@ -399,11 +422,7 @@ impl Agent {
                 return held.stop(StopReason::StepLimit { turns }).await;
             }
             let number = state.turns.saturating_add(1);
-            let choice = settings.choice.as_ref().and_then(|choose| choose(number));
-            let ctx = match choice {
-                Some(choice) => state.ctx.clone().with_tool_choice(choice),
-                None => state.ctx.clone(),
-            };
+            let ctx = self.turn_ctx(&state.ctx, number);
             let tools = match settings.registry.export(&ctx, settings.model.profile()) {
                 Ok(Value::Array(tools)) => tools,
                 Ok(other) => vec![other],
@@ -442,6 +461,23 @@ impl Agent {
             if turn.calls.is_empty() {
                 return held.finish(turn.text.unwrap_or_default()).await;
             }
+            let (calls, limit) = (turn.calls.len(), settings.max_calls_per_turn);
+            if calls > limit {
+                return held.stop(StopReason::TooManyCalls { calls, limit }).await;
+            }
+            // The turn is on record before any of its calls runs: a worker that takes the run
+            // over sends the same calls again, and the registry's claims answer them with their
+            // first outcome instead of running them twice.
+            held.stored.state.turn = turn
+                .calls
+                .iter()
+                .map(|call| TurnCall {
+                    call: call.clone(),
+                    result: None,
+                    ticket: None,
+                })
+                .collect();
+            held.save().await?;
             // The calls of one turn go through the gates at once; their results go back in
             // the model's order.
             let outcomes = join_all(
@@ -450,15 +486,6 @@ impl Agent {
                     .map(|call| settings.registry.dispatch(&ctx, call)),
             )
             .await;
-            held.stored.state.turn = turn
-                .calls
-                .into_iter()
-                .map(|call| TurnCall {
-                    call,
-                    result: None,
-                    ticket: None,
-                })
-                .collect();
             for (index, outcome) in outcomes.into_iter().enumerate() {
                 if let Some(reason) = held.judge(index, outcome, false).await {
                     return held.stop(reason).await;
@@ -619,34 +646,42 @@ impl Held<'_> {
         }
     }
 
-    /// Gives each waiting call of the turn its outcome if a reviewer decided it: carried out
-    /// here, or read from the worker that did.
+    /// Gives each call of the turn without a result its outcome, where it has one: a waiting
+    /// call's decision, carried out here or read from the worker that did; and a call that a
+    /// worker which stopped sent without recording what became of it, sent again (its first
+    /// outcome comes back, or it runs now if it never reached the tool).
     async fn settle_turn(&mut self) -> Option<StopReason> {
-        let registry = &self.agent.settings.registry;
+        let agent = self.agent;
+        let registry = &agent.settings.registry;
         for index in 0..self.stored.state.turn.len() {
-            let slot = &self.stored.state.turn[index];
-            let Some(ticket) = slot.ticket.as_ref().filter(|_| slot.result.is_none()) else {
-                continue;
-            };
-            let outcome = match registry.follow(&ticket.id).await {
-                Ok(Progress::Waiting) => continue,
-                Ok(Progress::Ended(outcome)) => outcome,
-                // Another worker carried the decision out, or the ticket expired: the same
-                // call again reads the outcome it ended with.
-                Ok(Progress::Left) => {
-                    let (ctx, call) = (&self.stored.state.ctx, &slot.call);
-                    registry.dispatch(ctx, call).await
-                }
-                Ok(_) => continue,
-                Err(refusal) => {
-                    tracing::warn!(run = %self.stored.state.id, ticket = %ticket.id, code = %refusal.code(), "a ticket could not be read; the run keeps waiting for it");
-                    continue;
-                }
-            };
-            if let Outcome::Pending(_) = outcome {
+            let state = &self.stored.state;
+            let slot = &state.turn[index];
+            if slot.result.is_some() {
                 continue;
             }
-            if let Some(reason) = self.judge(index, outcome, true).await {
+            let outcome = match &slot.ticket {
+                None => {
+                    let ctx = agent.turn_ctx(&state.ctx, state.turns);
+                    registry.dispatch(&ctx, &slot.call).await
+                }
+                Some(ticket) => match registry.follow(&ticket.id).await {
+                    Ok(Progress::Waiting) => continue,
+                    Ok(Progress::Ended(outcome)) => outcome,
+                    // Another worker carried the decision out, or the ticket expired: the same
+                    // call again reads the outcome it ended with.
+                    Ok(Progress::Left) => registry.dispatch(&state.ctx, &slot.call).await,
+                    Ok(_) => continue,
+                    Err(refusal) => {
+                        tracing::warn!(run = %state.id, ticket = %ticket.id, code = %refusal.code(), "a ticket could not be read; the run keeps waiting for it");
+                        continue;
+                    }
+                },
+            };
+            let resumed = slot.ticket.is_some();
+            if resumed && matches!(outcome, Outcome::Pending(_)) {
+                continue;
+            }
+            if let Some(reason) = self.judge(index, outcome, resumed).await {
                 return Some(reason);
             }
         }

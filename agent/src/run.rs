@@ -109,6 +109,13 @@ pub enum StopReason {
         /// The refusal's message.
         message: String,
     },
+    /// The model made more calls in one turn than the run allows; none ran (`too_many_calls`).
+    TooManyCalls {
+        /// The calls it made.
+        calls: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// The model gave no turn (`model_failed`).
     ModelFailed {
         /// Why, as its adapter said.
@@ -130,6 +137,7 @@ impl StopReason {
             StopReason::CostLimit { .. } => "cost_limit",
             StopReason::Stalled { .. } => "stalled",
             StopReason::Refused { refusal, .. } => refusal.as_str(),
+            StopReason::TooManyCalls { .. } => "too_many_calls",
             StopReason::ModelFailed { .. } => "model_failed",
             StopReason::ExportFailed { .. } => "export_failed",
         }
@@ -163,6 +171,12 @@ impl fmt::Display for StopReason {
                 write!(
                     f,
                     "a call of `{tool}` was refused with {refusal}: {message}"
+                )
+            }
+            StopReason::TooManyCalls { calls, limit } => {
+                write!(
+                    f,
+                    "the model made {calls} calls in one turn; the run allows {limit}"
                 )
             }
             StopReason::ModelFailed { message } => write!(f, "the model gave no turn: {message}"),

@@ -12,8 +12,8 @@ use portcullis::prelude::*;
 use portcullis::wire::ToolChoice;
 use portcullis::{ApprovalDecision, Decision, PolicyError, PolicyRequest};
 use portcullis_agent::{
-    Agent, InMemoryRunStore, Message, ModelTurn, RunError, RunOutcome, ScriptedModel, StepEvent,
-    StopReason, Usage,
+    Agent, InMemoryRunStore, Message, ModelTurn, RunError, RunOutcome, RunStore, ScriptedModel,
+    StepEvent, StopReason, Usage,
 };
 use serde_json::json;
 
@@ -654,5 +654,90 @@ fn each_turn_may_have_its_own_tool_choice() {
             .collect();
         assert_eq!(codes, [Some(RejectionCode::ToolNotAllowed), None]);
         assert_eq!(run.answer(), Some("Looked it up first."));
+    });
+}
+
+#[test]
+fn a_turn_of_too_many_calls_stops_before_any_runs() {
+    block_on(async {
+        let before = LOOKUPS.load(Ordering::SeqCst);
+        let calls = (1..=3).map(|order_id| ("find_order", json!({ "order_id": order_id })));
+        let model = ScriptedModel::new().calls(calls);
+        let agent = Agent::builder(registry(), model)
+            .max_calls_per_turn(2)
+            .build()
+            .unwrap();
+        let run = agent.run(&ctx(), "Look at three orders").await.unwrap();
+        assert_eq!(run.stop_reason().unwrap().code(), "too_many_calls");
+        assert_eq!(LOOKUPS.load(Ordering::SeqCst), before);
+    });
+}
+
+static CHARGES: AtomicUsize = AtomicUsize::new(0);
+
+/// Charge a card; the bank takes its time.
+#[tool(risk = "medium", irreversible = "the card is charged")]
+async fn charge(amount_cents: u32) -> Result<String, ToolError> {
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    CHARGES.fetch_add(1, Ordering::SeqCst);
+    Ok(format!("charged {amount_cents}"))
+}
+
+#[test]
+fn a_run_taken_over_from_a_worker_that_died_sends_its_calls_again_and_none_runs_twice() {
+    block_on(async {
+        let registry = Registry::builder()
+            .tool(Charge)
+            .profile(profile())
+            .build()
+            .unwrap();
+        let store = Arc::new(InMemoryRunStore::default());
+        // The answer reads the result of the call it made.
+        let answering = |request: portcullis_agent::ModelRequest<'_>| {
+            let Some(Message::Tool(result)) = request.transcript.last() else {
+                panic!("the model reads the call's result");
+            };
+            ModelTurn {
+                text: Some(result.content.clone()),
+                ..ModelTurn::default()
+            }
+        };
+        let first_turns = ScriptedModel::new()
+            .call("charge", json!({"amount_cents": 900}))
+            .turn(answering);
+        let lease = Duration::from_millis(100);
+        let dying = Agent::builder(registry.clone(), first_turns)
+            .store(store.clone())
+            .lease(lease)
+            .build()
+            .unwrap();
+        // The worker stops while the charge runs: its turn is on record, its outcome is not.
+        let ctx = ctx().with_request("Charge 9 euros");
+        let started = tokio::time::timeout(
+            Duration::from_millis(200),
+            dying.run(&ctx, "Charge 9 euros"),
+        )
+        .await;
+        assert!(
+            started.is_err(),
+            "the worker died before the charge finished"
+        );
+        let run_id = store.list().await.unwrap()[0].state.id.clone();
+
+        // Held until its lease ends; then another worker takes it over.
+        let taker = Agent::builder(registry.clone(), ScriptedModel::new().turn(answering))
+            .store(store.clone())
+            .lease(lease)
+            .build()
+            .unwrap();
+        let run = taker.resume(&run_id).await.unwrap();
+        let answer = run.answer().unwrap();
+        assert!(answer.contains("call_in_progress"), "{answer}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(
+            CHARGES.load(Ordering::SeqCst),
+            0,
+            "the dropped charge never finished, and was not sent twice"
+        );
     });
 }
