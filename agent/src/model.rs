@@ -168,3 +168,21 @@ pub trait Model: Send + Sync + 'static {
         request: ModelRequest<'a>,
     ) -> BoxFuture<'a, Result<ModelTurn, ModelError>>;
 }
+
+/// A model shared: with the test that reads what it was shown, or between agents.
+impl<M: Model> Model for std::sync::Arc<M> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+
+    fn profile(&self) -> Profile {
+        (**self).profile()
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: ModelRequest<'a>,
+    ) -> BoxFuture<'a, Result<ModelTurn, ModelError>> {
+        (**self).complete(request)
+    }
+}

@@ -94,9 +94,7 @@ fn a_refused_call_goes_back_to_the_model_which_corrects_it() {
                 .call("find_order", json!({"order_id": 7}))
                 .answer("Order 7 has shipped."),
         );
-        let agent = Agent::builder(registry(), SharedModel(model.clone()))
-            .build()
-            .unwrap();
+        let agent = Agent::builder(registry(), model.clone()).build().unwrap();
         let before = LOOKUPS.load(Ordering::SeqCst);
         let run = agent.run(&ctx(), "Where is order 7?").await.unwrap();
 
@@ -187,9 +185,7 @@ fn the_calls_of_one_turn_run_at_once_and_their_results_go_back_in_order() {
                 ])
                 .answer("Both met."),
         );
-        let agent = Agent::builder(registry(), SharedModel(model.clone()))
-            .build()
-            .unwrap();
+        let agent = Agent::builder(registry(), model.clone()).build().unwrap();
         // Each call waits for the other at the barrier: dispatched one after the other, the
         // first would wait for ever.
         let ctx = ctx().with_extension(Arc::new(tokio::sync::Barrier::new(2)));
@@ -230,7 +226,7 @@ fn paying_model() -> Arc<ScriptedModel> {
 fn a_call_that_waits_pauses_the_run_and_an_approval_resumes_it() {
     block_on(async {
         let registry = registry();
-        let agent = Agent::builder(registry.clone(), SharedModel(paying_model()))
+        let agent = Agent::builder(registry.clone(), paying_model())
             .build()
             .unwrap();
         let before = PAYMENTS.load(Ordering::SeqCst);
@@ -267,7 +263,7 @@ fn a_call_that_waits_pauses_the_run_and_an_approval_resumes_it() {
 fn a_rejection_reaches_the_model_as_the_call_result() {
     block_on(async {
         let registry = registry();
-        let agent = Agent::builder(registry.clone(), SharedModel(paying_model()))
+        let agent = Agent::builder(registry.clone(), paying_model())
             .build()
             .unwrap();
         let run = agent.run(&ctx(), "Pay invoice 9").await.unwrap();
@@ -288,7 +284,7 @@ fn a_rejection_reaches_the_model_as_the_call_result() {
 fn an_edited_call_runs_as_edited() {
     block_on(async {
         let registry = registry();
-        let agent = Agent::builder(registry.clone(), SharedModel(paying_model()))
+        let agent = Agent::builder(registry.clone(), paying_model())
             .build()
             .unwrap();
         let run = agent.run(&ctx(), "Pay invoice 9").await.unwrap();
@@ -312,9 +308,7 @@ fn an_expired_ticket_tells_the_model() {
             .approval_lifetime(Duration::from_millis(50))
             .build()
             .unwrap();
-        let agent = Agent::builder(registry, SharedModel(paying_model()))
-            .build()
-            .unwrap();
+        let agent = Agent::builder(registry, paying_model()).build().unwrap();
         let run = agent.run(&ctx(), "Pay invoice 9").await.unwrap();
         assert_eq!(run.tickets().len(), 1);
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -442,9 +436,7 @@ fn another_message_continues_a_finished_run() {
                 .call("find_order", json!({"order_id": 7}))
                 .answer("Order 7 has shipped."),
         );
-        let agent = Agent::builder(registry(), SharedModel(model.clone()))
-            .build()
-            .unwrap();
+        let agent = Agent::builder(registry(), model.clone()).build().unwrap();
         let run = agent.run(&ctx(), "Where is my order?").await.unwrap();
         assert_eq!(run.answer(), Some("Which order?"));
         let run = agent.message(&run.id, "Order 7").await.unwrap();
@@ -465,9 +457,7 @@ fn another_message_continues_a_finished_run() {
 #[test]
 fn a_paused_run_takes_no_message_until_it_is_resumed() {
     block_on(async {
-        let agent = Agent::builder(registry(), SharedModel(paying_model()))
-            .build()
-            .unwrap();
+        let agent = Agent::builder(registry(), paying_model()).build().unwrap();
         let run = agent.run(&ctx(), "Pay invoice 9").await.unwrap();
         assert!(matches!(run.outcome, RunOutcome::Paused { .. }));
         let refused = agent.message(&run.id, "and invoice 10").await.unwrap_err();
@@ -526,36 +516,16 @@ fn a_model_without_a_profile_the_registry_serves_is_refused_at_build() {
     assert!(refused.to_string().contains(".profile("), "{refused}");
 }
 
-/// A scripted model shared with the test, which reads what it was shown.
-struct SharedModel(Arc<ScriptedModel>);
-
-impl portcullis_agent::Model for SharedModel {
-    fn name(&self) -> &str {
-        self.0.name()
-    }
-
-    fn profile(&self) -> Profile {
-        self.0.profile()
-    }
-
-    fn complete<'a>(
-        &'a self,
-        request: portcullis_agent::ModelRequest<'a>,
-    ) -> portcullis::BoxFuture<'a, Result<ModelTurn, portcullis_agent::ModelError>> {
-        self.0.complete(request)
-    }
-}
-
 /// A scripted model that waits before each turn.
 struct SlowModel(Arc<ScriptedModel>, Duration);
 
 impl portcullis_agent::Model for SlowModel {
     fn name(&self) -> &str {
-        self.0.name()
+        "slow"
     }
 
     fn profile(&self) -> Profile {
-        self.0.profile()
+        profile()
     }
 
     fn complete<'a>(

@@ -126,6 +126,38 @@ pub struct AuditRecord {
 }
 
 impl AuditRecord {
+    /// A record, taken now, of the caller of `ctx`, with nothing yet about what it did: the
+    /// start of every record a registry writes.
+    fn of_caller(ctx: &CallContext) -> Self {
+        AuditRecord {
+            sequence: 0,
+            time_ms: now_ms(),
+            trace_id: ctx.trace_id().to_owned(),
+            task_id: ctx.task_id().to_owned(),
+            actor: ctx.actor().to_owned(),
+            tenant: ctx.tenant().map(str::to_owned),
+            tool: String::new(),
+            call_id: String::new(),
+            arguments: Value::Null,
+            decision: String::new(),
+            gate: None,
+            code: None,
+            reason: None,
+            summary: String::new(),
+            resolution: None,
+            original_arguments: None,
+            snapshot_before: None,
+            snapshot_after: None,
+            snapshot_missing: None,
+            sources: Vec::new(),
+            budget_calls: 0,
+            budget_cost: 0,
+            duration_us: 0,
+            previous_hash: String::new(),
+            hash: String::new(),
+        }
+    }
+
     /// Whether the record's link in the chain was made with `key` (with SHA-256 alone,
     /// without one): a writer beside the application tells from the log's last record how
     /// the log is linked, and does not break a keyed chain with a link of another kind.
@@ -546,34 +578,14 @@ impl AuditLog {
         step: RunStep<'_>,
     ) -> std::io::Result<()> {
         let record = AuditRecord {
-            sequence: 0,
-            time_ms: now_ms(),
-            trace_id: ctx.trace_id().to_owned(),
-            task_id: ctx.task_id().to_owned(),
-            actor: ctx.actor().to_owned(),
-            tenant: ctx.tenant().map(str::to_owned),
-            tool: step
-                .tool
+            tool: (step.tool)
                 .map(|tool| shorten(tool, 200).into_owned())
                 .unwrap_or_default(),
             call_id: shorten(step.run_id, 200).into_owned(),
-            arguments: Value::Null,
             decision: format!("run_{}", step.step),
-            gate: None,
             code: step.code.map(str::to_owned),
-            reason: None,
             summary: shorten(step.summary, 1000).into_owned(),
-            resolution: None,
-            original_arguments: None,
-            snapshot_before: None,
-            snapshot_after: None,
-            snapshot_missing: None,
-            sources: Vec::new(),
-            budget_calls: 0,
-            budget_cost: 0,
-            duration_us: 0,
-            previous_hash: String::new(),
-            hash: String::new(),
+            ..AuditRecord::of_caller(ctx)
         };
         self.store(record).await
     }
@@ -646,12 +658,6 @@ fn record_of(decided: &Decided<'_>) -> AuditRecord {
     };
     let pending = matches!(outcome, Outcome::Pending(_));
     AuditRecord {
-        sequence: 0,
-        time_ms: now_ms(),
-        trace_id: ctx.trace_id().to_owned(),
-        task_id: ctx.task_id().to_owned(),
-        actor: ctx.actor().to_owned(),
-        tenant: ctx.tenant().map(str::to_owned),
         tool: shorten(&call.name, 200).into_owned(),
         call_id: shorten(&call.id, 200).into_owned(),
         arguments: match canonical {
@@ -675,15 +681,13 @@ fn record_of(decided: &Decided<'_>) -> AuditRecord {
         snapshot_before: snapshots.and_then(|snapshots| Snapshots::taken(&snapshots.before)),
         snapshot_after: snapshots.and_then(|snapshots| Snapshots::taken(&snapshots.after)),
         snapshot_missing: snapshots.and_then(|snapshots| Snapshots::taken(&snapshots.missing)),
-        sources: Vec::new(),
         budget_calls: u64::from(counted && !pending && contract.is_some()),
         budget_cost: match contract {
             Some(contract) if counted && !pending => contract.cost(),
             _ => 0,
         },
         duration_us: u64::try_from(duration.as_micros()).unwrap_or(u64::MAX),
-        previous_hash: String::new(),
-        hash: String::new(),
+        ..AuditRecord::of_caller(ctx)
     }
 }
 
