@@ -69,6 +69,9 @@ pub enum RunOutcome {
         /// Why.
         reason: StopReason,
     },
+    /// A worker is taking the run forward ([`Agent::get`](crate::Agent::get) of a run another
+    /// worker holds, or one whose worker died before its lease ended).
+    Running,
 }
 
 /// Why a run stopped. Each has a stable snake_case [`code`](StopReason::code).
@@ -350,9 +353,10 @@ impl RunState {
             RunStatus::Stopped { reason } => RunOutcome::Stopped {
                 reason: reason.clone(),
             },
-            RunStatus::Paused | RunStatus::Running => RunOutcome::Paused {
+            RunStatus::Paused => RunOutcome::Paused {
                 tickets: self.waiting().cloned().collect(),
             },
+            RunStatus::Running => RunOutcome::Running,
         };
         Run {
             id: self.id.clone(),
