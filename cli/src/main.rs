@@ -1,6 +1,7 @@
 //! `portcullis`: the operator's command line. It decides pending approvals, reads and verifies
-//! the audit log, compares contract manifests and prints tool exports, against the store the
-//! application's workers share (a SQLite file or a PostgreSQL URL).
+//! the audit log, lists and shows agent runs, compares contract manifests and prints tool
+//! exports, against the store the application's workers share (a SQLite file or a PostgreSQL
+//! URL).
 //!
 //! Its exit codes are [`EXIT_CODES`], printed under every command's `--help`.
 
@@ -12,6 +13,7 @@ mod audit;
 mod claims;
 mod keys;
 mod manifest;
+mod runs;
 mod store;
 mod table;
 mod tools;
@@ -30,17 +32,18 @@ const EXIT_CODES: &str = "\
 Exit codes:
   0  success
   1  a refusal or a failed check: the ticket or the claim's settlement was refused, the
-     audit chain is broken, the manifests differ
+     audit chain is broken, the manifests differ, no run has the id given
   2  a usage error: an unknown option, a missing reviewer, edited arguments that are not
      a JSON object, an audit key the log is not chained with
   3  the store could not be opened or read: no database file at the path, a connection
-     that failed, a schema newer than this build knows
+     that failed, a schema newer than this build knows, a run sealed with keys not given
+     (--seal-key-file)
   4  a file named on the command line (manifest, export, audit key, signing key) could not
      be read or written, or is not in the expected format, or the output could not be
      written";
 
-/// The operator's command line for portcullis: approvals, the audit log, contract manifests
-/// and tool exports.
+/// The operator's command line for portcullis: approvals, the audit log, agent runs, contract
+/// manifests and tool exports.
 #[derive(Debug, Parser)]
 #[command(name = "portcullis", version)]
 struct Cli {
@@ -67,6 +70,9 @@ enum Command {
     /// Contract manifests: what changed between two.
     #[command(subcommand)]
     Manifest(manifest::Command),
+    /// Agent runs: list them, show one's steps, tickets and usage.
+    #[command(subcommand)]
+    Runs(runs::Command),
     /// The tool list as a provider is shown it.
     #[command(subcommand)]
     Tools(tools::Command),
@@ -114,6 +120,11 @@ pub enum CliError {
     BadFile(PathBuf, String),
     /// The output could not be written.
     Output(io::Error),
+    /// No run of that id is stored.
+    RunNotFound(String),
+    /// The runs could not be read: the database failed, or a run is sealed with keys not
+    /// given.
+    Runs(portcullis_agent::RunStoreError),
 }
 
 impl CliError {
@@ -133,11 +144,13 @@ impl CliError {
             CliError::Refused(_)
             | CliError::CallChanged(_)
             | CliError::ChainBroken { .. }
-            | CliError::ManifestsDiffer => 1,
+            | CliError::ManifestsDiffer
+            | CliError::RunNotFound(_) => 1,
             CliError::NoStoreGiven | CliError::NoReviewer | CliError::Usage(_) => 2,
             CliError::NoDatabase(_)
             | CliError::StoreUnavailable { .. }
-            | CliError::StoreRead(_) => 3,
+            | CliError::StoreRead(_)
+            | CliError::Runs(_) => 3,
             CliError::ReadFile(..)
             | CliError::WriteFile(..)
             | CliError::BadFile(..)
@@ -207,6 +220,11 @@ impl fmt::Display for CliError {
             }
             CliError::BadFile(path, why) => write!(f, "{}: {why}", path.display()),
             CliError::Output(error) => write!(f, "the output could not be written: {error}"),
+            CliError::RunNotFound(id) => write!(
+                f,
+                "no run `{id}` is stored; list the runs with `portcullis runs list`"
+            ),
+            CliError::Runs(error) => write!(f, "{error}"),
         }
     }
 }
@@ -235,6 +253,7 @@ impl Cli {
             Command::Claims(command) => claims::run(command, &self.store, out).await,
             Command::Keys(command) => keys::run(command, out),
             Command::Manifest(command) => manifest::run(command, out),
+            Command::Runs(command) => runs::run(command, &self.store, out).await,
             Command::Tools(command) => tools::run(command, out),
         }
     }

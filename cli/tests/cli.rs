@@ -1175,3 +1175,142 @@ async fn a_settlement_chains_with_the_applications_audit_key_only() {
         .await;
     assert_eq!(repeat.code(), Some(RejectionCode::ToolFailed));
 }
+
+/// An agent of the application on the shared file, its runs there too.
+fn agent_on(
+    store: &SqliteStore,
+    model: portcullis_agent::ScriptedModel,
+) -> portcullis_agent::Agent {
+    let registry = Registry::builder()
+        .tool(PaySupplier)
+        .approval_store(store.clone())
+        .accept_unsigned_decisions()
+        .repeat_store(store.clone())
+        .profile(Profile::OpenAiChat { strict: false })
+        .build()
+        .unwrap();
+    portcullis_agent::Agent::builder(registry, model)
+        .store(store.clone())
+        .build()
+        .unwrap()
+}
+
+/// The operator lists the runs (without the seal keys: what a run is listed by is kept in
+/// clear) and reads one step by step, its tickets and its usage (with the keys, since its
+/// steps are in its sealed state); text the user or the model wrote cannot steer the terminal.
+#[tokio::test]
+async fn runs_are_listed_and_shown_step_by_step() {
+    let dir = directory("runs");
+    let database = dir.path().join("state.db");
+    let store = database.to_str().unwrap();
+    let keys = portcullis_stores::SealKeys::generate("k1");
+    let seal_file = dir.path().join("seal.keys");
+    std::fs::write(&seal_file, keys.to_text()).unwrap();
+    let seal = seal_file.to_str().unwrap();
+    let sealed = SqliteStore::open(&database).unwrap().sealed_with(keys);
+
+    let paying = portcullis_agent::ScriptedModel::new().call(
+        "pay_supplier",
+        json!({"supplier": "acme", "amount_cents": 900, "iban": "DE89370400440532013000"}),
+    );
+    let ctx = CallContext::new("agent")
+        .with_tenant("acme")
+        .with_task_id("t-runs");
+    let paused = agent_on(&sealed, paying)
+        .run(&ctx, "Pay acme\u{1b}[2J its invoice")
+        .await
+        .unwrap();
+    let ticket = paused.tickets()[0].id.clone();
+    let answering = portcullis_agent::ScriptedModel::new().answer("Hello there.");
+    let finished = agent_on(&sealed, answering)
+        .run(&CallContext::new("bob"), "Hi")
+        .await
+        .unwrap();
+
+    let listed = portcullis(&["--store", store, "runs", "list"]);
+    assert_eq!(code(&listed), 0, "{}", stderr(&listed));
+    let text = stdout(&listed);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].starts_with("ID") && lines[0].contains("WAITS FOR"),
+        "{text}"
+    );
+    assert!(
+        lines[1].starts_with(&finished.id),
+        "most recent first: {text}"
+    );
+    assert!(
+        lines[1].contains("finished") && lines[1].contains("bob"),
+        "{text}"
+    );
+    assert!(
+        lines[2].starts_with(&paused.id)
+            && lines[2].contains("paused")
+            && lines[2].contains("acme")
+            && lines[2].contains(&ticket),
+        "{text}"
+    );
+    let listed = portcullis(&["--store", store, "runs", "list", "--json"]);
+    let runs: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(runs[1]["id"], json!(paused.id));
+    assert_eq!(runs[1]["tickets"], json!([ticket]));
+    assert_eq!(runs[1]["usage"]["input_tokens"], json!(100));
+
+    // The steps are sealed: without the keys, refused, exit 3, and told which key.
+    let refused = portcullis(&["--store", store, "runs", "show", &paused.id]);
+    assert_eq!(code(&refused), 3, "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("seal_key_missing"),
+        "{}",
+        stderr(&refused)
+    );
+
+    let shown = portcullis(&[
+        "--store",
+        store,
+        "--seal-key-file",
+        seal,
+        "runs",
+        "show",
+        &paused.id,
+    ]);
+    assert_eq!(code(&shown), 0, "{}", stderr(&shown));
+    let text = stdout(&shown);
+    for expected in [
+        "status:      paused",
+        "tenant:      acme",
+        "usage:       120 tokens (100 read, 20 written), cost 0",
+        "the user wrote \"Pay acme\\u{1b}[2J its invoice\"",
+        "the model called pay_supplier (120 tokens)",
+        "pay_supplier (call call_1_1): waits for a human",
+        &format!("paused, waiting for {ticket}"),
+        &format!("{ticket}  pay_supplier (call call_1_1): waits for a decision"),
+    ] {
+        assert!(text.contains(expected), "{expected} not in {text}");
+    }
+    assert!(!text.contains('\u{1b}'), "{text}");
+
+    let raw = portcullis(&[
+        "--store",
+        store,
+        "--seal-key-file",
+        seal,
+        "runs",
+        "show",
+        &finished.id,
+        "--json",
+    ]);
+    assert_eq!(code(&raw), 0, "{}", stderr(&raw));
+    let raw: Value = serde_json::from_slice(&raw.stdout).unwrap();
+    assert_eq!(raw["state"]["id"], json!(finished.id));
+    assert_eq!(raw["state"]["status"]["answer"], json!("Hello there."));
+    assert_eq!(raw["state"]["transcript"][0]["text"], json!("Hi"));
+
+    let missing = portcullis(&["--store", store, "runs", "show", "run_missing"]);
+    assert_eq!(code(&missing), 1, "{}", stderr(&missing));
+    assert!(
+        stderr(&missing).contains("no run `run_missing`"),
+        "{}",
+        stderr(&missing)
+    );
+}

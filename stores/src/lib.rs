@@ -1,7 +1,9 @@
 //! Durable stores for portcullis: the state the gates keep, in a database that outlives the
 //! process and is shared by several workers: pending approvals, claims of calls, budgets, open
-//! transactions, the audit log, and each task's sources for the provenance gate (the user's
-//! messages and the tools' outputs, numbered in the order they entered the task).
+//! transactions, the audit log, each task's sources for the provenance gate (the user's
+//! messages and the tools' outputs, numbered in the order they entered the task), and agent
+//! runs ([`RunStore`](portcullis_agent::RunStore)), so that a run paused for a human resumes
+//! after a restart, on any worker, once.
 //!
 //! [`SqliteStore`] is the embedded default: a file path is the whole configuration. It opens
 //! the database in WAL mode with full `fsync`, runs its embedded migrations, and refuses a
@@ -38,6 +40,7 @@ mod error;
 mod group_commit;
 mod postgres;
 mod refusals;
+mod runs;
 mod seal;
 mod sources;
 mod sqlite;
@@ -48,6 +51,7 @@ pub use error::OpenError;
 pub use postgres::{
     DEFAULT_CONNECTIONS, DEFAULT_SCHEMA, PostgresStore, PostgresTls, postgres_client,
 };
+pub use runs::RunSummary;
 pub use seal::{SealError, SealKeys};
 pub use sqlite::SqliteStore;
 pub use store::{Location, Store};

@@ -3,6 +3,7 @@
 
 use std::io;
 
+use portcullis_agent::{RunStore, RunStoreError, StoredRun};
 use portcullis_core::audit::{AuditRecord, AuditSink, Unchained};
 use portcullis_core::{
     Abandoned, ApprovalStore, BoxFuture, BudgetLimits, BudgetStore, CallContext, CallKey, Charge,
@@ -11,7 +12,7 @@ use portcullis_core::{
     Ticket, TransactionStore,
 };
 
-use crate::{OpenError, PostgresStore, PostgresTls, SealKeys, SqliteStore};
+use crate::{OpenError, PostgresStore, PostgresTls, RunSummary, SealKeys, SqliteStore};
 
 /// Runs `$call` on whichever store `$store` is.
 macro_rules! on_store {
@@ -24,8 +25,8 @@ macro_rules! on_store {
 }
 
 /// A store at a location given as text: `postgres://…` or `postgresql://…` for PostgreSQL,
-/// a path (or `sqlite://path`) for SQLite. It is every store the gates use, as the store it
-/// opened.
+/// a path (or `sqlite://path`) for SQLite. It is every store the gates use, and an agent's
+/// [`RunStore`], as the store it opened.
 #[derive(Clone)]
 #[non_exhaustive]
 pub enum Store {
@@ -142,6 +143,15 @@ impl Store {
         }
     }
 
+    /// Every agent run's summary, most recently changed first, read from what the store keeps
+    /// in clear: for an operator's list, with or without the seal keys.
+    pub async fn run_summaries(&self) -> Result<Vec<RunSummary>, RunStoreError> {
+        match self {
+            Store::Sqlite(store) => store.run_summaries(),
+            Store::Postgres(store) => store.run_summaries().await,
+        }
+    }
+
     /// The audit log's records from sequence `from` on, at most `limit` of them, in order.
     pub async fn audit_records(
         &self,
@@ -161,11 +171,11 @@ impl ApprovalStore for Store {
         pending: PendingCall,
         limits: PendingLimits,
     ) -> BoxFuture<'_, Result<(), Rejection>> {
-        on_store!(self, store => store.insert(pending, limits))
+        on_store!(self, store => ApprovalStore::insert(store, pending, limits))
     }
 
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<PendingCall>, Rejection>> {
-        on_store!(self, store => store.get(id))
+        on_store!(self, store => ApprovalStore::get(store, id))
     }
 
     fn decide<'a>(
@@ -318,5 +328,23 @@ impl ProvenanceStore for Store {
 
     fn forget_task<'a>(&'a self, task: &'a str) -> BoxFuture<'a, ()> {
         on_store!(self, store => ProvenanceStore::forget_task(store, task))
+    }
+}
+
+impl RunStore for Store {
+    fn insert(&self, run: StoredRun) -> BoxFuture<'_, Result<(), RunStoreError>> {
+        on_store!(self, store => RunStore::insert(store, run))
+    }
+
+    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<StoredRun>, RunStoreError>> {
+        on_store!(self, store => RunStore::get(store, id))
+    }
+
+    fn replace(&self, run: StoredRun, read: u64) -> BoxFuture<'_, Result<bool, RunStoreError>> {
+        on_store!(self, store => store.replace(run, read))
+    }
+
+    fn list(&self) -> BoxFuture<'_, Result<Vec<StoredRun>, RunStoreError>> {
+        on_store!(self, store => store.list())
     }
 }

@@ -7,6 +7,7 @@ mod audit;
 mod budget;
 mod provenance;
 mod repeats;
+mod runs;
 mod tls;
 mod transactions;
 
@@ -120,6 +121,24 @@ const MIGRATIONS: &[&str] = &[
         text TEXT NOT NULL,
         PRIMARY KEY (task, tenant, number)
     );",
+    // 6: agent runs: the state sealed with keys, what an operator lists them by in clear.
+    "CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        version BIGINT NOT NULL,
+        held_until_ms BIGINT NOT NULL,
+        status TEXT NOT NULL,
+        stop_code TEXT,
+        actor TEXT NOT NULL,
+        tenant TEXT,
+        task_id TEXT NOT NULL,
+        created_ms BIGINT NOT NULL,
+        updated_ms BIGINT NOT NULL,
+        tickets TEXT NOT NULL,
+        steps BIGINT NOT NULL,
+        usage TEXT NOT NULL,
+        state TEXT NOT NULL
+    );
+    CREATE INDEX runs_by_update ON runs (updated_ms);",
 ];
 
 /// The schema that holds a store's tables, and names its advisory locks, where none is given
@@ -140,8 +159,9 @@ const AUDIT_LOCK: &str = "portcullis:audit";
 /// a [`RepeatStore`](portcullis_core::RepeatStore), a
 /// [`BudgetStore`](portcullis_core::BudgetStore), a
 /// [`TransactionStore`](portcullis_core::TransactionStore), an
-/// [`AuditSink`](portcullis_core::audit::AuditSink) and a
-/// [`ProvenanceStore`](portcullis_core::ProvenanceStore). Clones share the pool.
+/// [`AuditSink`](portcullis_core::audit::AuditSink), a
+/// [`ProvenanceStore`](portcullis_core::ProvenanceStore) and an agent's
+/// [`RunStore`](portcullis_agent::RunStore). Clones share the pool.
 ///
 /// Every decision that must happen once is one PostgreSQL transaction: a row taken with
 /// `DELETE … RETURNING`, a conditional `UPDATE`, work ordered by an advisory lock (a
@@ -264,9 +284,10 @@ impl PostgresStore {
 
     /// Seals what the store keeps that may hold secrets (a pending call's arguments and its
     /// decision, a claim's outcome, a transaction's context and steps, the text of a task's
-    /// sources) with `keys`, and opens what they sealed; see [`SealKeys`]. Without keys, those
-    /// values are kept in clear, and a sealed one is refused (`seal_key_missing`; a task's
-    /// sources, `sources_unavailable`) and left as it is.
+    /// sources, an agent run's state) with `keys`, and opens what they sealed; see
+    /// [`SealKeys`]. Without keys, those values are kept in clear, and a sealed one is refused
+    /// (`seal_key_missing`; a task's sources, `sources_unavailable`; a run, `runs_unavailable`)
+    /// and left as it is.
     pub fn sealed_with(mut self, keys: SealKeys) -> Self {
         self.sealing = Sealing::with(keys);
         self

@@ -5,6 +5,7 @@ mod audit;
 mod budget;
 mod provenance;
 mod repeats;
+mod runs;
 mod transactions;
 
 use std::fmt;
@@ -122,6 +123,24 @@ const MIGRATIONS: &[&str] = &[
         text TEXT NOT NULL,
         PRIMARY KEY (task, tenant, number)
     );",
+    // 10: agent runs: the state sealed with keys, what an operator lists them by in clear.
+    "CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        version INTEGER NOT NULL,
+        held_until_ms INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        stop_code TEXT,
+        actor TEXT NOT NULL,
+        tenant TEXT,
+        task_id TEXT NOT NULL,
+        created_ms INTEGER NOT NULL,
+        updated_ms INTEGER NOT NULL,
+        tickets TEXT NOT NULL,
+        steps INTEGER NOT NULL,
+        usage TEXT NOT NULL,
+        state TEXT NOT NULL
+    );
+    CREATE INDEX runs_by_update ON runs (updated_ms);",
 ];
 
 /// How long a writer waits for another process's transaction before it gives up.
@@ -131,8 +150,9 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// [`RepeatStore`](portcullis_core::RepeatStore), a
 /// [`BudgetStore`](portcullis_core::BudgetStore), a
 /// [`TransactionStore`](portcullis_core::TransactionStore), an
-/// [`AuditSink`](portcullis_core::audit::AuditSink) and a
-/// [`ProvenanceStore`](portcullis_core::ProvenanceStore). Clones share the connection.
+/// [`AuditSink`](portcullis_core::audit::AuditSink), a
+/// [`ProvenanceStore`](portcullis_core::ProvenanceStore) and an agent's
+/// [`RunStore`](portcullis_agent::RunStore). Clones share the connection.
 ///
 /// The store's methods run their (short) SQLite transactions on the calling thread; audit records
 /// go to a thread of the store's own, which stores them in rounds of one transaction each.
@@ -206,9 +226,10 @@ impl SqliteStore {
 
     /// Seals what the store keeps that may hold secrets (a pending call's arguments and its
     /// decision, a claim's outcome, a transaction's context and steps, the text of a task's
-    /// sources) with `keys`, and opens what they sealed; see [`SealKeys`]. Without keys, those
-    /// values are kept in clear, and a sealed one is refused (`seal_key_missing`; a task's
-    /// sources, `sources_unavailable`) and left as it is.
+    /// sources, an agent run's state) with `keys`, and opens what they sealed; see
+    /// [`SealKeys`]. Without keys, those values are kept in clear, and a sealed one is refused
+    /// (`seal_key_missing`; a task's sources, `sources_unavailable`; a run, `runs_unavailable`)
+    /// and left as it is.
     pub fn sealed_with(mut self, keys: SealKeys) -> Self {
         self.sealing = Sealing::with(keys);
         self
@@ -299,7 +320,7 @@ mod tests {
             error,
             OpenError::NewerSchema {
                 found: 99,
-                known: 9
+                known: 10
             }
         ));
         assert!(error.to_string().contains("upgrade portcullis"), "{error}");

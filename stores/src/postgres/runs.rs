@@ -1,0 +1,194 @@
+//! Agent runs in PostgreSQL: of two workers taking one run at one version, one takes it.
+
+use portcullis_agent::{RunStore, RunStoreError, StoredRun};
+use portcullis_core::BoxFuture;
+use tokio_postgres::Row;
+
+use super::PostgresStore;
+use crate::runs::{
+    RUN_COLUMNS, RunColumns, RunRow, RunSummary, SUMMARY_COLUMNS, SummaryRow, database_failed,
+    exists, read_run, read_summary,
+};
+use crate::values::{Failure, as_sql};
+
+fn run_row(row: &Row) -> Result<RunRow, tokio_postgres::Error> {
+    Ok((
+        row.try_get(0)?,
+        row.try_get(1)?,
+        row.try_get(2)?,
+        row.try_get(3)?,
+    ))
+}
+
+fn summary_row(row: &Row) -> Result<SummaryRow, tokio_postgres::Error> {
+    Ok((
+        row.try_get(0)?,
+        row.try_get(1)?,
+        row.try_get(2)?,
+        row.try_get(3)?,
+        row.try_get(4)?,
+        row.try_get(5)?,
+        row.try_get(6)?,
+        row.try_get(7)?,
+        row.try_get(8)?,
+        row.try_get(9)?,
+        row.try_get(10)?,
+        row.try_get(11)?,
+        row.try_get(12)?,
+    ))
+}
+
+impl PostgresStore {
+    /// Every run's summary, most recently changed first, read from what the store keeps in
+    /// clear: for an operator's list, with or without the seal keys.
+    pub async fn run_summaries(&self) -> Result<Vec<RunSummary>, RunStoreError> {
+        let rows = self
+            .run_rows(&format!(
+                "SELECT {SUMMARY_COLUMNS} FROM runs ORDER BY updated_ms DESC, id"
+            ))
+            .await
+            .map_err(|error| database_failed("list the runs", &error))?;
+        rows.iter()
+            .map(|row| {
+                summary_row(row)
+                    .map_err(|error| database_failed("list the runs", &error))
+                    .and_then(read_summary)
+            })
+            .collect()
+    }
+
+    async fn run_rows(&self, query: &str) -> Result<Vec<Row>, Failure> {
+        Ok(self.client().await?.query(query, &[]).await?)
+    }
+
+    /// Stores `run`; `false` if a run of its id is there.
+    async fn insert_run(&self, run: &StoredRun) -> Result<bool, Failure> {
+        let run = RunColumns::of(&self.sealing, run)?;
+        let inserted = self
+            .client()
+            .await?
+            .execute(
+                "INSERT INTO runs (id, version, held_until_ms, status, stop_code, actor, tenant,
+                     task_id, created_ms, updated_ms, tickets, steps, usage, state)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+                 ON CONFLICT (id) DO NOTHING",
+                &[
+                    &run.id,
+                    &run.version,
+                    &run.held_until_ms,
+                    &run.status,
+                    &run.stop_code,
+                    &run.actor,
+                    &run.tenant,
+                    &run.task_id,
+                    &run.created_ms,
+                    &run.updated_ms,
+                    &run.tickets,
+                    &run.steps,
+                    &run.usage,
+                    &run.state,
+                ],
+            )
+            .await?;
+        Ok(inserted == 1)
+    }
+
+    /// Replaces the run of `run`'s id with `run` if its version is `read`: one conditional
+    /// update, which changes one row or none (a second writer waits for the first's row lock,
+    /// then finds the version changed).
+    async fn replace_run(&self, run: &StoredRun, read: u64) -> Result<bool, Failure> {
+        let run = RunColumns::of(&self.sealing, run)?;
+        let replaced = self
+            .client()
+            .await?
+            .execute(
+                "UPDATE runs SET version = $2, held_until_ms = $3, status = $4, stop_code = $5,
+                     actor = $6, tenant = $7, task_id = $8, created_ms = $9, updated_ms = $10,
+                     tickets = $11, steps = $12, usage = $13, state = $14
+                 WHERE id = $1 AND version = $15",
+                &[
+                    &run.id,
+                    &run.version,
+                    &run.held_until_ms,
+                    &run.status,
+                    &run.stop_code,
+                    &run.actor,
+                    &run.tenant,
+                    &run.task_id,
+                    &run.created_ms,
+                    &run.updated_ms,
+                    &run.tickets,
+                    &run.steps,
+                    &run.usage,
+                    &run.state,
+                    &as_sql(read),
+                ],
+            )
+            .await?;
+        Ok(replaced == 1)
+    }
+
+    async fn get_run(&self, id: &str) -> Result<Option<RunRow>, Failure> {
+        let row = self
+            .client()
+            .await?
+            .query_opt(
+                &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"),
+                &[&id],
+            )
+            .await?;
+        Ok(row.as_ref().map(run_row).transpose()?)
+    }
+}
+
+/// The runs of every worker on the database, kept across restarts; their states sealed when
+/// the store was given keys ([`PostgresStore::sealed_with`]). A run whose state does not open
+/// (no key, another key, changed, or moved from another run's row) is refused and left as it
+/// is. Runs are not bounded in number: the database's disk is.
+impl RunStore for PostgresStore {
+    fn insert(&self, run: StoredRun) -> BoxFuture<'_, Result<(), RunStoreError>> {
+        Box::pin(async move {
+            match self.insert_run(&run).await {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(exists(&run.state.id)),
+                Err(error) => Err(database_failed("store a run", &error)),
+            }
+        })
+    }
+
+    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<StoredRun>, RunStoreError>> {
+        Box::pin(async move {
+            let row = self
+                .get_run(id)
+                .await
+                .map_err(|error| database_failed("read a run", &error))?;
+            row.map(|row| read_run(&self.sealing, &row)).transpose()
+        })
+    }
+
+    fn replace(&self, run: StoredRun, read: u64) -> BoxFuture<'_, Result<bool, RunStoreError>> {
+        Box::pin(async move {
+            self.replace_run(&run, read)
+                .await
+                .map_err(|error| database_failed("write a run", &error))
+        })
+    }
+
+    fn list(&self) -> BoxFuture<'_, Result<Vec<StoredRun>, RunStoreError>> {
+        Box::pin(async move {
+            let rows = self
+                .run_rows(&format!(
+                    "SELECT {RUN_COLUMNS} FROM runs ORDER BY updated_ms DESC, id"
+                ))
+                .await
+                .map_err(|error| database_failed("list the runs", &error))?;
+            rows.iter()
+                .map(|row| {
+                    run_row(row)
+                        .map_err(|error| database_failed("list the runs", &error))
+                        .and_then(|row| read_run(&self.sealing, &row))
+                })
+                .collect()
+        })
+    }
+}

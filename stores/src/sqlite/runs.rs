@@ -1,0 +1,177 @@
+//! Agent runs in SQLite: of two processes taking one run at one version, one takes it.
+
+use std::future::ready;
+
+use portcullis_agent::{RunStore, RunStoreError, StoredRun};
+use portcullis_core::BoxFuture;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::{SqliteStore, as_sql};
+use crate::runs::{
+    RUN_COLUMNS, RunColumns, RunRow, RunSummary, SUMMARY_COLUMNS, SummaryRow, database_failed,
+    exists, read_run, read_summary,
+};
+use crate::seal::Sealing;
+use crate::values::Failure;
+
+fn run_row(row: &rusqlite::Row<'_>) -> Result<RunRow, rusqlite::Error> {
+    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+}
+
+fn summary_row(row: &rusqlite::Row<'_>) -> Result<SummaryRow, rusqlite::Error> {
+    Ok((
+        row.get(0)?,
+        row.get(1)?,
+        row.get(2)?,
+        row.get(3)?,
+        row.get(4)?,
+        row.get(5)?,
+        row.get(6)?,
+        row.get(7)?,
+        row.get(8)?,
+        row.get(9)?,
+        row.get(10)?,
+        row.get(11)?,
+        row.get(12)?,
+    ))
+}
+
+/// Stores `run`; `false` if a run of its id is there.
+fn insert(connection: &Connection, sealing: &Sealing, run: &StoredRun) -> Result<bool, Failure> {
+    let run = RunColumns::of(sealing, run)?;
+    let inserted = connection.execute(
+        "INSERT INTO runs (id, version, held_until_ms, status, stop_code, actor, tenant, task_id,
+             created_ms, updated_ms, tickets, steps, usage, state)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+         ON CONFLICT (id) DO NOTHING",
+        params![
+            run.id,
+            run.version,
+            run.held_until_ms,
+            run.status,
+            run.stop_code,
+            run.actor,
+            run.tenant,
+            run.task_id,
+            run.created_ms,
+            run.updated_ms,
+            run.tickets,
+            run.steps,
+            run.usage,
+            run.state,
+        ],
+    )?;
+    Ok(inserted == 1)
+}
+
+/// Replaces the run of `run`'s id with `run` if its version is `read`: one conditional update,
+/// which changes one row or none.
+fn replace(
+    connection: &Connection,
+    sealing: &Sealing,
+    run: &StoredRun,
+    read: u64,
+) -> Result<bool, Failure> {
+    let run = RunColumns::of(sealing, run)?;
+    let replaced = connection.execute(
+        "UPDATE runs SET version = ?2, held_until_ms = ?3, status = ?4, stop_code = ?5,
+             actor = ?6, tenant = ?7, task_id = ?8, created_ms = ?9, updated_ms = ?10,
+             tickets = ?11, steps = ?12, usage = ?13, state = ?14
+         WHERE id = ?1 AND version = ?15",
+        params![
+            run.id,
+            run.version,
+            run.held_until_ms,
+            run.status,
+            run.stop_code,
+            run.actor,
+            run.tenant,
+            run.task_id,
+            run.created_ms,
+            run.updated_ms,
+            run.tickets,
+            run.steps,
+            run.usage,
+            run.state,
+            as_sql(read),
+        ],
+    )?;
+    Ok(replaced == 1)
+}
+
+fn get(connection: &Connection, id: &str) -> Result<Option<RunRow>, rusqlite::Error> {
+    connection
+        .query_row(
+            &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"),
+            [id],
+            run_row,
+        )
+        .optional()
+}
+
+fn list(connection: &Connection) -> Result<Vec<RunRow>, rusqlite::Error> {
+    let mut statement = connection.prepare(&format!(
+        "SELECT {RUN_COLUMNS} FROM runs ORDER BY updated_ms DESC, id"
+    ))?;
+    let rows = statement.query_map([], run_row)?;
+    rows.collect()
+}
+
+fn summaries(connection: &Connection) -> Result<Vec<SummaryRow>, rusqlite::Error> {
+    let mut statement = connection.prepare(&format!(
+        "SELECT {SUMMARY_COLUMNS} FROM runs ORDER BY updated_ms DESC, id"
+    ))?;
+    let rows = statement.query_map([], summary_row)?;
+    rows.collect()
+}
+
+impl SqliteStore {
+    /// Every run's summary, most recently changed first, read from what the store keeps in
+    /// clear: for an operator's list, with or without the seal keys.
+    pub fn run_summaries(&self) -> Result<Vec<RunSummary>, RunStoreError> {
+        summaries(&self.lock())
+            .map_err(|error| database_failed("list the runs", &error))?
+            .into_iter()
+            .map(read_summary)
+            .collect()
+    }
+}
+
+/// The runs of every worker on the file, kept across restarts; their states sealed when the
+/// store was given keys ([`SqliteStore::sealed_with`]). A run whose state does not open (no
+/// key, another key, changed, or moved from another run's row) is refused and left as it is.
+/// Runs are not bounded in number: the file's disk is.
+impl RunStore for SqliteStore {
+    fn insert(&self, run: StoredRun) -> BoxFuture<'_, Result<(), RunStoreError>> {
+        let inserted = match insert(&self.lock(), &self.sealing, &run) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(exists(&run.state.id)),
+            Err(error) => Err(database_failed("store a run", &error)),
+        };
+        Box::pin(ready(inserted))
+    }
+
+    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<StoredRun>, RunStoreError>> {
+        let run = get(&self.lock(), id)
+            .map_err(|error| database_failed("read a run", &error))
+            .and_then(|row| row.map(|row| read_run(&self.sealing, &row)).transpose());
+        Box::pin(ready(run))
+    }
+
+    fn replace(&self, run: StoredRun, read: u64) -> BoxFuture<'_, Result<bool, RunStoreError>> {
+        let replaced = replace(&self.lock(), &self.sealing, &run, read)
+            .map_err(|error| database_failed("write a run", &error));
+        Box::pin(ready(replaced))
+    }
+
+    fn list(&self) -> BoxFuture<'_, Result<Vec<StoredRun>, RunStoreError>> {
+        let runs = list(&self.lock())
+            .map_err(|error| database_failed("list the runs", &error))
+            .and_then(|rows| {
+                rows.iter()
+                    .map(|row| read_run(&self.sealing, row))
+                    .collect()
+            });
+        Box::pin(ready(runs))
+    }
+}
