@@ -190,6 +190,7 @@ on_both!(
     a_sealed_run_holds_no_transcript_in_clear,
     a_worker_without_the_seal_key_reads_no_run_and_changes_nothing,
     a_run_moved_to_another_row_does_not_open,
+    a_deploy_that_changed_the_tool_stops_the_paused_run_with_its_code,
 );
 
 /// Two workers read one version of a run and each writes its own next version: one write
@@ -444,6 +445,58 @@ async fn a_run_moved_to_another_row_does_not_open(backend: Backend) {
         // The run whose state it is still reads, in its own row.
         assert!(RunStore::get(&store, &paused.id).await.unwrap().is_some());
     }
+}
+
+/// The payout tool after a deploy that raised what it may pay: the same name, another contract.
+#[tool(
+    name = "pay_supplier",
+    risk = "critical",
+    irreversible = "payouts settle at once",
+    approver = "finance"
+)]
+fn pay_supplier_deployed(
+    supplier: String,
+    #[validate(range(max = 10_000_000))] amount_cents: u64,
+) -> Result<String, ToolError> {
+    PAID.lock().unwrap().push(supplier.clone());
+    Ok(format!("paid {amount_cents} to {supplier}"))
+}
+
+/// A run paused on a payout is resumed after a deploy. Where the tool's contract did not
+/// change (the restart test), it goes on; where it changed, the decided call is refused with
+/// `contract_changed`, which the model cannot act on, so the run stops with that code and the
+/// payout never runs.
+async fn a_deploy_that_changed_the_tool_stops_the_paused_run_with_its_code(backend: Backend) {
+    let supplier = format!("deploy-{}", backend.tag());
+    let store = backend.open().await;
+    let run = agent(&store, paying(&supplier))
+        .run(&ctx("t-deploy"), "Pay the invoice")
+        .await
+        .unwrap();
+    record_decision(&store, &run.tickets()[0].id, approve())
+        .await
+        .unwrap();
+
+    let deployed = Registry::builder()
+        .tool(PaySupplierDeployed)
+        .tool(ReadFile)
+        .approval_store(store.clone())
+        .accept_unsigned_decisions()
+        .repeat_store(store.clone())
+        .provenance_store(store.clone())
+        .profile(profile())
+        .build()
+        .unwrap();
+    let worker = Agent::builder(deployed, answering(Duration::ZERO))
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let run = worker.resume(&run.id).await.unwrap();
+    assert_eq!(
+        run.stop_reason().map(|reason| reason.code()),
+        Some("contract_changed")
+    );
+    assert_eq!(payouts_to(&supplier), 0);
 }
 
 /// A model that waits before each turn.
