@@ -21,19 +21,20 @@
 //! # }
 //! ```
 
+use std::error::Error as _;
 use std::fmt;
 use std::sync::Arc;
 
 use portcullis_core::export::Profile;
 use portcullis_core::wire::ToolChoice;
 use portcullis_core::{Arguments, BoxFuture, ToolCall};
-use rig_core::DynModel;
 use rig_core::completion::{CompletionRequest, CompletionResponse, ToolDefinition};
 use rig_core::message::{
     AssistantContent, AssistantMessage, CallId, Message as RigMessage, ToolChoice as RigChoice,
     ToolFunction, ToolName, ToolResult as RigResult, ToolResultContent, UserContent,
 };
 use rig_core::operation::Completion;
+use rig_core::{DynModel, ProviderError};
 use serde_json::Value;
 
 use crate::model::{Message, Model, ModelError, ModelRequest, ModelTurn, ToolResult, Usage};
@@ -205,10 +206,28 @@ impl Model for RigModel {
                 .model
                 .call(request?)
                 .await
-                .map_err(|error| self.error(error))?;
+                .map_err(|error| self.error(provider_error(&error)))?;
             self.turn(&response)
         })
     }
+}
+
+/// rig's error and what caused it, each cause once: a transport's error leaves the cause (a
+/// refused connection, a certificate) to its sources, which rig does not name as its own.
+fn provider_error(error: &ProviderError) -> String {
+    let mut text = error.to_string();
+    let mut source = match error {
+        ProviderError::Http(http) => http.source(),
+        other => other.source(),
+    };
+    while let Some(cause) = source {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text = format!("{text}: {said}");
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// The transcript as rig's messages. The results of one turn go in one user message, as

@@ -435,3 +435,28 @@ fn a_provider_error_stops_the_run_with_the_provider_s_words() {
         assert_eq!(provider.seen().len(), 1);
     });
 }
+
+#[test]
+fn a_provider_out_of_reach_stops_the_run_with_the_cause() {
+    block_on(async {
+        // A port nothing listens on any more.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
+        drop(listener);
+        let chat = OpenAIConfig::new("sk-test-key")
+            .with_base_url(base_url)
+            .client()
+            .chat("gpt-4o-mini");
+        let agent = Agent::builder(registry(), RigModel::new(chat, profile()))
+            .build()
+            .unwrap();
+        let run = agent
+            .run(&CallContext::new("alice"), "Who owes invoice 42?")
+            .await
+            .unwrap();
+        let reason = run.stop_reason().expect("the run stopped");
+        assert_eq!(reason.code(), "model_failed");
+        let message = reason.to_string();
+        assert!(message.contains("onnection refused"), "{message}");
+    });
+}
