@@ -3,8 +3,9 @@
 //!
 //! The feature `rig` brings in `rig-core` with its reqwest transport and no TLS: a model served
 //! over plain HTTP (Ollama, llama.cpp, a gateway on the same host) works as it is; a hosted
-//! provider needs TLS, which the application chooses by depending on `rig-core` with its
-//! `rustls` (its default) or `native-tls` feature.
+//! provider needs TLS: the feature `rig-rustls` turns on rig's `rustls` (its default, with the
+//! aws-lc backend), or the application depends on `rig-core` with the TLS it chooses. rig-core
+//! 0.44 needs Rust 1.95.
 //!
 //! ```no_run
 //! use portcullis_agent::{Prices, RigModel};
