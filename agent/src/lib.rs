@@ -20,12 +20,19 @@
 
 mod agent;
 mod model;
+#[cfg(feature = "rig")]
+mod rig;
 mod run;
 mod scripted;
 mod store;
 
 pub use agent::{Agent, AgentBuildError, AgentBuilder, RunError};
 pub use model::{Message, Model, ModelError, ModelRequest, ModelTurn, ToolResult, Usage};
+#[cfg(feature = "rig")]
+pub use rig::{Prices, RigModel};
+/// The rig this crate's adapter is built on, for its providers' clients at the same version.
+#[cfg(feature = "rig")]
+pub use rig_core;
 pub use run::{Run, RunOutcome, RunState, RunStatus, Step, StepEvent, StopReason, TurnCall};
 pub use scripted::ScriptedModel;
 pub use store::{InMemoryRunStore, RunStore, RunStoreError, StoredRun};
