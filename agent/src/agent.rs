@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use futures_util::future::join_all;
 use portcullis_core::audit::RunStep;
 use portcullis_core::encoding::random_id;
+use portcullis_core::json::canonical;
 use portcullis_core::wire::ToolChoice;
 use portcullis_core::{
     Arguments, CallContext, Outcome, Progress, Registry, RejectionCode, ToolCall,
@@ -743,33 +744,15 @@ impl Held<'_> {
     }
 }
 
-/// A call by its tool and its arguments, whatever the order of their keys: what makes two
-/// refused calls the same call.
+/// A call by its tool and its arguments, as JSON Schema compares them (keys in any order, `1`
+/// and `1.0` alike): what makes two refused calls the same call.
 fn fingerprint(call: &ToolCall) -> String {
     let arguments = match &call.arguments {
-        Arguments::Json(value) => sorted(value.clone()).to_string(),
+        Arguments::Json(value) => canonical(value),
         Arguments::Text(text) => serde_json::from_str::<Value>(text)
-            .map_or_else(|_| text.clone(), |value| sorted(value).to_string()),
+            .map_or_else(|_| text.clone(), |value| canonical(&value)),
     };
     format!("{}\n{arguments}", call.name)
-}
-
-/// `value` with every object's keys in order, whichever map serde_json keeps.
-fn sorted(value: Value) -> Value {
-    match value {
-        Value::Object(members) => {
-            let mut members: Vec<(String, Value)> = members.into_iter().collect();
-            members.sort_by(|one, other| one.0.cmp(&other.0));
-            Value::Object(
-                members
-                    .into_iter()
-                    .map(|(key, value)| (key, sorted(value)))
-                    .collect(),
-            )
-        }
-        Value::Array(items) => Value::Array(items.into_iter().map(sorted).collect()),
-        other => other,
-    }
 }
 
 /// One step as a `tracing` event, with the attribute names of OpenTelemetry's semantic

@@ -25,7 +25,7 @@ pub mod encoding;
 pub mod export;
 mod future;
 mod gate;
-mod json;
+pub mod json;
 mod locked_parts;
 pub mod manifest;
 mod outcome;

@@ -23,6 +23,7 @@ use serde_json::{Map, Value, json};
 
 use crate::Registry;
 use crate::contract::entry;
+use crate::json::sorted;
 
 /// The environment variable that makes [`compare_with_lock`] write the lock file instead of
 /// comparing with it.
@@ -270,8 +271,10 @@ impl Manifest {
     }
 }
 
+/// The manifest as its lock file holds it: members in key order whatever map serde_json keeps,
+/// so that a build with `preserve_order` (turned on by a dependency) writes the same file.
 fn lock_text(manifest: &Value) -> String {
-    let mut text = serde_json::to_string_pretty(manifest).unwrap_or_default();
+    let mut text = serde_json::to_string_pretty(&sorted(manifest)).unwrap_or_default();
     text.push('\n');
     text
 }

@@ -93,6 +93,39 @@ pub(crate) fn canonical_text<J: JsonView>(value: &J) -> String {
     out
 }
 
+/// The canonical text of a JSON value ([`canonical_text`]): the same text for two values
+/// JSON Schema calls equal (`1` and `1.0`, members in any order), another for two it calls
+/// different.
+///
+/// ```
+/// use portcullis_core::json::canonical;
+/// use serde_json::json;
+///
+/// assert_eq!(canonical(&json!({"b": 1.0, "a": [true]})), r#"{"a":[true],"b":1}"#);
+/// ```
+pub fn canonical(value: &Value) -> String {
+    canonical_text(value)
+}
+
+/// `value` with every object's members in key order, whichever map serde_json keeps (a build
+/// with its `preserve_order` feature keeps them in insertion order): for text that must not
+/// depend on the build, such as a lock file.
+pub(crate) fn sorted(value: &Value) -> Value {
+    match value {
+        Value::Object(members) => {
+            let mut keys: Vec<&String> = members.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|key| (key.clone(), sorted(&members[key])))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
+}
+
 /// Which lists of a value `J` are sets, as its schema says: a set (a `HashSet`) writes its
 /// elements in an order of its own, different from one instance to the next.
 pub(crate) trait Sets<J>: Sized {
