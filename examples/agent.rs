@@ -22,7 +22,7 @@ use portcullis_agent::{
     Agent, InMemoryRunStore, Message, Model, Run, RunOutcome, RunState, RunStore, ScriptedModel,
     Step, StepEvent,
 };
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// Look up an invoice by its number: who sent it, how much, when it is due.
 #[tool(read_only)]
@@ -157,20 +157,14 @@ fn line(step: &Step, state: &RunState) -> String {
         },
         StepEvent::ModelTurn { calls, .. } => format!("model: calls {}", calls.join(", ")),
         StepEvent::ToolCall {
-            call_id,
             tool,
             code: Some(code),
+            message,
             ..
-        } => {
-            let refusal = result(state, call_id)
-                .and_then(|content| serde_json::from_str::<Value>(&content).ok())
-                .unwrap_or_default();
-            let message = refusal["message"].as_str().unwrap_or_default();
-            match refusal["path"].as_str() {
-                Some(path) => format!("gate: {tool} refused ({code}): {path}: {message}"),
-                None => format!("gate: {tool} refused ({code}): {message}"),
-            }
-        }
+        } => format!(
+            "gate: {tool} refused ({code}): {}",
+            message.as_deref().unwrap_or_default()
+        ),
         StepEvent::ToolCall {
             tool,
             result: outcome,

@@ -605,6 +605,10 @@ impl Held<'_> {
             tool: call.name.clone(),
             result: result.to_owned(),
             code: refusal.as_ref().map(|refusal| refusal.code()),
+            message: refusal.as_ref().map(|refusal| match refusal.path() {
+                Some(path) => format!("{path}: {}", refusal.message()),
+                None => refusal.message().to_owned(),
+            }),
         })
         .await;
         if let Outcome::Pending(ticket) = outcome {
@@ -774,6 +778,7 @@ fn trace(run_id: &str, model: &str, step: &Step) {
             tool,
             result,
             code,
+            ..
         } => tracing::info!(
             gen_ai.operation.name = "execute_tool",
             gen_ai.conversation.id = run_id,

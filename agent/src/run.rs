@@ -233,6 +233,10 @@ pub enum StepEvent {
         /// The refusal's code.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         code: Option<RejectionCode>,
+        /// The refusal's message, after the path of the argument it is about: what the model
+        /// read (never a sensitive value).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
     },
     /// The run waits for these tickets.
     Paused {

@@ -112,6 +112,17 @@ fn a_refused_call_goes_back_to_the_model_which_corrects_it() {
             tool_results(&shown[2])[1],
             ("order 7: shipped".to_owned(), false)
         );
+        let refused = run.steps.iter().find_map(|step| match &step.event {
+            StepEvent::ToolCall {
+                code: Some(code),
+                message: Some(message),
+                ..
+            } => Some((*code, message.clone())),
+            _ => None,
+        });
+        let (code, message) = refused.expect("the refusal is a step, with what the model read");
+        assert_eq!(code, RejectionCode::InvalidType);
+        assert!(message.starts_with("/order_id: "), "{message}");
         let kinds: Vec<&str> = run.steps.iter().map(|step| step.event.kind()).collect();
         assert_eq!(
             kinds,

@@ -240,11 +240,15 @@ fn step_text(step: &Step) -> String {
             tool,
             result,
             code,
+            message,
         } => {
-            let ended = match (result.as_str(), code) {
-                ("waiting", _) => "waits for a human".to_owned(),
-                (_, Some(code)) => format!("refused with {code}"),
-                (result, None) => result.to_owned(),
+            let ended = match (result.as_str(), code, message) {
+                ("waiting", ..) => "waits for a human".to_owned(),
+                (_, Some(code), Some(message)) => {
+                    format!("refused with {code}: {}", quoted(message))
+                }
+                (_, Some(code), None) => format!("refused with {code}"),
+                (result, None, _) => result.to_owned(),
             };
             format!("{tool} (call {call_id}): {ended}")
         }
