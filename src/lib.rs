@@ -54,6 +54,10 @@
 pub use portcullis_core::*;
 pub use portcullis_macros::{Sensitive, Sourced, tool};
 
+/// The agent loop around the gates (the `portcullis-agent` crate): see the guide's
+/// [agent](crate::guide::agent) page.
+pub use portcullis_agent as agent;
+
 pub mod guide;
 
 /// The README's first example, compiled and run with the tests.
