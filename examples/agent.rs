@@ -15,13 +15,13 @@
 
 use std::sync::Arc;
 
-use portcullis::export::Profile;
-use portcullis::prelude::*;
-use portcullis::{ApprovalDecision, Ticket};
-use portcullis_agent::{
+use portcullis::agent::{
     Agent, InMemoryRunStore, Message, Model, Run, RunOutcome, RunState, RunStore, ScriptedModel,
     Step, StepEvent,
 };
+use portcullis::export::Profile;
+use portcullis::prelude::*;
+use portcullis::{ApprovalDecision, Ticket};
 use serde_json::json;
 
 /// Look up an invoice by its number: who sent it, how much, when it is due.
@@ -84,9 +84,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// OpenAI's model (`OPENAI_MODEL`, `gpt-4o-mini` by default), through rig.
 #[cfg(feature = "rig")]
-fn openai() -> Result<portcullis_agent::RigModel, Box<dyn std::error::Error>> {
-    use portcullis_agent::rig_core::providers::openai::OpenAI;
-    use portcullis_agent::{Prices, RigModel};
+fn openai() -> Result<portcullis::agent::RigModel, Box<dyn std::error::Error>> {
+    use portcullis::agent::rig_core::providers::openai::OpenAI;
+    use portcullis::agent::{Prices, RigModel};
 
     let name = std::env::var("OPENAI_MODEL").unwrap_or_else(|_| "gpt-4o-mini".to_owned());
     println!("({name} plays the run, through rig)\n");
