@@ -93,7 +93,7 @@ pub(crate) fn canonical_text<J: JsonView>(value: &J) -> String {
     out
 }
 
-/// The canonical text of a JSON value ([`canonical_text`]): the same text for two values
+/// The canonical text of a JSON value: the same text for two values
 /// JSON Schema calls equal (`1` and `1.0`, members in any order), another for two it calls
 /// different.
 ///
