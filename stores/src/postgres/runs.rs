@@ -3,6 +3,7 @@
 use portcullis_agent::{RunStore, RunStoreError, StoredRun};
 use portcullis_core::BoxFuture;
 use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
 
 use super::PostgresStore;
 use crate::runs::{
@@ -10,6 +11,26 @@ use crate::runs::{
     exists, read_run, read_summary,
 };
 use crate::values::{Failure, as_sql};
+
+/// The columns of `run` in the order the statements below name them (`$1` to `$14`).
+fn values(run: &RunColumns) -> [&(dyn ToSql + Sync); 14] {
+    [
+        &run.id,
+        &run.version,
+        &run.held_until_ms,
+        &run.status,
+        &run.stop_code,
+        &run.actor,
+        &run.tenant,
+        &run.task_id,
+        &run.created_ms,
+        &run.updated_ms,
+        &run.tickets,
+        &run.steps,
+        &run.usage,
+        &run.state,
+    ]
+}
 
 fn run_row(row: &Row) -> Result<RunRow, tokio_postgres::Error> {
     Ok((
@@ -72,22 +93,7 @@ impl PostgresStore {
                      task_id, created_ms, updated_ms, tickets, steps, usage, state)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
                  ON CONFLICT (id) DO NOTHING",
-                &[
-                    &run.id,
-                    &run.version,
-                    &run.held_until_ms,
-                    &run.status,
-                    &run.stop_code,
-                    &run.actor,
-                    &run.tenant,
-                    &run.task_id,
-                    &run.created_ms,
-                    &run.updated_ms,
-                    &run.tickets,
-                    &run.steps,
-                    &run.usage,
-                    &run.state,
-                ],
+                &values(&run),
             )
             .await?;
         Ok(inserted == 1)
@@ -106,23 +112,7 @@ impl PostgresStore {
                      actor = $6, tenant = $7, task_id = $8, created_ms = $9, updated_ms = $10,
                      tickets = $11, steps = $12, usage = $13, state = $14
                  WHERE id = $1 AND version = $15",
-                &[
-                    &run.id,
-                    &run.version,
-                    &run.held_until_ms,
-                    &run.status,
-                    &run.stop_code,
-                    &run.actor,
-                    &run.tenant,
-                    &run.task_id,
-                    &run.created_ms,
-                    &run.updated_ms,
-                    &run.tickets,
-                    &run.steps,
-                    &run.usage,
-                    &run.state,
-                    &as_sql(read),
-                ],
+                &[values(&run).as_slice(), &[&as_sql(read)]].concat(),
             )
             .await?;
         Ok(replaced == 1)

@@ -4,7 +4,7 @@ use std::future::ready;
 
 use portcullis_agent::{RunStore, RunStoreError, StoredRun};
 use portcullis_core::BoxFuture;
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, ToSql};
 
 use super::{SqliteStore, as_sql};
 use crate::runs::{
@@ -36,6 +36,26 @@ fn summary_row(row: &rusqlite::Row<'_>) -> Result<SummaryRow, rusqlite::Error> {
     ))
 }
 
+/// The columns of `run` in the order the statements below name them (`?1` to `?14`).
+fn values(run: &RunColumns) -> [&dyn ToSql; 14] {
+    [
+        &run.id,
+        &run.version,
+        &run.held_until_ms,
+        &run.status,
+        &run.stop_code,
+        &run.actor,
+        &run.tenant,
+        &run.task_id,
+        &run.created_ms,
+        &run.updated_ms,
+        &run.tickets,
+        &run.steps,
+        &run.usage,
+        &run.state,
+    ]
+}
+
 /// Stores `run`; `false` if a run of its id is there.
 fn insert(connection: &Connection, sealing: &Sealing, run: &StoredRun) -> Result<bool, Failure> {
     let run = RunColumns::of(sealing, run)?;
@@ -44,22 +64,7 @@ fn insert(connection: &Connection, sealing: &Sealing, run: &StoredRun) -> Result
              created_ms, updated_ms, tickets, steps, usage, state)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
          ON CONFLICT (id) DO NOTHING",
-        params![
-            run.id,
-            run.version,
-            run.held_until_ms,
-            run.status,
-            run.stop_code,
-            run.actor,
-            run.tenant,
-            run.task_id,
-            run.created_ms,
-            run.updated_ms,
-            run.tickets,
-            run.steps,
-            run.usage,
-            run.state,
-        ],
+        rusqlite::params_from_iter(values(&run)),
     )?;
     Ok(inserted == 1)
 }
@@ -73,28 +78,13 @@ fn replace(
     read: u64,
 ) -> Result<bool, Failure> {
     let run = RunColumns::of(sealing, run)?;
+    let read = as_sql(read);
     let replaced = connection.execute(
         "UPDATE runs SET version = ?2, held_until_ms = ?3, status = ?4, stop_code = ?5,
              actor = ?6, tenant = ?7, task_id = ?8, created_ms = ?9, updated_ms = ?10,
              tickets = ?11, steps = ?12, usage = ?13, state = ?14
          WHERE id = ?1 AND version = ?15",
-        params![
-            run.id,
-            run.version,
-            run.held_until_ms,
-            run.status,
-            run.stop_code,
-            run.actor,
-            run.tenant,
-            run.task_id,
-            run.created_ms,
-            run.updated_ms,
-            run.tickets,
-            run.steps,
-            run.usage,
-            run.state,
-            as_sql(read),
-        ],
+        rusqlite::params_from_iter(values(&run).into_iter().chain([&read as &dyn ToSql])),
     )?;
     Ok(replaced == 1)
 }
