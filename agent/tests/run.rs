@@ -2,8 +2,8 @@
 //! calls, pauses for a human (approve, edit, reject with a message, expiry), resumption by one
 //! of two workers, the audit of every step, and the user's messages as the task's sources.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use portcullis::audit::MemoryAuditSink;
@@ -17,20 +17,39 @@ use portcullis_agent::{
 };
 use serde_json::json;
 
-static LOOKUPS: AtomicUsize = AtomicUsize::new(0);
-static PAYMENTS: AtomicUsize = AtomicUsize::new(0);
+/// The orders looked up and the invoices paid, one entry a run of the tool: each test counts
+/// its own (tests run at once).
+static LOOKED_UP: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+static PAID: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn lookups_of(order_id: u64) -> usize {
+    LOOKED_UP
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|id| **id == order_id)
+        .count()
+}
+
+fn payments_of(invoice: &str) -> usize {
+    PAID.lock()
+        .unwrap()
+        .iter()
+        .filter(|paid| *paid == invoice)
+        .count()
+}
 
 /// Look up an order.
 #[tool(read_only)]
 fn find_order(order_id: u64) -> Result<String, ToolError> {
-    LOOKUPS.fetch_add(1, Ordering::SeqCst);
+    LOOKED_UP.lock().unwrap().push(order_id);
     Ok(format!("order {order_id}: shipped"))
 }
 
 /// Pay an invoice.
 #[tool(risk = "high", irreversible = "money leaves", approval = always)]
 fn pay(invoice: String, amount_cents: u32) -> Result<String, ToolError> {
-    PAYMENTS.fetch_add(1, Ordering::SeqCst);
+    PAID.lock().unwrap().push(invoice.clone());
     Ok(format!("paid {amount_cents} for {invoice}"))
 }
 
@@ -90,27 +109,22 @@ fn a_refused_call_goes_back_to_the_model_which_corrects_it() {
     block_on(async {
         let model = Arc::new(
             ScriptedModel::new()
-                .call("find_order", json!({"order_id": "seven"}))
-                .call("find_order", json!({"order_id": 7}))
-                .answer("Order 7 has shipped."),
+                .call("find_order", json!({"order_id": "seventy"}))
+                .call("find_order", json!({"order_id": 70}))
+                .answer("Order 70 has shipped."),
         );
         let agent = Agent::builder(registry(), model.clone()).build().unwrap();
-        let before = LOOKUPS.load(Ordering::SeqCst);
-        let run = agent.run(&ctx(), "Where is order 7?").await.unwrap();
+        let run = agent.run(&ctx(), "Where is order 70?").await.unwrap();
 
-        assert_eq!(run.answer(), Some("Order 7 has shipped."));
-        assert_eq!(
-            LOOKUPS.load(Ordering::SeqCst) - before,
-            1,
-            "the wrong call never ran"
-        );
+        assert_eq!(run.answer(), Some("Order 70 has shipped."));
+        assert_eq!(lookups_of(70), 1, "the wrong call never ran");
         let shown = model.transcripts();
         let (refusal, is_error) = &tool_results(&shown[1])[0];
         assert!(is_error);
         assert!(refusal.contains("invalid_type"), "{refusal}");
         assert_eq!(
             tool_results(&shown[2])[1],
-            ("order 7: shipped".to_owned(), false)
+            ("order 70: shipped".to_owned(), false)
         );
         let refused = run.steps.iter().find_map(|step| match &step.event {
             StepEvent::ToolCall {
@@ -217,10 +231,10 @@ fn the_calls_of_one_turn_run_at_once_and_their_results_go_back_in_order() {
 }
 
 /// Pays, waits for a human, and answers with whatever the model read of the payment.
-fn paying_model() -> Arc<ScriptedModel> {
+fn paying_model(invoice: &str) -> Arc<ScriptedModel> {
     Arc::new(
         ScriptedModel::new()
-            .call("pay", json!({"invoice": "inv_9", "amount_cents": 500}))
+            .call("pay", json!({"invoice": invoice, "amount_cents": 500}))
             .turn(|request| {
                 let Some(Message::Tool(result)) = request.transcript.last() else {
                     panic!("the model reads the call's result");
@@ -237,15 +251,14 @@ fn paying_model() -> Arc<ScriptedModel> {
 fn a_call_that_waits_pauses_the_run_and_an_approval_resumes_it() {
     block_on(async {
         let registry = registry();
-        let agent = Agent::builder(registry.clone(), paying_model())
+        let agent = Agent::builder(registry.clone(), paying_model("inv_approved"))
             .build()
             .unwrap();
-        let before = PAYMENTS.load(Ordering::SeqCst);
         let run = agent.run(&ctx(), "Pay invoice 9").await.unwrap();
         let [ticket] = run.tickets() else {
             panic!("one ticket: {run:?}");
         };
-        assert_eq!(PAYMENTS.load(Ordering::SeqCst), before);
+        assert_eq!(payments_of("inv_approved"), 0);
 
         // Still waiting: resuming changes nothing.
         let again = agent.resume(&run.id).await.unwrap();
@@ -257,8 +270,8 @@ fn a_call_that_waits_pauses_the_run_and_an_approval_resumes_it() {
         let outcome = registry.resume(&ticket.id, approved).await;
         assert!(outcome.output().is_some(), "{outcome:?}");
         let run = agent.resume(&run.id).await.unwrap();
-        assert_eq!(run.answer(), Some("paid 500 for inv_9"));
-        assert_eq!(PAYMENTS.load(Ordering::SeqCst) - before, 1);
+        assert_eq!(run.answer(), Some("paid 500 for inv_approved"));
+        assert_eq!(payments_of("inv_approved"), 1);
         assert!(
             run.steps
                 .iter()
@@ -270,43 +283,48 @@ fn a_call_that_waits_pauses_the_run_and_an_approval_resumes_it() {
     });
 }
 
+/// Pays invoice 9, which waits; `decision` decides its ticket; the run resumes. The model
+/// answers with what it read of the call's result.
+async fn decided(invoice: &str, decision: ApprovalDecision) -> portcullis_agent::Run {
+    let registry = registry();
+    let agent = Agent::builder(registry.clone(), paying_model(invoice))
+        .build()
+        .unwrap();
+    let run = agent.run(&ctx(), "Pay invoice 9").await.unwrap();
+    registry.resume(&run.tickets()[0].id, decision).await;
+    agent.resume(&run.id).await.unwrap()
+}
+
 #[test]
 fn a_rejection_reaches_the_model_as_the_call_result() {
     block_on(async {
-        let registry = registry();
-        let agent = Agent::builder(registry.clone(), paying_model())
-            .build()
-            .unwrap();
-        let run = agent.run(&ctx(), "Pay invoice 9").await.unwrap();
-        let ticket = run.tickets()[0].id.clone();
-        let rejected = ApprovalDecision::Reject {
-            reviewer: "rita".into(),
-            message: "inv_9 was paid last week; do not pay it again".into(),
-        };
-        registry.resume(&ticket, rejected).await;
-        let run = agent.resume(&run.id).await.unwrap();
+        let run = decided(
+            "inv_rejected",
+            ApprovalDecision::Reject {
+                reviewer: "rita".into(),
+                message: "it was paid last week; do not pay it again".into(),
+            },
+        )
+        .await;
         let answer = run.answer().unwrap();
         assert!(answer.contains("approval_rejected"), "{answer}");
-        assert!(answer.contains("inv_9 was paid last week"), "{answer}");
+        assert!(answer.contains("it was paid last week"), "{answer}");
     });
 }
 
 #[test]
 fn an_edited_call_runs_as_edited() {
     block_on(async {
-        let registry = registry();
-        let agent = Agent::builder(registry.clone(), paying_model())
-            .build()
-            .unwrap();
-        let run = agent.run(&ctx(), "Pay invoice 9").await.unwrap();
-        let ticket = run.tickets()[0].id.clone();
-        let edited = ApprovalDecision::Edit {
-            reviewer: "rita".into(),
-            arguments: json!({"invoice": "inv_9", "amount_cents": 450}),
-        };
-        registry.resume(&ticket, edited).await;
-        let run = agent.resume(&run.id).await.unwrap();
-        assert_eq!(run.answer(), Some("paid 450 for inv_9"));
+        let run = decided(
+            "inv_edited",
+            ApprovalDecision::Edit {
+                reviewer: "rita".into(),
+                arguments: json!({"invoice": "inv_edited", "amount_cents": 450}),
+            },
+        )
+        .await;
+        assert_eq!(run.answer(), Some("paid 450 for inv_edited"));
+        assert_eq!(payments_of("inv_edited"), 1);
     });
 }
 
@@ -319,7 +337,9 @@ fn an_expired_ticket_tells_the_model() {
             .approval_lifetime(Duration::from_millis(50))
             .build()
             .unwrap();
-        let agent = Agent::builder(registry, paying_model()).build().unwrap();
+        let agent = Agent::builder(registry, paying_model("inv_expired"))
+            .build()
+            .unwrap();
         let run = agent.run(&ctx(), "Pay invoice 9").await.unwrap();
         assert_eq!(run.tickets().len(), 1);
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -336,7 +356,7 @@ fn of_two_workers_resuming_one_run_one_takes_it_and_the_call_runs_once() {
         let store = Arc::new(InMemoryRunStore::default());
         // A model that takes its time, so that the worker that took the run still holds it when
         // the other tries.
-        let slow = || SlowModel(paying_model(), Duration::from_millis(200));
+        let slow = || SlowModel(paying_model("inv_raced"), Duration::from_millis(200));
         let first = Agent::builder(registry.clone(), slow())
             .store(store.clone())
             .build()
@@ -345,7 +365,6 @@ fn of_two_workers_resuming_one_run_one_takes_it_and_the_call_runs_once() {
             .store(store.clone())
             .build()
             .unwrap();
-        let before = PAYMENTS.load(Ordering::SeqCst);
         let run = first.run(&ctx(), "Pay invoice 9").await.unwrap();
         let approved = ApprovalDecision::Approve {
             reviewer: "rita".into(),
@@ -360,9 +379,9 @@ fn of_two_workers_resuming_one_run_one_takes_it_and_the_call_runs_once() {
         assert_eq!(refused[0].as_ref().unwrap_err().code(), "run_in_progress");
         assert_eq!(
             finished[0].as_ref().unwrap().answer(),
-            Some("paid 500 for inv_9")
+            Some("paid 500 for inv_raced")
         );
-        assert_eq!(PAYMENTS.load(Ordering::SeqCst) - before, 1);
+        assert_eq!(payments_of("inv_raced"), 1);
     });
 }
 
@@ -468,7 +487,9 @@ fn another_message_continues_a_finished_run() {
 #[test]
 fn a_paused_run_takes_no_message_until_it_is_resumed() {
     block_on(async {
-        let agent = Agent::builder(registry(), paying_model()).build().unwrap();
+        let agent = Agent::builder(registry(), paying_model("inv_paused"))
+            .build()
+            .unwrap();
         let run = agent.run(&ctx(), "Pay invoice 9").await.unwrap();
         assert!(matches!(run.outcome, RunOutcome::Paused { .. }));
         let refused = agent.message(&run.id, "and invoice 10").await.unwrap_err();
@@ -641,8 +662,7 @@ fn each_turn_may_have_its_own_tool_choice() {
 #[test]
 fn a_turn_of_too_many_calls_stops_before_any_runs() {
     block_on(async {
-        let before = LOOKUPS.load(Ordering::SeqCst);
-        let calls = (1..=3).map(|order_id| ("find_order", json!({ "order_id": order_id })));
+        let calls = (301..=303).map(|order_id| ("find_order", json!({ "order_id": order_id })));
         let model = ScriptedModel::new().calls(calls);
         let agent = Agent::builder(registry(), model)
             .max_calls_per_turn(2)
@@ -650,7 +670,7 @@ fn a_turn_of_too_many_calls_stops_before_any_runs() {
             .unwrap();
         let run = agent.run(&ctx(), "Look at three orders").await.unwrap();
         assert_eq!(run.stop_reason().unwrap().code(), "too_many_calls");
-        assert_eq!(LOOKUPS.load(Ordering::SeqCst), before);
+        assert_eq!((301..=303).map(lookups_of).sum::<usize>(), 0);
     });
 }
 
