@@ -17,7 +17,7 @@ use portcullis_core::{
 };
 use rmcp::RoleServer;
 use rmcp::model::{ElicitRequestParams, ElicitationAction, ProgressNotificationParam};
-use rmcp::service::{ElicitationMode, RequestContext};
+use rmcp::service::RequestContext;
 use serde_json::json;
 
 use crate::server::Shared;
@@ -27,45 +27,65 @@ pub(crate) const WAITING_MESSAGE: &str = "This call is awaiting a human's approv
      run. To learn its outcome later, call the same tool again with the same arguments: the \
      call runs at most once, and a repeat reports how it ended.";
 
-/// Asks the person at the client to confirm the call; `None` when the client cannot be asked
-/// (it has no form elicitation, or did not answer in time), so that the call waits for an
-/// operator instead, or when another decision was taken first, so that the call waits for its
-/// outcome.
+/// Whether the client of `request` can be asked to confirm in a form: in its session's
+/// capabilities, or, under the stateless protocol, in the request's own.
+pub(crate) fn can_confirm(request: &RequestContext<RoleServer>) -> bool {
+    request
+        .client_capabilities()
+        .and_then(|capabilities| capabilities.elicitation)
+        .is_some_and(|elicitation| elicitation.form.is_some() || elicitation.url.is_none())
+}
+
+/// The form that asks the person at the client to confirm the call waiting under `ticket`.
+pub(crate) fn confirmation_form(ticket: &Ticket) -> serde_json::Value {
+    json!({
+        "mode": "form",
+        "message": format!("Confirm this call? {}", ticket.description),
+        "requestedSchema": {"type": "object", "properties": {}},
+    })
+}
+
+/// Asks the person at the client, over the session, to confirm the call; `None` when the
+/// client cannot be asked (it has no form elicitation, or did not answer in time), so that the
+/// call waits for an operator instead, or when another decision was taken first, so that the
+/// call waits for its outcome.
 pub(crate) async fn confirm(
     shared: &Shared,
     ctx: &CallContext,
     ticket: &Ticket,
     request: &RequestContext<RoleServer>,
 ) -> Option<Outcome> {
-    if !request
-        .peer
-        .supported_elicitation_modes()
-        .contains(&ElicitationMode::Form)
-    {
+    if !can_confirm(request) {
         return None;
     }
-    let params: ElicitRequestParams = serde_json::from_value(json!({
-        "mode": "form",
-        "message": format!("Confirm this call? {}", ticket.description),
-        "requestedSchema": {"type": "object", "properties": {}},
-    }))
-    .ok()?;
+    let params: ElicitRequestParams = serde_json::from_value(confirmation_form(ticket)).ok()?;
     let answer = request
         .peer
         .create_elicitation_with_timeout(params, Some(shared.approval_wait))
         .await;
-    let answer = match answer {
-        Ok(answer) => answer,
+    match answer {
+        Ok(answer) => decide(shared, ctx, ticket, answer.action).await,
         Err(error) => {
             tracing::warn!(ticket = %ticket.id, %error, "the client did not confirm; the call waits for an operator");
-            return None;
+            None
         }
-    };
+    }
+}
+
+/// Records the caller's answer to the confirmation of the call waiting under `ticket` as the
+/// caller's own decision, and carries it out: the call's outcome, or `None` when another
+/// decision was taken first, so that the call waits for that one's outcome.
+pub(crate) async fn decide(
+    shared: &Shared,
+    ctx: &CallContext,
+    ticket: &Ticket,
+    action: ElicitationAction,
+) -> Option<Outcome> {
     let mut reviewer = Reviewer::new(ctx.actor());
     if let Some(tenant) = ctx.tenant() {
         reviewer = reviewer.with_tenant(tenant);
     }
-    let decision = match answer.action {
+    let decision = match action {
         ElicitationAction::Accept => ApprovalDecision::Approve { reviewer },
         ElicitationAction::Decline => ApprovalDecision::Reject {
             reviewer,

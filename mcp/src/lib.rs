@@ -22,10 +22,12 @@ mod approval;
 mod http;
 mod identity;
 mod message;
+mod sealed;
 mod server;
 mod session;
 mod stdio;
 mod task;
 
 pub use identity::{Authenticator, BearerTokens};
+pub use rmcp::model::RequestStateCodec;
 pub use server::{McpServer, McpServerBuilder, ServeError};

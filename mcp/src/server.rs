@@ -8,8 +8,11 @@ use std::time::Duration;
 use portcullis_core::export::Profile;
 use portcullis_core::{CallContext, DecisionKey, Registry};
 use rmcp::RoleServer;
+use rmcp::model::RequestStateCodec;
 use rmcp::service::Peer;
 use serde_json::Value;
+
+use crate::sealed::Seals;
 
 /// A [`Registry`] served over MCP, over stdio ([`serve_stdio`](Self::serve_stdio)) or
 /// streamable HTTP ([`serve_http`](Self::serve_http)). Cheap to clone: clones share the
@@ -42,6 +45,10 @@ pub(crate) struct Shared {
     pub(crate) allowed_hosts: Vec<String>,
     /// Signs a caller's confirmation of its own call.
     pub(crate) confirmation_key: Option<DecisionKey>,
+    /// Seals what clients carry for the server: task handles, confirmations, MCP task ids.
+    pub(crate) seals: Seals,
+    /// How long a client may keep a tool list, under the stateless protocol.
+    tools_ttl: Duration,
     listeners: Mutex<Vec<Listener>>,
 }
 
@@ -59,6 +66,11 @@ impl Listener {
 }
 
 impl Shared {
+    /// The `ttlMs` of a tool list.
+    pub(crate) fn tools_ttl_ms(&self) -> u64 {
+        u64::try_from(self.tools_ttl.as_millis()).unwrap_or(u64::MAX)
+    }
+
     /// Remembers the tool list a session was just given.
     pub(crate) fn listen(&self, listener: Listener) {
         let mut listeners = self
@@ -89,6 +101,8 @@ pub struct McpServerBuilder {
     poll_interval: Duration,
     allowed_hosts: Vec<String>,
     confirmation_key: Option<DecisionKey>,
+    state_codec: Option<RequestStateCodec>,
+    tools_ttl: Duration,
 }
 
 impl McpServerBuilder {
@@ -137,6 +151,38 @@ impl McpServerBuilder {
         self
     }
 
+    /// Seals what the server gives clients to send back (default: a key of this process
+    /// alone): under the stateless protocol (2026-07-28), the handle of the caller's task
+    /// (`_meta["dev.portcullis/task"]`) and the `requestState` of a confirmation; under both
+    /// protocols, the id of an MCP task waiting for an operator. Each is bound to its caller,
+    /// expires, and cannot be forged without the key. Instances that serve one client behind a
+    /// load balancer, or a server that should honour them after a restart, share the keys;
+    /// a keyring ([`RequestStateCodec::new_with_keyring`]) rotates them.
+    ///
+    /// ```
+    /// use portcullis_mcp::RequestStateCodec;
+    ///
+    /// let codec = RequestStateCodec::new_with_keyring(
+    ///     "2026-11",
+    ///     [("2026-11", [7u8; 32]), ("2026-10", [8u8; 32])],
+    /// )
+    /// .unwrap();
+    /// # let _ = codec;
+    /// ```
+    pub fn state_codec(mut self, codec: RequestStateCodec) -> Self {
+        self.state_codec = Some(codec);
+        self
+    }
+
+    /// How long a client of the stateless protocol may keep a tool list before it asks again
+    /// (`ttlMs`, default 0: every time). The list is each caller's own (`cacheScope:
+    /// private`); a dynamic value (`#[one_of]`) that changes within the time is still checked
+    /// by the gates, only the model's hint is stale.
+    pub fn tools_ttl(mut self, ttl: Duration) -> Self {
+        self.tools_ttl = ttl;
+        self
+    }
+
     /// The server; [`ServeError::NoMcpProfile`] unless the registry was built for the MCP
     /// profile ([`RegistryBuilder::profile`](portcullis_core::RegistryBuilder::profile)), which
     /// checks at build time that every tool fits MCP.
@@ -152,6 +198,10 @@ impl McpServerBuilder {
                 poll_interval: self.poll_interval,
                 allowed_hosts: self.allowed_hosts,
                 confirmation_key: self.confirmation_key,
+                seals: self
+                    .state_codec
+                    .map_or_else(Seals::of_this_process, Seals::new),
+                tools_ttl: self.tools_ttl,
                 listeners: Mutex::new(Vec::new()),
             }),
         })
@@ -168,6 +218,8 @@ impl McpServer {
             poll_interval: Duration::from_secs(1),
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
             confirmation_key: None,
+            state_codec: None,
+            tools_ttl: Duration::ZERO,
         }
     }
 

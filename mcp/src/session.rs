@@ -1,15 +1,25 @@
-//! One MCP session: its caller, its task, its tool list and its calls, every one of them
+//! The MCP handler: its caller, its task, its tool list and its calls, every one of them
 //! through [`Registry::dispatch`](portcullis_core::Registry::dispatch).
+//!
+//! It serves both lifecycles the specification defines, chosen by each request:
+//! - 2025-11-25 and earlier: one handler per session; the session's caller (the first
+//!   request's) and a task id made for the session.
+//! - 2026-07-28, stateless: one handler per request; the caller from the request's
+//!   credentials, the task from the sealed handle the client passes back in
+//!   `_meta["dev.portcullis/task"]` (a new task when it sends none), returned in every result's
+//!   `_meta`; a caller's confirmation through `InputRequiredResult` and its retry.
 
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use portcullis_core::export::Profile;
 use portcullis_core::wire::{self, mcp};
-use portcullis_core::{Arguments, CallContext, Outcome, ToolCall};
+use portcullis_core::encoding::random_id;
+use portcullis_core::{Arguments, CallContext, Outcome, Ticket, ToolCall};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ErrorCode,
-    ExtensionCapabilities, GetTaskParams, GetTaskResult, Implementation, InitializeRequestParams,
-    InitializeResult, JsonObject, ListToolsResult, NumberOrString, PaginatedRequestParams,
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+    ElicitationAction, ErrorCode, ExtensionCapabilities, GetTaskParams, GetTaskResult,
+    Implementation, InitializeRequestParams, InitializeResult, InputRequest, InputRequiredResult,
+    JsonObject, ListToolsResult, MetaObject, NumberOrString, PaginatedRequestParams,
     ProtocolVersion, ServerCapabilities, ServerConfig, TASKS_EXTENSION_ID, ToolsCapability,
 };
 use rmcp::service::RequestContext;
@@ -18,8 +28,9 @@ use serde_json::{Value, json};
 
 use crate::approval::{self, WAITING_MESSAGE};
 use crate::identity::same_caller;
+use crate::sealed::{CALL_META, TASK_META};
 use crate::server::{Listener, Shared};
-use crate::task::Tasks;
+use crate::task;
 
 /// The caller of an HTTP request, as the server's [`Authenticator`](crate::Authenticator)
 /// found it; the HTTP layer puts it in the request's extensions.
@@ -39,7 +50,11 @@ pub(crate) enum Origin {
 /// every gate (and `too_many_pending` while the first waits).
 const WAITING_CALLS: usize = 100;
 
-/// The state of one session; rmcp makes one per MCP session.
+/// The key of the confirmation in an `InputRequiredResult`'s requests and its retry's responses.
+const CONFIRMATION: &str = "confirm";
+
+/// The state of one session; rmcp makes one per MCP session, and one per request of the
+/// stateless protocol.
 pub(crate) struct Session {
     shared: Arc<Shared>,
     origin: Origin,
@@ -49,7 +64,6 @@ pub(crate) struct Session {
     /// same tool with the same arguments, in this session, resumes one instead of asking again.
     /// At most [`WAITING_CALLS`], the oldest forgotten first.
     waiting: Mutex<Vec<ToolCall>>,
-    tasks: Tasks,
 }
 
 impl Session {
@@ -64,23 +78,29 @@ impl Session {
             origin,
             caller,
             waiting: Mutex::new(Vec::new()),
-            tasks: Tasks::default(),
         }
     }
 
-    /// The context of the request's caller, with the session's task id. Over HTTP the first
-    /// request names the session's caller, and a request with another caller's credentials
-    /// is refused: a session id alone does not make a caller.
+    /// The context of the request's caller and task. In a session, the task is the session's,
+    /// and over HTTP the first request names the session's caller: a request with another
+    /// caller's credentials is refused, as a session id alone does not make a caller. Under the
+    /// stateless protocol, the task is the one the request's handle names.
     fn context(&self, request: &RequestContext<RoleServer>) -> Result<CallContext, ErrorData> {
+        if stateless(request) {
+            let identity = match self.origin {
+                Origin::Fixed => self.caller.get().map(|(identity, _)| identity.clone()),
+                Origin::Requests => authenticated(request),
+            }
+            .ok_or_else(|| ErrorData::invalid_request("the request is not authenticated", None))?;
+            return self
+                .shared
+                .seals
+                .task_context(identity, request.meta.0.get(TASK_META));
+        }
         if let Origin::Requests = self.origin {
-            let identity = request
-                .extensions
-                .get::<axum::http::request::Parts>()
-                .and_then(|parts| parts.extensions.get::<Authenticated>())
-                .map(|authenticated| authenticated.0.clone())
-                .ok_or_else(|| {
-                    ErrorData::invalid_request("the request is not authenticated", None)
-                })?;
+            let identity = authenticated(request).ok_or_else(|| {
+                ErrorData::invalid_request("the request is not authenticated", None)
+            })?;
             let (owner, _) = self.caller.get_or_init(|| {
                 let session = identity.clone().with_fresh_task_id();
                 (identity.clone(), session)
@@ -206,8 +226,7 @@ impl ServerHandler for Session {
     }
 
     fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
-        // Sessions carry the caller and the task; the stateless 2026-07-28 lifecycle has none.
-        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2026_07_28))
     }
 
     async fn initialize(
@@ -226,14 +245,17 @@ impl ServerHandler for Session {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
-        self.context(&context)?;
-        self.tasks
-            .get(&self.shared, &request.task_id, |outcome| {
-                let result = tool_result(outcome)?;
-                serde_json::to_value(result)
-                    .map_err(|error| ErrorData::internal_error(error.to_string(), None))
-            })
-            .await
+        let ctx = self.context(&context)?;
+        let mut result = task::get(&self.shared, &ctx, &request.task_id, |outcome| {
+            let result = tool_result(outcome)?;
+            serde_json::to_value(result)
+                .map_err(|error| ErrorData::internal_error(error.to_string(), None))
+        })
+        .await?;
+        if stateless(&context) {
+            self.hand_back(&ctx, &mut result.meta);
+        }
+        Ok(result)
     }
 
     async fn cancel_task(
@@ -256,11 +278,20 @@ impl ServerHandler for Session {
     ) -> Result<ListToolsResult, ErrorData> {
         let ctx = self.context(&context)?;
         let tools = self.shared.tools_for(&ctx)?;
-        self.shared
-            .listen(Listener::new(context.peer.clone(), ctx, tools.clone()));
-        serde_json::from_value(json!({"tools": tools})).map_err(|error| {
-            ErrorData::internal_error(format!("unrenderable tools: {error}"), None)
-        })
+        let mut result: ListToolsResult = serde_json::from_value(json!({"tools": tools.clone()}))
+            .map_err(|error| {
+                ErrorData::internal_error(format!("unrenderable tools: {error}"), None)
+            })?;
+        if stateless(&context) {
+            // Each caller sees its own tools: no cache may share them with another.
+            result.cache_scope = Some(CacheScope::Private);
+            result.ttl_ms = Some(self.shared.tools_ttl_ms());
+            self.hand_back(&ctx, &mut result.meta);
+        } else {
+            self.shared
+                .listen(Listener::new(context.peer.clone(), ctx, tools));
+        }
+        Ok(result)
     }
 
     async fn call_tool(
@@ -269,27 +300,203 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let ctx = self.context(&context)?;
-        let call = self.call_for(&request, &context.id);
-        let registry = &self.shared.registry;
-        let mut outcome = registry.dispatch(&ctx, &call).await;
+        if !stateless(&context) {
+            return self.call_in_session(&ctx, &request, &context).await;
+        }
+        let mut response = self.call_stateless(&ctx, request, &context).await?;
+        let meta = match &mut response {
+            CallToolResponse::Complete(result) => &mut result.meta,
+            CallToolResponse::InputRequired(result) => &mut result.meta,
+            CallToolResponse::Task(result) => &mut result.meta,
+            _ => return Ok(response),
+        };
+        self.hand_back(&ctx, meta);
+        Ok(response)
+    }
+}
+
+impl Session {
+    /// A call in a session: the caller confirms through an elicitation while the request
+    /// waits, and a call sent again while it waits resumes it.
+    async fn call_in_session(
+        &self,
+        ctx: &CallContext,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let call = self.call_for(request, &context.id);
+        let mut outcome = self.shared.registry.dispatch(ctx, &call).await;
         if let Outcome::Pending(ticket) = &outcome
             && ticket.caller_confirms
-            && let Some(confirmed) = approval::confirm(&self.shared, &ctx, ticket, &context).await
+            && let Some(confirmed) = approval::confirm(&self.shared, ctx, ticket, context).await
         {
             outcome = confirmed;
         }
-        if let Outcome::Pending(ticket) = outcome {
-            if context
-                .client_capabilities()
-                .is_some_and(|capabilities| capabilities.supports_tasks())
-            {
-                return self.tasks.open(&self.shared, &ctx, &call, &ticket);
+        let outcome = match outcome {
+            Outcome::Pending(ticket) => {
+                match self.wait(ctx, &call, ticket, context).await? {
+                    Waited::Task(task) => return Ok(task),
+                    Waited::Ended(outcome) => outcome,
+                }
             }
-            outcome = approval::await_decision(&self.shared, &ctx, &call, ticket, &context).await;
-        }
+            outcome => outcome,
+        };
         self.remember(&call, &outcome);
         tool_result(&outcome).map(CallToolResponse::from)
     }
+
+    /// A call under the stateless protocol. Its id is the one the client gave in
+    /// `_meta["dev.portcullis/call"]` (a retry on any instance is then the same call), or a
+    /// new one. The caller confirms in two requests: the first answers `InputRequiredResult`
+    /// with a sealed `requestState`; the retry carries the answer and that state, which
+    /// names the waiting call and opens only for the same caller, task, tool and arguments.
+    async fn call_stateless(
+        &self,
+        ctx: &CallContext,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        let seals = &self.shared.seals;
+        let (call_id, asked) = match &request.request_state {
+            Some(state) => {
+                let asked = seals.open_confirmation(ctx, &request.name, &arguments, state)?;
+                (asked.call_id.clone(), Some(asked))
+            }
+            None => (call_id(context)?, None),
+        };
+        let call = ToolCall::new(call_id, request.name.to_string(), arguments.clone());
+        let mut outcome = self.shared.registry.dispatch(ctx, &call).await;
+        if let Outcome::Pending(ticket) = &outcome
+            && ticket.caller_confirms
+        {
+            let answer = asked
+                .filter(|asked| asked.ticket == ticket.id)
+                .and_then(|_| confirmation_answer(&request));
+            match answer {
+                Some(action) => {
+                    if let Some(decided) =
+                        approval::decide(&self.shared, ctx, ticket, action).await
+                    {
+                        outcome = decided;
+                    }
+                }
+                None if approval::can_confirm(context) => {
+                    return self.ask_to_confirm(ctx, &call, &arguments, ticket);
+                }
+                None => {}
+            }
+        }
+        let outcome = match outcome {
+            Outcome::Pending(ticket) => match self.wait(ctx, &call, ticket, context).await? {
+                Waited::Task(task) => return Ok(task),
+                Waited::Ended(outcome) => outcome,
+            },
+            outcome => outcome,
+        };
+        tool_result(&outcome).map(CallToolResponse::from)
+    }
+
+    /// The `InputRequiredResult` that asks the caller to confirm `call`, waiting under
+    /// `ticket`.
+    fn ask_to_confirm(
+        &self,
+        ctx: &CallContext,
+        call: &ToolCall,
+        arguments: &Value,
+        ticket: &Ticket,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let ask: InputRequest = serde_json::from_value(json!({
+            "method": "elicitation/create",
+            "params": approval::confirmation_form(ticket),
+        }))
+        .map_err(|error| ErrorData::internal_error(format!("unrenderable form: {error}"), None))?;
+        let state = self.shared.seals.confirmation(
+            ctx,
+            call,
+            arguments,
+            ticket,
+            self.shared.approval_wait,
+        );
+        Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
+            Some([(CONFIRMATION.to_owned(), ask)].into()),
+            Some(state),
+        )))
+    }
+
+    /// A call waiting for an operator: a task at once for a client that declared the tasks
+    /// extension, otherwise the request held open until the call's outcome or the end of the
+    /// wait.
+    async fn wait(
+        &self,
+        ctx: &CallContext,
+        call: &ToolCall,
+        ticket: Box<Ticket>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Waited, ErrorData> {
+        if context
+            .client_capabilities()
+            .is_some_and(|capabilities| capabilities.supports_tasks())
+        {
+            let arguments = match &call.arguments {
+                Arguments::Json(value) => value.clone(),
+                Arguments::Text(text) => Value::String(text.clone()),
+            };
+            return task::open(&self.shared, ctx, call, arguments, &ticket).map(Waited::Task);
+        }
+        Ok(Waited::Ended(
+            approval::await_decision(&self.shared, ctx, call, ticket, context).await,
+        ))
+    }
+
+    /// Puts the handle of `ctx`'s task in a result's `_meta`, for the client to send back.
+    fn hand_back(&self, ctx: &CallContext, meta: &mut Option<MetaObject>) {
+        meta.get_or_insert_with(MetaObject::default)
+            .0
+            .insert(TASK_META.to_owned(), json!(self.shared.seals.task_handle(ctx)));
+    }
+}
+
+/// How the wait for an operator ended.
+enum Waited {
+    /// The client follows the call through this MCP task.
+    Task(CallToolResponse),
+    /// The call's outcome, or still pending when the wait ended first.
+    Ended(Outcome),
+}
+
+/// Whether `request` is served under the stateless protocol (2026-07-28 and later).
+fn stateless(request: &RequestContext<RoleServer>) -> bool {
+    request
+        .protocol_version()
+        .is_some_and(|version| version.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
+/// The caller the HTTP layer authenticated for `request`.
+fn authenticated(request: &RequestContext<RoleServer>) -> Option<CallContext> {
+    request
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Authenticated>())
+        .map(|authenticated| authenticated.0.clone())
+}
+
+/// The id of a stateless call: the client's, from `_meta["dev.portcullis/call"]`, or a new one.
+fn call_id(request: &RequestContext<RoleServer>) -> Result<String, ErrorData> {
+    match request.meta.0.get(CALL_META) {
+        None => Ok(random_id("call")),
+        Some(Value::String(id)) if !id.is_empty() && id.len() <= 128 => Ok(id.clone()),
+        Some(_) => Err(crate::sealed::refusal(
+            "call_id_invalid",
+            format!("`_meta.{CALL_META}` must be a string of 1 to 128 characters"),
+        )),
+    }
+}
+
+/// The caller's answer to the confirmation, from the retry's `inputResponses`.
+fn confirmation_answer(request: &CallToolRequestParams) -> Option<ElicitationAction> {
+    let answer = request.input_responses.as_ref()?.get(CONFIRMATION)?;
+    serde_json::from_value(answer.get("action")?.clone()).ok()
 }
 
 impl Shared {

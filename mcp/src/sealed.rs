@@ -1,0 +1,315 @@
+//! What the client carries for the server, sealed: the task handle of the stateless protocol
+//! (2026-07-28), the `requestState` of a confirmation asked through `InputRequiredResult`, and
+//! the id of an MCP task waiting for an operator.
+//!
+//! Each is an HMAC-sealed value ([`RequestStateCodec`]) that expires, with the caller it was
+//! minted for (actor, tenant, roles, environment) and what it stands for (the task, the tool
+//! and the canonical arguments) mixed into the seal but not written in it: a value opens only
+//! for the request it was made for. A client cannot forge one, read another caller's task
+//! with one, nor confirm other arguments with one. Their contents are signed, not encrypted:
+//! the client that holds one can read what it sent.
+//!
+//! Every instance of a server opens what any other sealed when they share the keys
+//! ([`McpServerBuilder::state_codec`](crate::McpServerBuilder::state_codec)); that is what
+//! lets a request go to any instance.
+
+use std::time::Duration;
+
+use portcullis_core::encoding::random_id;
+use portcullis_core::json::canonical;
+use portcullis_core::{CallContext, Ticket, ToolCall};
+use rmcp::ErrorData;
+use rmcp::model::{RequestStateCodec, SealOptions};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// The request `_meta` key that carries the task handle, and the result `_meta` key that
+/// returns it.
+pub(crate) const TASK_META: &str = "dev.portcullis/task";
+
+/// The request `_meta` key by which a client names a call, so that a retry of the same request
+/// (on any instance) is the same call and runs at most once.
+pub(crate) const CALL_META: &str = "dev.portcullis/call";
+
+/// How long a task handle stays good after the last result that returned it.
+const TASK_HANDLE_LIFETIME: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The server's sealing keys.
+pub(crate) struct Seals {
+    codec: RequestStateCodec,
+}
+
+/// A confirmation the client was asked for, as its `requestState` says.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct Confirmation {
+    /// The call waiting for it.
+    pub(crate) call_id: String,
+    /// The ticket it waits under.
+    pub(crate) ticket: String,
+}
+
+/// A call waiting for an operator, as its MCP task id says.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct WaitingCall {
+    pub(crate) call_id: String,
+    pub(crate) tool: String,
+    pub(crate) arguments: Value,
+    pub(crate) ticket: String,
+    pub(crate) created_ms: u64,
+}
+
+impl WaitingCall {
+    /// The call, as dispatched.
+    pub(crate) fn call(&self) -> ToolCall {
+        ToolCall::new(
+            self.call_id.clone(),
+            self.tool.clone(),
+            self.arguments.clone(),
+        )
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct TaskHandle {
+    task: String,
+}
+
+impl Seals {
+    pub(crate) fn new(codec: RequestStateCodec) -> Self {
+        Seals { codec }
+    }
+
+    /// Keys of this process alone: what it seals opens nowhere else, nor after a restart.
+    pub(crate) fn of_this_process() -> Self {
+        let key = format!("{}{}", random_id("state"), random_id("state"));
+        Seals::new(
+            RequestStateCodec::try_new(key.into_bytes())
+                .expect("two random ids are longer than the shortest key"),
+        )
+    }
+
+    /// The handle of `ctx`'s task, for `ctx`'s caller only.
+    pub(crate) fn task_handle(&self, ctx: &CallContext) -> String {
+        self.seal(
+            &TaskHandle {
+                task: ctx.task_id().to_owned(),
+            },
+            &binding("task", ctx, &[]),
+            TASK_HANDLE_LIFETIME,
+        )
+    }
+
+    /// `identity` with the task its `handle` names, or with a new task when it sent none.
+    pub(crate) fn task_context(
+        &self,
+        identity: CallContext,
+        handle: Option<&Value>,
+    ) -> Result<CallContext, ErrorData> {
+        let Some(handle) = handle else {
+            return Ok(identity.with_fresh_task_id());
+        };
+        let opened = handle.as_str().and_then(|handle| {
+            self.open::<TaskHandle>(handle, &binding("task", &identity, &[]))
+        });
+        match opened {
+            Some(TaskHandle { task }) => Ok(identity.with_task_id(task)),
+            None => Err(refusal(
+                "task_handle_invalid",
+                format!(
+                    "`_meta.{TASK_META}` is not a task handle this server gave this caller, or it \
+                     expired: send the handle from an earlier result, or none to start a new task"
+                ),
+            )),
+        }
+    }
+
+    /// The `requestState` that asks for a confirmation of `call`, waiting under `ticket`.
+    pub(crate) fn confirmation(
+        &self,
+        ctx: &CallContext,
+        call: &ToolCall,
+        arguments: &Value,
+        ticket: &Ticket,
+        lifetime: Duration,
+    ) -> String {
+        self.seal(
+            &Confirmation {
+                call_id: call.id.clone(),
+                ticket: ticket.id.clone(),
+            },
+            &binding(
+                "confirmation",
+                ctx,
+                &[ctx.task_id(), &call.name, &canonical(arguments)],
+            ),
+            lifetime,
+        )
+    }
+
+    /// The confirmation `state` asked for, if it was sealed for this caller, task, tool and
+    /// arguments and has not expired.
+    pub(crate) fn open_confirmation(
+        &self,
+        ctx: &CallContext,
+        tool: &str,
+        arguments: &Value,
+        state: &str,
+    ) -> Result<Confirmation, ErrorData> {
+        self.open(
+            state,
+            &binding(
+                "confirmation",
+                ctx,
+                &[ctx.task_id(), tool, &canonical(arguments)],
+            ),
+        )
+        .ok_or_else(|| {
+            refusal(
+                "confirmation_invalid",
+                "this requestState was not issued for this caller, task, tool and arguments, or \
+                 it expired: it confirms nothing. Call the tool again without it to be asked anew",
+            )
+        })
+    }
+
+    /// The MCP task id of `call`, waiting for an operator under `ticket`.
+    pub(crate) fn waiting_task(
+        &self,
+        ctx: &CallContext,
+        call: &ToolCall,
+        arguments: Value,
+        ticket: &Ticket,
+        now_ms: u64,
+    ) -> String {
+        let lifetime = Duration::from_millis(ticket.expires_ms.saturating_sub(now_ms))
+            .max(Duration::from_secs(1));
+        self.seal(
+            &WaitingCall {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                arguments,
+                ticket: ticket.id.clone(),
+                created_ms: now_ms,
+            },
+            &binding("waiting", ctx, &[ctx.task_id()]),
+            // Past the ticket's expiry the call is refused anyway; the task still reports that.
+            lifetime + TASK_HANDLE_LIFETIME,
+        )
+    }
+
+    /// The waiting call of MCP task `task_id`, if it was sealed for this caller and task.
+    pub(crate) fn open_waiting_task(
+        &self,
+        ctx: &CallContext,
+        task_id: &str,
+    ) -> Result<WaitingCall, ErrorData> {
+        self.open(task_id, &binding("waiting", ctx, &[ctx.task_id()]))
+            .ok_or_else(|| {
+                refusal(
+                    "task_not_found",
+                    format!("this caller's task has no MCP task {task_id}"),
+                )
+            })
+    }
+
+    fn seal<T: Serialize>(&self, value: &T, binding: &[u8], lifetime: Duration) -> String {
+        let payload = serde_json::to_vec(value).expect("sealed values serialise");
+        self.codec.seal_with(
+            &payload,
+            &SealOptions::new().associated_data(binding).ttl(lifetime),
+        )
+    }
+
+    fn open<T: for<'de> Deserialize<'de>>(&self, sealed: &str, binding: &[u8]) -> Option<T> {
+        let payload = self.codec.open_with(sealed, binding).ok()?;
+        serde_json::from_slice(&payload).ok()
+    }
+}
+
+/// What a sealed value is bound to: its purpose, the caller, and `more`.
+fn binding(purpose: &str, ctx: &CallContext, more: &[&str]) -> Vec<u8> {
+    canonical(&json!([
+        purpose,
+        ctx.actor(),
+        ctx.tenant(),
+        ctx.roles(),
+        ctx.environment(),
+        more,
+    ]))
+    .into_bytes()
+}
+
+/// A request the server refuses: the specification's invalid params, with a stable code.
+pub(crate) fn refusal(code: &str, message: impl Into<String>) -> ErrorData {
+    ErrorData::invalid_params(message.into(), Some(json!({ "code": code })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ann() -> CallContext {
+        CallContext::new("ann")
+            .with_roles(["finance"])
+            .with_task_id("task-1")
+    }
+
+    #[test]
+    fn a_task_handle_opens_for_its_caller_only() {
+        let seals = Seals::of_this_process();
+        let handle = json!(seals.task_handle(&ann()));
+        let identity = CallContext::new("ann").with_roles(["finance"]);
+        let opened = seals.task_context(identity.clone(), Some(&handle)).unwrap();
+        assert_eq!(opened.task_id(), "task-1");
+        for other in [
+            CallContext::new("bob").with_roles(["finance"]),
+            CallContext::new("ann").with_roles(["finance", "admin"]),
+            CallContext::new("ann")
+                .with_roles(["finance"])
+                .with_tenant("acme"),
+        ] {
+            let refused = seals.task_context(other, Some(&handle)).unwrap_err();
+            assert_eq!(refused.data.unwrap()["code"], "task_handle_invalid");
+        }
+        let elsewhere = Seals::of_this_process();
+        assert!(elsewhere.task_context(identity.clone(), Some(&handle)).is_err());
+        assert!(seals.task_context(identity.clone(), Some(&json!(7))).is_err());
+        assert_ne!(seals.task_context(identity, None).unwrap().task_id(), "task-1");
+    }
+
+    #[test]
+    fn a_confirmation_opens_for_its_tool_and_canonical_arguments_only() {
+        let seals = Seals::of_this_process();
+        let call = ToolCall::new("c1", "cancel_order", json!({"order_id": 7}));
+        let ticket: Ticket = serde_json::from_value(json!({
+            "id": "t1", "tool": "cancel_order", "call_id": "c1", "arguments": {},
+            "actor": "ann", "tenant": null, "risk": "high", "irreversible": null,
+            "description": "", "created_ms": 0, "expires_ms": 0, "approvers": [],
+            "self_approval": false, "caller_confirms": true, "contract_hash": ""
+        }))
+        .unwrap();
+        let state = seals.confirmation(
+            &ann(),
+            &call,
+            &json!({"order_id": 7}),
+            &ticket,
+            Duration::from_secs(60),
+        );
+        let opened = seals
+            .open_confirmation(&ann(), "cancel_order", &json!({"order_id": 7.0}), &state)
+            .unwrap();
+        assert_eq!((opened.call_id.as_str(), opened.ticket.as_str()), ("c1", "t1"));
+        let other_task = ann().with_task_id("task-2");
+        for (ctx, tool, arguments) in [
+            (ann(), "cancel_order", json!({"order_id": 8})),
+            (ann(), "refund_payment", json!({"order_id": 7})),
+            (other_task, "cancel_order", json!({"order_id": 7})),
+        ] {
+            let refused = seals
+                .open_confirmation(&ctx, tool, &arguments, &state)
+                .err()
+                .unwrap();
+            assert_eq!(refused.data.unwrap()["code"], "confirmation_invalid");
+        }
+    }
+}
