@@ -42,6 +42,8 @@ pub(crate) struct Seals {
 /// A confirmation the client was asked for, as its `requestState` says.
 #[derive(Serialize, Deserialize)]
 pub(crate) struct Confirmation {
+    /// The task of the call: the retry's, whatever task handle the retry carries.
+    pub(crate) task: String,
     /// The call waiting for it.
     pub(crate) call_id: String,
     /// The ticket it waits under.
@@ -51,6 +53,7 @@ pub(crate) struct Confirmation {
 /// A call waiting for an operator, as its MCP task id says.
 #[derive(Serialize, Deserialize)]
 pub(crate) struct WaitingCall {
+    pub(crate) task: String,
     pub(crate) call_id: String,
     pub(crate) tool: String,
     pub(crate) arguments: Value,
@@ -108,9 +111,9 @@ impl Seals {
         let Some(handle) = handle else {
             return Ok(identity.with_fresh_task_id());
         };
-        let opened = handle.as_str().and_then(|handle| {
-            self.open::<TaskHandle>(handle, &binding("task", &identity, &[]))
-        });
+        let opened = handle
+            .as_str()
+            .and_then(|handle| self.open::<TaskHandle>(handle, &binding("task", &identity, &[])));
         match opened {
             Some(TaskHandle { task }) => Ok(identity.with_task_id(task)),
             None => Err(refusal(
@@ -134,19 +137,16 @@ impl Seals {
     ) -> String {
         self.seal(
             &Confirmation {
+                task: ctx.task_id().to_owned(),
                 call_id: call.id.clone(),
                 ticket: ticket.id.clone(),
             },
-            &binding(
-                "confirmation",
-                ctx,
-                &[ctx.task_id(), &call.name, &canonical(arguments)],
-            ),
+            &binding("confirmation", ctx, &[&call.name, &canonical(arguments)]),
             lifetime,
         )
     }
 
-    /// The confirmation `state` asked for, if it was sealed for this caller, task, tool and
+    /// The confirmation `state` asked for, if it was sealed for this caller, tool and
     /// arguments and has not expired.
     pub(crate) fn open_confirmation(
         &self,
@@ -157,25 +157,23 @@ impl Seals {
     ) -> Result<Confirmation, ErrorData> {
         self.open(
             state,
-            &binding(
-                "confirmation",
-                ctx,
-                &[ctx.task_id(), tool, &canonical(arguments)],
-            ),
+            &binding("confirmation", ctx, &[tool, &canonical(arguments)]),
         )
         .ok_or_else(|| {
             refusal(
                 "confirmation_invalid",
-                "this requestState was not issued for this caller, task, tool and arguments, or \
-                 it expired: it confirms nothing. Call the tool again without it to be asked anew",
+                "this requestState was not issued for this caller, tool and arguments, or it \
+                 expired: it confirms nothing. Call the tool again without it to be asked anew",
             )
         })
     }
 
-    /// The MCP task id of `call`, waiting for an operator under `ticket`.
+    /// The MCP task id of `call`, waiting for an operator under `ticket`: for `ctx`'s caller,
+    /// and, in a session, for the session's task only.
     pub(crate) fn waiting_task(
         &self,
         ctx: &CallContext,
+        in_session: bool,
         call: &ToolCall,
         arguments: Value,
         ticket: &Ticket,
@@ -185,31 +183,37 @@ impl Seals {
             .max(Duration::from_secs(1));
         self.seal(
             &WaitingCall {
+                task: ctx.task_id().to_owned(),
                 call_id: call.id.clone(),
                 tool: call.name.clone(),
                 arguments,
                 ticket: ticket.id.clone(),
                 created_ms: now_ms,
             },
-            &binding("waiting", ctx, &[ctx.task_id()]),
+            &binding("waiting", ctx, &session_task(ctx, in_session)),
             // Past the ticket's expiry the call is refused anyway; the task still reports that.
             lifetime + TASK_HANDLE_LIFETIME,
         )
     }
 
-    /// The waiting call of MCP task `task_id`, if it was sealed for this caller and task.
+    /// The waiting call of MCP task `task_id`, if it was sealed for this caller (and, in a
+    /// session, this session's task).
     pub(crate) fn open_waiting_task(
         &self,
         ctx: &CallContext,
+        in_session: bool,
         task_id: &str,
     ) -> Result<WaitingCall, ErrorData> {
-        self.open(task_id, &binding("waiting", ctx, &[ctx.task_id()]))
-            .ok_or_else(|| {
-                refusal(
-                    "task_not_found",
-                    format!("this caller's task has no MCP task {task_id}"),
-                )
-            })
+        self.open(
+            task_id,
+            &binding("waiting", ctx, &session_task(ctx, in_session)),
+        )
+        .ok_or_else(|| {
+            refusal(
+                "task_not_found",
+                format!("this caller's task has no MCP task {task_id}"),
+            )
+        })
     }
 
     fn seal<T: Serialize>(&self, value: &T, binding: &[u8], lifetime: Duration) -> String {
@@ -237,6 +241,16 @@ fn binding(purpose: &str, ctx: &CallContext, more: &[&str]) -> Vec<u8> {
         more,
     ]))
     .into_bytes()
+}
+
+/// The session's task, which a session's MCP tasks are bound to; under the stateless protocol
+/// a task is any request's of the same caller, as a task id is as unguessable as a handle.
+fn session_task(ctx: &CallContext, in_session: bool) -> Vec<&str> {
+    if in_session {
+        vec![ctx.task_id()]
+    } else {
+        Vec::new()
+    }
 }
 
 /// A request the server refuses: the specification's invalid params, with a stable code.
@@ -272,9 +286,20 @@ mod tests {
             assert_eq!(refused.data.unwrap()["code"], "task_handle_invalid");
         }
         let elsewhere = Seals::of_this_process();
-        assert!(elsewhere.task_context(identity.clone(), Some(&handle)).is_err());
-        assert!(seals.task_context(identity.clone(), Some(&json!(7))).is_err());
-        assert_ne!(seals.task_context(identity, None).unwrap().task_id(), "task-1");
+        assert!(
+            elsewhere
+                .task_context(identity.clone(), Some(&handle))
+                .is_err()
+        );
+        assert!(
+            seals
+                .task_context(identity.clone(), Some(&json!(7)))
+                .is_err()
+        );
+        assert_ne!(
+            seals.task_context(identity, None).unwrap().task_id(),
+            "task-1"
+        );
     }
 
     #[test]
@@ -298,12 +323,19 @@ mod tests {
         let opened = seals
             .open_confirmation(&ann(), "cancel_order", &json!({"order_id": 7.0}), &state)
             .unwrap();
-        assert_eq!((opened.call_id.as_str(), opened.ticket.as_str()), ("c1", "t1"));
-        let other_task = ann().with_task_id("task-2");
+        assert_eq!(
+            (
+                opened.task.as_str(),
+                opened.call_id.as_str(),
+                opened.ticket.as_str()
+            ),
+            ("task-1", "c1", "t1")
+        );
+        let bob = CallContext::new("bob").with_roles(["finance"]);
         for (ctx, tool, arguments) in [
             (ann(), "cancel_order", json!({"order_id": 8})),
             (ann(), "refund_payment", json!({"order_id": 7})),
-            (other_task, "cancel_order", json!({"order_id": 7})),
+            (bob, "cancel_order", json!({"order_id": 7})),
         ] {
             let refused = seals
                 .open_confirmation(&ctx, tool, &arguments, &state)

@@ -11,16 +11,17 @@
 
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
+use portcullis_core::encoding::random_id;
 use portcullis_core::export::Profile;
 use portcullis_core::wire::{self, mcp};
-use portcullis_core::encoding::random_id;
 use portcullis_core::{Arguments, CallContext, Outcome, Ticket, ToolCall};
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
     ElicitationAction, ErrorCode, ExtensionCapabilities, GetTaskParams, GetTaskResult,
     Implementation, InitializeRequestParams, InitializeResult, InputRequest, InputRequiredResult,
     JsonObject, ListToolsResult, MetaObject, NumberOrString, PaginatedRequestParams,
-    ProtocolVersion, ServerCapabilities, ServerConfig, TASKS_EXTENSION_ID, ToolsCapability,
+    ProtocolVersion, ResultType, ServerCapabilities, ServerConfig, TASKS_EXTENSION_ID,
+    ToolsCapability,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -28,7 +29,7 @@ use serde_json::{Value, json};
 
 use crate::approval::{self, WAITING_MESSAGE};
 use crate::identity::same_caller;
-use crate::sealed::{CALL_META, TASK_META};
+use crate::sealed::{CALL_META, Confirmation, TASK_META};
 use crate::server::{Listener, Shared};
 use crate::task;
 
@@ -196,8 +197,12 @@ fn tool_result(outcome: &Outcome) -> Result<CallToolResult, ErrorData> {
             }
         },
     };
-    serde_json::from_value(value)
-        .map_err(|error| ErrorData::internal_error(format!("unrenderable result: {error}"), None))
+    let mut result: CallToolResult = serde_json::from_value(value).map_err(|error| {
+        ErrorData::internal_error(format!("unrenderable result: {error}"), None)
+    })?;
+    // Required from 2026-07-28; rmcp takes it off for older peers.
+    result.result_type = Some(ResultType::COMPLETE);
+    Ok(result)
 }
 
 impl ServerHandler for Session {
@@ -246,13 +251,20 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
         let ctx = self.context(&context)?;
-        let mut result = task::get(&self.shared, &ctx, &request.task_id, |outcome| {
-            let result = tool_result(outcome)?;
-            serde_json::to_value(result)
-                .map_err(|error| ErrorData::internal_error(error.to_string(), None))
-        })
+        let in_session = !stateless(&context);
+        let (ctx, mut result) = task::get(
+            &self.shared,
+            &ctx,
+            in_session,
+            &request.task_id,
+            |outcome| {
+                let result = tool_result(outcome)?;
+                serde_json::to_value(result)
+                    .map_err(|error| ErrorData::internal_error(error.to_string(), None))
+            },
+        )
         .await?;
-        if stateless(&context) {
+        if !in_session {
             self.hand_back(&ctx, &mut result.meta);
         }
         Ok(result)
@@ -280,8 +292,9 @@ impl ServerHandler for Session {
         let tools = self.shared.tools_for(&ctx)?;
         let mut result: ListToolsResult = serde_json::from_value(json!({"tools": tools.clone()}))
             .map_err(|error| {
-                ErrorData::internal_error(format!("unrenderable tools: {error}"), None)
-            })?;
+            ErrorData::internal_error(format!("unrenderable tools: {error}"), None)
+        })?;
+        result.result_type = Some(ResultType::COMPLETE);
         if stateless(&context) {
             // Each caller sees its own tools: no cache may share them with another.
             result.cache_scope = Some(CacheScope::Private);
@@ -303,7 +316,7 @@ impl ServerHandler for Session {
         if !stateless(&context) {
             return self.call_in_session(&ctx, &request, &context).await;
         }
-        let mut response = self.call_stateless(&ctx, request, &context).await?;
+        let (ctx, mut response) = self.call_stateless(ctx, request, &context).await?;
         let meta = match &mut response {
             CallToolResponse::Complete(result) => &mut result.meta,
             CallToolResponse::InputRequired(result) => &mut result.meta,
@@ -333,12 +346,10 @@ impl Session {
             outcome = confirmed;
         }
         let outcome = match outcome {
-            Outcome::Pending(ticket) => {
-                match self.wait(ctx, &call, ticket, context).await? {
-                    Waited::Task(task) => return Ok(task),
-                    Waited::Ended(outcome) => outcome,
-                }
-            }
+            Outcome::Pending(ticket) => match self.wait(ctx, &call, ticket, context).await? {
+                Waited::Task(task) => return Ok(task),
+                Waited::Ended(outcome) => outcome,
+            },
             outcome => outcome,
         };
         self.remember(&call, &outcome);
@@ -352,19 +363,35 @@ impl Session {
     /// names the waiting call and opens only for the same caller, task, tool and arguments.
     async fn call_stateless(
         &self,
-        ctx: &CallContext,
+        ctx: CallContext,
         request: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
+    ) -> Result<(CallContext, CallToolResponse), ErrorData> {
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
         let seals = &self.shared.seals;
-        let (call_id, asked) = match &request.request_state {
+        let (ctx, call_id, asked) = match &request.request_state {
             Some(state) => {
-                let asked = seals.open_confirmation(ctx, &request.name, &arguments, state)?;
-                (asked.call_id.clone(), Some(asked))
+                let asked = seals.open_confirmation(&ctx, &request.name, &arguments, state)?;
+                let ctx = ctx.with_task_id(asked.task.clone());
+                (ctx, asked.call_id.clone(), Some(asked))
             }
-            None => (call_id(context)?, None),
+            None => (ctx, call_id(context)?, None),
         };
+        let response = self
+            .call_stateless_in(&ctx, &request, call_id, arguments, asked, context)
+            .await?;
+        Ok((ctx, response))
+    }
+
+    async fn call_stateless_in(
+        &self,
+        ctx: &CallContext,
+        request: &CallToolRequestParams,
+        call_id: String,
+        arguments: Value,
+        asked: Option<Confirmation>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
         let call = ToolCall::new(call_id, request.name.to_string(), arguments.clone());
         let mut outcome = self.shared.registry.dispatch(ctx, &call).await;
         if let Outcome::Pending(ticket) = &outcome
@@ -372,11 +399,10 @@ impl Session {
         {
             let answer = asked
                 .filter(|asked| asked.ticket == ticket.id)
-                .and_then(|_| confirmation_answer(&request));
+                .and_then(|_| confirmation_answer(request));
             match answer {
                 Some(action) => {
-                    if let Some(decided) =
-                        approval::decide(&self.shared, ctx, ticket, action).await
+                    if let Some(decided) = approval::decide(&self.shared, ctx, ticket, action).await
                     {
                         outcome = decided;
                     }
@@ -411,13 +437,10 @@ impl Session {
             "params": approval::confirmation_form(ticket),
         }))
         .map_err(|error| ErrorData::internal_error(format!("unrenderable form: {error}"), None))?;
-        let state = self.shared.seals.confirmation(
-            ctx,
-            call,
-            arguments,
-            ticket,
-            self.shared.approval_wait,
-        );
+        let state =
+            self.shared
+                .seals
+                .confirmation(ctx, call, arguments, ticket, self.shared.approval_wait);
         Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
             Some([(CONFIRMATION.to_owned(), ask)].into()),
             Some(state),
@@ -442,7 +465,9 @@ impl Session {
                 Arguments::Json(value) => value.clone(),
                 Arguments::Text(text) => Value::String(text.clone()),
             };
-            return task::open(&self.shared, ctx, call, arguments, &ticket).map(Waited::Task);
+            let in_session = !stateless(context);
+            return task::open(&self.shared, ctx, in_session, call, arguments, &ticket)
+                .map(Waited::Task);
         }
         Ok(Waited::Ended(
             approval::await_decision(&self.shared, ctx, call, ticket, context).await,
@@ -451,9 +476,10 @@ impl Session {
 
     /// Puts the handle of `ctx`'s task in a result's `_meta`, for the client to send back.
     fn hand_back(&self, ctx: &CallContext, meta: &mut Option<MetaObject>) {
-        meta.get_or_insert_with(MetaObject::default)
-            .0
-            .insert(TASK_META.to_owned(), json!(self.shared.seals.task_handle(ctx)));
+        meta.get_or_insert_with(MetaObject::default).0.insert(
+            TASK_META.to_owned(),
+            json!(self.shared.seals.task_handle(ctx)),
+        );
     }
 }
 

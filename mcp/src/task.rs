@@ -22,6 +22,7 @@ use crate::server::Shared;
 pub(crate) fn open(
     shared: &Shared,
     ctx: &CallContext,
+    in_session: bool,
     call: &ToolCall,
     arguments: Value,
     ticket: &Ticket,
@@ -29,7 +30,7 @@ pub(crate) fn open(
     let now = now_ms();
     let task_id = shared
         .seals
-        .waiting_task(ctx, call, arguments, ticket, now);
+        .waiting_task(ctx, in_session, call, arguments, ticket, now);
     let mut task = wire_task(shared, &task_id, &ticket.id, now, now);
     task["ttlMs"] = json!(ticket.expires_ms.saturating_sub(now));
     task["resultType"] = json!("task");
@@ -38,17 +39,22 @@ pub(crate) fn open(
         .map_err(|error| ErrorData::internal_error(format!("unrenderable task: {error}"), None))
 }
 
-/// The task `task_id` of `ctx`'s task, moved on as far as it goes: `completed` with the call's
-/// result once a reviewer's decision was carried out (here or on another instance), `working`
-/// while it waits or while the store is out of reach.
+/// The MCP task `task_id` of `identity`'s caller (in a session, of the session's task), moved
+/// on as far as it goes: `completed` with the call's result once a reviewer's decision was
+/// carried out (here or on another instance), `working` while it waits or while the store is
+/// out of reach. Returns the context of the call's task with it.
 pub(crate) async fn get(
     shared: &Shared,
-    ctx: &CallContext,
+    identity: &CallContext,
+    in_session: bool,
     task_id: &str,
     render: impl Fn(&Outcome) -> Result<Value, ErrorData>,
-) -> Result<GetTaskResult, ErrorData> {
-    let waiting: WaitingCall = shared.seals.open_waiting_task(ctx, task_id)?;
-    let outcome = approval::look(shared, ctx, &waiting.call(), &waiting.ticket)
+) -> Result<(CallContext, GetTaskResult), ErrorData> {
+    let waiting: WaitingCall = shared
+        .seals
+        .open_waiting_task(identity, in_session, task_id)?;
+    let ctx = identity.clone().with_task_id(waiting.task.clone());
+    let outcome = approval::look(shared, &ctx, &waiting.call(), &waiting.ticket)
         .await
         .ok()
         .flatten();
@@ -64,8 +70,9 @@ pub(crate) async fn get(
         }
         None => {}
     }
-    serde_json::from_value(task)
-        .map_err(|error| ErrorData::internal_error(format!("unrenderable task: {error}"), None))
+    let result = serde_json::from_value(task)
+        .map_err(|error| ErrorData::internal_error(format!("unrenderable task: {error}"), None))?;
+    Ok((ctx, result))
 }
 
 /// A task's wire fields, `working` until said otherwise.

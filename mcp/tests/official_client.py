@@ -2,6 +2,12 @@
 
     python official_client.py http  '{"url": ..., "tokens": {"support": ..., "finance": ...}}'
     python official_client.py stdio '{"command": ..., "store": ...}'
+    python official_client.py http-2026 '{"urls": [..., ...], "pids": [...], "tokens": ...}'
+    python official_client.py stdio-2026 '{"command": ..., "store": ...}'
+
+`http` and `stdio` speak 2025-11-25 (sessions, the initialize handshake); the `-2026` ones the
+stateless protocol of 2026-07-28, over HTTP with every request going to the next of several
+server processes in turn, as behind a load balancer.
 
 Prints, as its last line, one JSON object: what the client saw. The Rust test
 (official_client.rs) asserts on it; this script only reports.
@@ -9,18 +15,22 @@ Prints, as its last line, one JSON object: what the client saw. The Rust test
 
 import asyncio
 import contextlib
+import itertools
 import json
+import os
+import signal
 import sys
 
 import httpx2
-from mcp import ClientSession
+from mcp import Client, ClientSession
 from mcp import types
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-TRANSPORT = sys.argv[1]
+TRANSPORT, _, PROTOCOL = sys.argv[1].partition("-")
 SETTINGS = json.loads(sys.argv[2])
+TASK = "dev.portcullis/task"
 ASKED = []
 NOTIFICATIONS = []
 
@@ -40,29 +50,94 @@ def confirmer(action, delay=0):
     return answer
 
 
+class RoundRobin(httpx2.AsyncBaseTransport):
+    """Sends each request to the next server in turn, as a load balancer would."""
+
+    def __init__(self, urls):
+        self.ports = itertools.cycle([httpx2.URL(url).port for url in urls])
+        self.inner = httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request):
+        request.url = request.url.copy_with(port=next(self.ports))
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self):
+        await self.inner.aclose()
+
+
+def http_client(identity, balanced=True):
+    headers = {"Authorization": f"Bearer {SETTINGS['tokens'][identity]}"}
+    if PROTOCOL and balanced:
+        return httpx2.AsyncClient(headers=headers, timeout=60, transport=RoundRobin(SETTINGS["urls"]))
+    return httpx2.AsyncClient(headers=headers, timeout=60)
+
+
+class Threaded:
+    """A 2026-07-28 client that sends back the task handle each result gives it, as the
+    specification's explicit state handles go: its calls share one task (and its budget)."""
+
+    def __init__(self, client):
+        self.client = client
+        self.handle = None
+
+    def meta(self):
+        return {TASK: self.handle} if self.handle else None
+
+    def keep(self, result):
+        meta = result.meta or {}
+        if not isinstance(meta, dict):
+            meta = meta.model_dump(by_alias=True)
+        self.handle = meta.get(TASK, self.handle)
+        return result
+
+    async def call_tool(self, name, arguments, **options):
+        return self.keep(await self.client.call_tool(name, arguments, meta=self.meta(), **options))
+
+    async def list_tools(self):
+        return self.keep(await self.client.list_tools(meta=self.meta()))
+
+
 @contextlib.asynccontextmanager
 async def session(identity, action=None, url=None, delay=0):
-    """An initialized session as `identity` ("support" or "finance"), whose user answers a
-    confirmation with `action` after `delay` seconds."""
+    """A connected client as `identity` ("support" or "finance"), whose user answers a
+    confirmation with `action` after `delay` seconds, and what it learnt of the server."""
     elicitation = confirmer(action, delay) if action else None
-    if TRANSPORT == "http":
-        token = SETTINGS["tokens"][identity]
-        headers = {"Authorization": f"Bearer {token}"}
-        async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
-            async with streamable_http_client(url or SETTINGS["url"], http_client=http) as streams:
-                async with ClientSession(*streams, elicitation_callback=elicitation, message_handler=notified) as client:
-                    yield client, await client.initialize()
-    else:
-        server = StdioServerParameters(
-            command=SETTINGS["command"],
-            env={
-                "PORTCULLIS_MCP_STDIO_STORE": SETTINGS["store"],
-                "PORTCULLIS_MCP_CALLER": identity,
-            },
+    async with contextlib.AsyncExitStack() as stack:
+        if TRANSPORT == "http":
+            http = await stack.enter_async_context(http_client(identity))
+            transport = streamable_http_client(url or SETTINGS.get("url") or SETTINGS["urls"][0], http_client=http)
+        else:
+            transport = stdio_client(stdio_server(identity))
+        if PROTOCOL:
+            client = await stack.enter_async_context(
+                Client(transport, elicitation_callback=elicitation, message_handler=notified)
+            )
+            yield Threaded(client), {
+                "server": client.server_info.name if client.server_info else None,
+                "protocol": client.protocol_version,
+                "list_changed": client.server_capabilities.tools.list_changed,
+            }
+            return
+        streams = await stack.enter_async_context(transport)
+        client = await stack.enter_async_context(
+            ClientSession(*streams, elicitation_callback=elicitation, message_handler=notified)
         )
-        async with stdio_client(server) as streams:
-            async with ClientSession(*streams, elicitation_callback=elicitation, message_handler=notified) as client:
-                yield client, await client.initialize()
+        init = await client.initialize()
+        yield client, {
+            "server": init.server_info.name,
+            "protocol": init.protocol_version,
+            "list_changed": init.capabilities.tools.list_changed,
+        }
+
+
+def stdio_server(identity):
+    return StdioServerParameters(
+        command=SETTINGS["command"],
+        env={
+            "PORTCULLIS_MCP_STDIO_STORE": SETTINGS["store"],
+            "PORTCULLIS_MCP_CALLER": identity,
+        },
+    )
 
 
 def view(result):
@@ -99,12 +174,8 @@ PAYOUT = {"seller_id": "sel_42", "amount": {"cents": 5000, "currency": "EUR"}, "
 
 
 async def common(seen):
-    async with session("support", "accept") as (client, init):
-        seen["initialize"] = {
-            "server": init.server_info.name,
-            "protocol": init.protocol_version,
-            "list_changed": init.capabilities.tools.list_changed,
-        }
+    async with session("support", "accept") as (client, learnt):
+        seen["initialize"] = learnt
         seen["tools_support"] = await tool_names(client)
         seen["search"] = await call(client, "search_products", {"query": "lamp"})
         seen["decode"] = await call(client, "search_products", {"query": "lamp", "colour": "red"})
@@ -273,14 +344,85 @@ async def raw_stdio(seen):
     seen["duplicate"] = answers.get("5", {})
 
 
+async def stateless(seen):
+    """What only the stateless protocol has: the task handle, the confirmation's sealed
+    requestState, cache hints, and MCP tasks that outlive the instance that opened them."""
+    async with session("support", "accept") as (support, _):
+        # Asked to confirm, the client retries with its yes and the state, but other arguments.
+        first = await support.client.session.call_tool(
+            "cancel_order", {"order_id": 11}, meta=support.meta(), allow_input_required=True
+        )
+        seen["input_required"] = {"type": type(first).__name__, "keys": sorted(first.input_requests or {})}
+        try:
+            await support.client.session.call_tool(
+                "cancel_order",
+                {"order_id": 12},
+                input_responses={"confirm": {"action": "accept"}},
+                request_state=first.request_state,
+                meta=support.meta(),
+                allow_input_required=True,
+            )
+            seen["altered"] = "accepted"
+        except MCPError as error:
+            seen["altered"] = {"code": error.error.code, "data": error.error.data}
+        listed = await support.list_tools()
+        dumped = listed.model_dump(by_alias=True)
+        seen["cache"] = {"ttlMs": dumped.get("ttlMs"), "cacheScope": dumped.get("cacheScope")}
+        seen["handle"] = support.handle is not None
+        async with session("finance") as (finance, _):
+            await finance.list_tools()
+            try:
+                await support.client.list_tools(meta={TASK: finance.handle})
+                seen["foreign_handle"] = "served"
+            except MCPError as error:
+                seen["foreign_handle"] = {"code": error.error.code, "data": error.error.data}
+
+    # A task opened on the first instance, which is then killed: the second answers for it.
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+    }
+
+    async def request(http, url, method, params, name=None):
+        headers = {
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+            "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": method,
+            **({"Mcp-Name": name} if name else {}),
+        }
+        message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+        return sse_message(await http.post(url, headers=headers, json=message))
+
+    first, second = SETTINGS["urls"]
+    async with http_client("finance", balanced=False) as http:
+        payout = {**PAYOUT, "seller_id": "sel_77"}
+        created = await request(http, first, "tools/call", {"name": "schedule_payout", "arguments": payout}, "schedule_payout")
+        seen["task_created"] = created
+        os.kill(SETTINGS["pids"][0], signal.SIGKILL)
+        task_id = created.get("result", {}).get("taskId")
+        done = {}
+        for _ in range(300):
+            done = await request(http, second, "tasks/get", {"taskId": task_id}, task_id)
+            if done.get("result", {}).get("status") != "working":
+                break
+            await asyncio.sleep(0.1)
+        seen["task_done"] = done
+    async with http_client("support", balanced=False) as http:
+        seen["task_foreign"] = await request(http, second, "tasks/get", {"taskId": task_id}, task_id)
+
+
 async def main():
     seen = {}
     await common(seen)
-    if TRANSPORT == "http":
+    if TRANSPORT == "http" and PROTOCOL:
+        await stateless(seen)
+    elif TRANSPORT == "http":
         await raw_http(seen)
         await raw_tasks(seen)
         await resumed(seen)
-    else:
+    elif not PROTOCOL:
         await raw_stdio(seen)
     print(json.dumps(seen, default=str))
 

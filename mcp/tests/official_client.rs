@@ -19,7 +19,7 @@ use std::time::Duration;
 use portcullis::export::Profile;
 use portcullis::prelude::*;
 use portcullis::{ApprovalDecision, DecisionKey, Keyring, Reviewer, record_decision};
-use portcullis_mcp::{BearerTokens, McpServer};
+use portcullis_mcp::{BearerTokens, McpServer, RequestStateCodec};
 use portcullis_stores::Store;
 use serde_json::{Value, json};
 
@@ -87,6 +87,12 @@ fn finance() -> CallContext {
     CallContext::new("fiona").with_roles(["finance", "billing_admin"])
 }
 
+/// The key every instance seals its clients' handles with, shared so that any instance opens
+/// what another sealed.
+fn state_codec() -> RequestStateCodec {
+    RequestStateCodec::try_new([0x5au8; 32]).unwrap()
+}
+
 fn server(store: &Store) -> McpServer {
     server_waiting(store, Duration::from_secs(30))
 }
@@ -98,6 +104,7 @@ fn server_waiting(store: &Store, wait: Duration) -> McpServer {
         .approval_wait(wait)
         .poll_interval(Duration::from_millis(50))
         .confirmation_key(server_key())
+        .state_codec(state_codec())
         .build()
         .unwrap()
 }
@@ -118,6 +125,10 @@ fn main() {
         });
         return;
     }
+    if let Ok(location) = std::env::var("PORTCULLIS_MCP_HTTP_STORE") {
+        runtime.block_on(serve_instance(&location));
+        return;
+    }
     let Ok(python) = std::env::var("PORTCULLIS_REFEREE_PYTHON") else {
         println!(
             "skipped: PORTCULLIS_REFEREE_PYTHON is not set, so the official MCP client did not \
@@ -130,7 +141,67 @@ fn main() {
         println!("test official_client::over_http ... ok");
         over_stdio(&python).await;
         println!("test official_client::over_stdio ... ok");
+        over_http_2026(&python).await;
+        println!("test official_client::over_http_2026_on_two_instances ... ok");
+        over_stdio_2026(&python).await;
+        println!("test official_client::over_stdio_2026 ... ok");
     });
+}
+
+/// One server instance of the shop on the store at `location`, in a process of its own: says
+/// where it listens on its first line of output, then serves until it is killed.
+async fn serve_instance(location: &str) {
+    let store = Store::open(location).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    println!("http://{}/mcp", listener.local_addr().unwrap());
+    server(&store).serve_http(listener, tokens()).await.unwrap();
+}
+
+fn tokens() -> BearerTokens {
+    BearerTokens::new()
+        .token("support-token", support())
+        .token("finance-token", finance())
+}
+
+/// A store that several processes share: a fresh PostgreSQL database when
+/// `PORTCULLIS_POSTGRES_URL` names a server (`.ci/run` starts one), a SQLite file otherwise.
+async fn shared_store(name: &str) -> String {
+    let Ok(url) = std::env::var("PORTCULLIS_POSTGRES_URL") else {
+        return scratch(&format!("{name}.db")).display().to_string();
+    };
+    let client = portcullis_stores::postgres_client(&url, &Default::default())
+        .await
+        .unwrap();
+    client
+        .batch_execute(&format!(
+            "DROP DATABASE IF EXISTS {name} WITH (FORCE); CREATE DATABASE {name}"
+        ))
+        .await
+        .unwrap();
+    let (base, query) = url.split_once('?').unwrap_or((&url, ""));
+    let server = base.rsplit_once('/').map_or(base, |(server, _)| server);
+    match query {
+        "" => format!("{server}/{name}"),
+        query => format!("{server}/{name}?{query}"),
+    }
+}
+
+/// Starts a server instance on the store at `location`: the process and its URL.
+async fn start_instance(location: &str) -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt;
+    let mut instance = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .env("PORTCULLIS_MCP_HTTP_STORE", location)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(instance.stdout.take().unwrap()).lines();
+    let url = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+        .await
+        .expect("the instance started in time")
+        .unwrap()
+        .expect("the instance said where it listens");
+    (instance, url)
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -254,10 +325,10 @@ async fn runs(store: &Store, tool: &str) -> usize {
         .count()
 }
 
-/// What every transport must show.
-fn assert_common(seen: &Value) {
+/// What every transport must show, at `protocol`.
+fn assert_common(seen: &Value, protocol: &str) {
     assert_eq!(seen["initialize"]["server"], "shop");
-    assert_eq!(seen["initialize"]["protocol"], "2025-11-25");
+    assert_eq!(seen["initialize"]["protocol"], protocol);
     assert_eq!(seen["initialize"]["list_changed"], true);
     assert_eq!(
         seen["tools_support"],
@@ -325,9 +396,7 @@ async fn over_http(python: &str) {
     let store = Store::open(path.to_str().unwrap()).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    let tokens = BearerTokens::new()
-        .token("support-token", support())
-        .token("finance-token", finance());
+    let tokens = tokens();
     let serving = server(&store);
     let watched = serving.clone();
     let served = tokio::spawn(async move { serving.serve_http(listener, tokens).await });
@@ -345,7 +414,7 @@ async fn over_http(python: &str) {
     let seen = drive(python, "http", settings, &store, Some(&watched)).await;
     served.abort();
     impatient.abort();
-    assert_common(&seen);
+    assert_common(&seen, "2025-11-25");
     assert_eq!(seen["unauthenticated"], 401);
     // A dynamic value changed while fiona's session was open: told, and her list shows it.
     assert_eq!(
@@ -430,7 +499,7 @@ async fn over_stdio(python: &str) {
         "store": location,
     });
     let seen = drive(python, "stdio", settings, &store, None).await;
-    assert_common(&seen);
+    assert_common(&seen, "2025-11-25");
     assert_eq!(
         seen["malformed"]["error"]["code"], -32700,
         "{}",
@@ -442,6 +511,79 @@ async fn over_stdio(python: &str) {
         "{}",
         seen["after_malformed"]
     );
+    assert_eq!(seen["approved"], 2, "one payout and order 9");
+    assert_eq!(runs(&store, "cancel_order").await, 2);
+    assert_eq!(runs(&store, "schedule_payout").await, 1);
+}
+
+/// The stateless protocol over HTTP, every request of the client going to the next of two
+/// server processes on one store, as behind a load balancer.
+async fn over_http_2026(python: &str) {
+    let location = shared_store("portcullis_mcp_instances").await;
+    let store = Store::open(&location).await.unwrap();
+    let (first, first_url) = start_instance(&location).await;
+    let (_second, second_url) = start_instance(&location).await;
+    let settings = json!({
+        "urls": [first_url, second_url],
+        "pids": [first.id()],
+        "tokens": {"support": "support-token", "finance": "finance-token"},
+    });
+    let seen = drive(python, "http-2026", settings, &store, None).await;
+    assert_common(&seen, "2026-07-28");
+    assert_eq!(seen["handle"], true, "results carry the task handle");
+    // A confirmation asked for and answered with other arguments than the call's: refused
+    // (invalid params, a stable code), and neither order was cancelled.
+    assert_eq!(
+        seen["input_required"],
+        json!({"type": "InputRequiredResult", "keys": ["confirm"]})
+    );
+    assert_eq!(seen["altered"]["code"], -32602, "{}", seen["altered"]);
+    assert_eq!(seen["altered"]["data"]["code"], "confirmation_invalid");
+    // Another caller's task handle reaches nothing.
+    assert_eq!(
+        seen["foreign_handle"]["code"], -32602,
+        "{}",
+        seen["foreign_handle"]
+    );
+    assert_eq!(
+        seen["foreign_handle"]["data"]["code"],
+        "task_handle_invalid"
+    );
+    // Each caller's list is its own: no shared cache may keep it.
+    assert_eq!(seen["cache"], json!({"ttlMs": 0, "cacheScope": "private"}));
+    // A task opened on the instance that was then killed: the other one reports its result,
+    // and another caller cannot read it.
+    assert_eq!(
+        seen["task_created"]["result"]["resultType"], "task",
+        "{}",
+        seen["task_created"]
+    );
+    let done = &seen["task_done"]["result"];
+    assert_eq!(done["status"], "completed", "{}", seen["task_done"]);
+    assert_eq!(
+        done["result"]["content"][0]["text"],
+        "payout scheduled for sel_77"
+    );
+    assert_eq!(
+        seen["task_foreign"]["error"]["data"]["code"], "task_not_found",
+        "{}",
+        seen["task_foreign"]
+    );
+    assert_eq!(seen["approved"], 3, "two payouts and order 9");
+    assert_eq!(runs(&store, "cancel_order").await, 2, "orders 7 and 9");
+    assert_eq!(runs(&store, "schedule_payout").await, 2);
+}
+
+async fn over_stdio_2026(python: &str) {
+    let path = scratch("mcp-stdio-2026.db");
+    let location = path.to_str().unwrap().to_owned();
+    let store = Store::open(&location).await.unwrap();
+    let settings = json!({
+        "command": std::env::current_exe().unwrap(),
+        "store": location,
+    });
+    let seen = drive(python, "stdio-2026", settings, &store, None).await;
+    assert_common(&seen, "2026-07-28");
     assert_eq!(seen["approved"], 2, "one payout and order 9");
     assert_eq!(runs(&store, "cancel_order").await, 2);
     assert_eq!(runs(&store, "schedule_payout").await, 1);
