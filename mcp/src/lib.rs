@@ -21,6 +21,7 @@
 mod approval;
 mod http;
 mod identity;
+mod limits;
 mod message;
 mod server;
 mod session;

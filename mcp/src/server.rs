@@ -11,6 +11,8 @@ use rmcp::RoleServer;
 use rmcp::service::Peer;
 use serde_json::Value;
 
+use crate::limits::{Caps, Limits};
+
 /// A [`Registry`] served over MCP, over stdio ([`serve_stdio`](Self::serve_stdio)) or
 /// streamable HTTP ([`serve_http`](Self::serve_http)). Cheap to clone: clones share the
 /// registry and the sessions.
@@ -40,8 +42,11 @@ pub(crate) struct Shared {
     /// How often a waiting request, and the server's worker, look at the approval store.
     pub(crate) poll_interval: Duration,
     pub(crate) allowed_hosts: Vec<String>,
+    pub(crate) allowed_origins: Vec<String>,
     /// Signs a caller's confirmation of its own call.
     pub(crate) confirmation_key: Option<DecisionKey>,
+    /// The caps on sessions and requests over HTTP, and what callers hold under them.
+    pub(crate) limits: Arc<Limits>,
     listeners: Mutex<Vec<Listener>>,
 }
 
@@ -88,7 +93,9 @@ pub struct McpServerBuilder {
     approval_wait: Duration,
     poll_interval: Duration,
     allowed_hosts: Vec<String>,
+    allowed_origins: Vec<String>,
     confirmation_key: Option<DecisionKey>,
+    caps: Caps,
 }
 
 impl McpServerBuilder {
@@ -125,6 +132,49 @@ impl McpServerBuilder {
         self
     }
 
+    /// The `Origin` values HTTP requests may carry (default: `http://localhost:*`,
+    /// `http://127.0.0.1:*`, `http://[::1]:*`), against DNS rebinding and pages of other sites:
+    /// a request with another `Origin` is refused with `403 Forbidden`, and a request without
+    /// one (a client that is not a browser) passes. An entry is `scheme://host:port`, with `*`
+    /// for any port; `null` admits the browser's `Origin: null`. An empty list refuses every
+    /// request that carries an `Origin`.
+    pub fn allowed_origins<I, S>(mut self, origins: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.allowed_origins = origins.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// How many sessions one caller may hold open over HTTP (default 128); the next
+    /// `initialize` is refused with `429` and the JSON-RPC error `-32010`, `data.code`
+    /// `too_many_sessions`. A session counts until it is closed (`DELETE`) or rmcp ends it
+    /// after 5 minutes without a request. Callers are told apart by actor, tenant, roles and
+    /// environment, as sessions tell them apart.
+    pub fn max_sessions_per_caller(mut self, sessions: usize) -> Self {
+        self.caps.sessions_per_caller = sessions;
+        self
+    }
+
+    /// How many sessions the server holds open over HTTP, all callers together (default
+    /// 4096); the next `initialize` is refused as for
+    /// [`max_sessions_per_caller`](Self::max_sessions_per_caller), with `Retry-After: 30`.
+    pub fn max_sessions(mut self, sessions: usize) -> Self {
+        self.caps.sessions = sessions;
+        self
+    }
+
+    /// How many requests one caller may have in flight over HTTP at once, in all its sessions
+    /// (default 32); the next is refused with `429` and the JSON-RPC error `-32010`,
+    /// `data.code` `too_many_requests`. A request counts until its answer has been sent (a call
+    /// waiting for a human counts while it waits); notifications and the client's answers
+    /// to the server's requests are not counted.
+    pub fn max_requests_per_caller(mut self, requests: usize) -> Self {
+        self.caps.requests_per_caller = requests;
+        self
+    }
+
     /// Signs the callers' confirmations of their own calls (MCP elicitation, on tools whose
     /// contract lets the caller confirm) with `key`. A registry with a keyring counts them
     /// only if it holds the key's public half as a confirmation key
@@ -151,7 +201,9 @@ impl McpServerBuilder {
                 approval_wait: self.approval_wait,
                 poll_interval: self.poll_interval,
                 allowed_hosts: self.allowed_hosts,
+                allowed_origins: self.allowed_origins,
                 confirmation_key: self.confirmation_key,
+                limits: Arc::new(Limits::new(self.caps)),
                 listeners: Mutex::new(Vec::new()),
             }),
         })
@@ -167,7 +219,17 @@ impl McpServer {
             approval_wait: Duration::from_secs(120),
             poll_interval: Duration::from_secs(1),
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
+            allowed_origins: vec![
+                "http://localhost:*".into(),
+                "http://127.0.0.1:*".into(),
+                "http://[::1]:*".into(),
+            ],
             confirmation_key: None,
+            caps: Caps {
+                sessions_per_caller: 128,
+                sessions: 4096,
+                requests_per_caller: 32,
+            },
         }
     }
 

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 use crate::approval::{self, WAITING_MESSAGE};
 use crate::identity::same_caller;
+use crate::limits::{self, OpenSession};
 use crate::server::{Listener, Shared};
 use crate::task::Tasks;
 
@@ -50,6 +51,8 @@ pub(crate) struct Session {
     /// At most [`WAITING_CALLS`], the oldest forgotten first.
     waiting: Mutex<Vec<ToolCall>>,
     tasks: Tasks,
+    /// The session's place under the server's caps (over HTTP), given back when it drops.
+    place: OnceLock<Arc<OpenSession>>,
 }
 
 impl Session {
@@ -65,6 +68,7 @@ impl Session {
             caller,
             waiting: Mutex::new(Vec::new()),
             tasks: Tasks::default(),
+            place: OnceLock::new(),
         }
     }
 
@@ -215,6 +219,9 @@ impl ServerHandler for Session {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
+        if let Some(place) = limits::claim(&context) {
+            let _ = self.place.set(place);
+        }
         // The caller who opens the session owns it.
         self.context(&context)?;
         context.peer.set_peer_info(request.clone());
