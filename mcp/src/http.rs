@@ -32,9 +32,11 @@ impl McpServer {
             .with_allowed_origins(shared.allowed_origins.iter().cloned())
             .enforce_origin_validation();
         let limits = shared.limits.clone();
+        let mut sessions = LocalSessionManager::default();
+        sessions.session_config.keep_alive = Some(shared.session_idle_timeout);
         let service = StreamableHttpService::new(
             move || Ok(Session::new(shared.clone(), Origin::Requests, None)),
-            Arc::new(LocalSessionManager::default()),
+            Arc::new(sessions),
             config,
         );
         let authenticator: Arc<dyn Authenticator> = Arc::new(authenticator);

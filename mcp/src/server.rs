@@ -43,6 +43,8 @@ pub(crate) struct Shared {
     pub(crate) poll_interval: Duration,
     pub(crate) allowed_hosts: Vec<String>,
     pub(crate) allowed_origins: Vec<String>,
+    /// How long an HTTP session may go without a request before rmcp ends it.
+    pub(crate) session_idle_timeout: Duration,
     /// Signs a caller's confirmation of its own call.
     pub(crate) confirmation_key: Option<DecisionKey>,
     /// The caps on sessions and requests over HTTP, and what callers hold under them.
@@ -94,6 +96,7 @@ pub struct McpServerBuilder {
     poll_interval: Duration,
     allowed_hosts: Vec<String>,
     allowed_origins: Vec<String>,
+    session_idle_timeout: Duration,
     confirmation_key: Option<DecisionKey>,
     caps: Caps,
 }
@@ -149,11 +152,20 @@ impl McpServerBuilder {
 
     /// How many sessions one caller may hold open over HTTP (default 128); the next
     /// `initialize` is refused with `429` and the JSON-RPC error `-32010`, `data.code`
-    /// `too_many_sessions`. A session counts until it is closed (`DELETE`) or rmcp ends it
-    /// after 5 minutes without a request. Callers are told apart by actor, tenant, roles and
-    /// environment, as sessions tell them apart.
+    /// `too_many_sessions`. A session counts until it is closed (`DELETE`) or has gone
+    /// without a request for [`session_idle_timeout`](Self::session_idle_timeout). Callers
+    /// are told apart by actor, tenant, roles and environment, as sessions tell them apart.
     pub fn max_sessions_per_caller(mut self, sessions: usize) -> Self {
         self.caps.sessions_per_caller = sessions;
+        self
+    }
+
+    /// How long an HTTP session may go without a request before the server ends it and gives
+    /// its place under the caps back (default 5 minutes, rmcp's). A call waiting for a human
+    /// sends nothing while it waits: keep this longer than
+    /// [`approval_wait`](Self::approval_wait).
+    pub fn session_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.session_idle_timeout = timeout;
         self
     }
 
@@ -202,6 +214,7 @@ impl McpServerBuilder {
                 poll_interval: self.poll_interval,
                 allowed_hosts: self.allowed_hosts,
                 allowed_origins: self.allowed_origins,
+                session_idle_timeout: self.session_idle_timeout,
                 confirmation_key: self.confirmation_key,
                 limits: Arc::new(Limits::new(self.caps)),
                 listeners: Mutex::new(Vec::new()),
@@ -224,6 +237,7 @@ impl McpServer {
                 "http://127.0.0.1:*".into(),
                 "http://[::1]:*".into(),
             ],
+            session_idle_timeout: Duration::from_secs(300),
             confirmation_key: None,
             caps: Caps {
                 sessions_per_caller: 128,
