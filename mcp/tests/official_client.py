@@ -4,12 +4,14 @@
     python official_client.py stdio '{"command": ..., "store": ...}'
 
 Prints, as its last line, one JSON object: what the client saw. The Rust test
-(official_client.rs) asserts on it; this script only reports.
+(official_client.rs) asserts on it, and on the SDK's warnings, which go to stderr; this
+script only reports.
 """
 
 import asyncio
 import contextlib
 import json
+import logging
 import sys
 
 import httpx2
@@ -18,6 +20,8 @@ from mcp import types
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+
+logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 
 TRANSPORT = sys.argv[1]
 SETTINGS = json.loads(sys.argv[2])
