@@ -14,27 +14,38 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio::net::TcpListener;
 
 use crate::identity::Authenticator;
-use crate::message;
 use crate::server::{McpServer, ServeError};
 use crate::session::{Authenticated, Origin, Session};
+use crate::{limits, message};
 
 impl McpServer {
     /// The server as an axum [`Router`] with the MCP endpoint at `/mcp`, to serve on its own
     /// ([`serve_http`](Self::serve_http)) or to nest in an application. A request whose
     /// credentials `authenticator` does not recognise gets `401 Unauthorized`; each session
-    /// answers only the caller that opened it, under a task id of its own.
+    /// answers only the caller that opened it, under a task id of its own. A request past a
+    /// cap ([`McpServerBuilder::max_sessions_per_caller`](crate::McpServerBuilder::max_sessions_per_caller)
+    /// and the others) gets `429`, one with an `Origin` not allowed `403`.
     pub fn router(&self, authenticator: impl Authenticator) -> Router {
         let shared = self.shared().clone();
         let config = StreamableHttpServerConfig::default()
-            .with_allowed_hosts(shared.allowed_hosts.iter().cloned());
+            .with_allowed_hosts(shared.allowed_hosts.iter().cloned())
+            .with_allowed_origins(shared.allowed_origins.iter().cloned())
+            .enforce_origin_validation();
+        let limits = shared.limits.clone();
+        let mut sessions = LocalSessionManager::default();
+        sessions.session_config.keep_alive = Some(shared.session_idle_timeout);
         let service = StreamableHttpService::new(
             move || Ok(Session::new(shared.clone(), Origin::Requests, None)),
-            Arc::new(LocalSessionManager::default()),
+            Arc::new(sessions),
             config,
         );
         let authenticator: Arc<dyn Authenticator> = Arc::new(authenticator);
         Router::new()
             .route_service("/mcp", service)
+            .layer(middleware::from_fn(terminated))
+            .layer(middleware::from_fn(move |request: Request, next: Next| {
+                limits::admit(limits.clone(), request, next)
+            }))
             .layer(middleware::from_fn(move |request: Request, next: Next| {
                 let authenticator = authenticator.clone();
                 async move { authenticate(authenticator.as_ref(), request, next).await }
@@ -98,5 +109,16 @@ async fn authenticate(authenticator: &dyn Authenticator, request: Request, next:
         .await
 }
 
+/// Answers a session's termination (`DELETE`) with `204 No Content`, as clients expect, where
+/// rmcp answers `202 Accepted`.
+async fn terminated(request: Request, next: Next) -> Response {
+    let deleting = request.method() == Method::DELETE;
+    let mut response = next.run(request).await;
+    if deleting && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+    }
+    response
+}
+
 /// The largest request body read, as rmcp's own default.
-const MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;

@@ -14,6 +14,10 @@
 //! - Over stdio the caller comes from the configuration; over HTTP from each request's
 //!   credentials, through an [`Authenticator`] ([`BearerTokens`] ships). Each session has a
 //!   task id of its own, and answers only the caller that opened it.
+//! - Over HTTP, each caller may hold at most 128 sessions and 32 requests in flight, and the
+//!   server 4096 sessions ([`McpServerBuilder::max_sessions_per_caller`] and the others): past a
+//!   cap, `429` with the JSON-RPC error `-32010`. A request with an `Origin` not allowed
+//!   ([`McpServerBuilder::allowed_origins`]) gets `403`.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -21,6 +25,7 @@
 mod approval;
 mod http;
 mod identity;
+mod limits;
 mod message;
 mod sealed;
 mod server;

@@ -30,6 +30,69 @@ pub(crate) fn check(body: &[u8]) -> Result<(), Value> {
     Ok(())
 }
 
+/// The JSON-RPC error response to a message longer than `limit` bytes, of which `head` is the
+/// start: `-32600` with the code `message_too_large`, and the request's id if `head` names it.
+pub(crate) fn too_large(head: &[u8], limit: usize) -> Value {
+    json!({"jsonrpc": "2.0", "id": leading_id(head), "error": {
+        "code": -32600,
+        "message": format!("invalid request: the message is longer than {limit} bytes"),
+        "data": {"code": "message_too_large", "limit": limit}}})
+}
+
+/// The `id` of the JSON-RPC object that `head` begins, if `head` holds it whole: a number or a
+/// string at the object's top level, wherever it comes among the keys before the cut.
+/// `head` holds at most a few kilobytes.
+fn leading_id(head: &[u8]) -> Value {
+    let mut depth = 0usize;
+    let mut at = 0;
+    while at < head.len() {
+        match head[at] {
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b'"' => {
+                let Some(end) = string_end(head, at) else {
+                    break;
+                };
+                let key = &head[at + 1..end - 1];
+                let rest = &head[end..];
+                let colon = rest.iter().position(|byte| !byte.is_ascii_whitespace());
+                if depth == 1
+                    && key == b"id"
+                    && let Some(colon) = colon
+                    && rest[colon] == b':'
+                {
+                    let after = &rest[colon + 1..];
+                    let mut values = serde_json::Deserializer::from_slice(after).into_iter();
+                    return match values.next() {
+                        Some(Ok(id @ Value::String(_))) => id,
+                        // A number the cut ends may be the start of a longer one.
+                        Some(Ok(id @ Value::Number(_))) if values.byte_offset() < after.len() => id,
+                        _ => Value::Null,
+                    };
+                }
+                at = end;
+                continue;
+            }
+            _ => {}
+        }
+        at += 1;
+    }
+    Value::Null
+}
+
+/// The index after the closing quote of the JSON string that opens at `start`, if it closes.
+fn string_end(text: &[u8], start: usize) -> Option<usize> {
+    let mut at = start + 1;
+    while at < text.len() {
+        match text[at] {
+            b'\\' => at += 2,
+            b'"' => return Some(at + 1),
+            _ => at += 1,
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -51,5 +114,35 @@ mod tests {
         assert_eq!(error["error"]["code"], -32602);
         assert_eq!(error["error"]["data"]["code"], "duplicate_key");
         assert_eq!(error["error"]["data"]["pointer"], "/params/arguments/cents");
+    }
+
+    #[test]
+    fn a_message_too_large_is_answered_with_the_id_it_begins_with() {
+        let cases: [(&[u8], Value); 6] = [
+            (
+                br#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"a"#,
+                json!(7),
+            ),
+            (
+                br#"{"method": "x", "params": {"id": 3}, "id" : "r-1", "pa"#,
+                json!("r-1"),
+            ),
+            (br#"{"params": {"note": "\"id\": 5"}, "id": 9"#, Value::Null),
+            (
+                br#"{"params": ["id", {"id": 4}], "jsonrpc": "2.0", "id": 12}"#,
+                json!(12),
+            ),
+            (
+                br#"{"jsonrpc": "2.0", "params": {"text": "abc"#,
+                Value::Null,
+            ),
+            (br#"{"id": null, "method": "x""#, Value::Null),
+        ];
+        for (head, id) in cases {
+            let error = too_large(head, 10);
+            assert_eq!(error["id"], id, "{}", String::from_utf8_lossy(head));
+            assert_eq!(error["error"]["code"], -32600);
+            assert_eq!(error["error"]["data"]["code"], "message_too_large");
+        }
     }
 }

@@ -12,6 +12,7 @@ use rmcp::model::RequestStateCodec;
 use rmcp::service::Peer;
 use serde_json::Value;
 
+use crate::limits::{Caps, Limits};
 use crate::sealed::Seals;
 
 /// A [`Registry`] served over MCP, over stdio ([`serve_stdio`](Self::serve_stdio)) or
@@ -43,12 +44,17 @@ pub(crate) struct Shared {
     /// How often a waiting request, and the server's worker, look at the approval store.
     pub(crate) poll_interval: Duration,
     pub(crate) allowed_hosts: Vec<String>,
+    pub(crate) allowed_origins: Vec<String>,
+    /// How long an HTTP session may go without a request before rmcp ends it.
+    pub(crate) session_idle_timeout: Duration,
     /// Signs a caller's confirmation of its own call.
     pub(crate) confirmation_key: Option<DecisionKey>,
     /// Seals what clients carry for the server: task handles, confirmations, MCP task ids.
     pub(crate) seals: Seals,
     /// How long a client may keep a tool list, under the stateless protocol.
     tools_ttl: Duration,
+    /// The caps on sessions and requests over HTTP, and what callers hold under them.
+    pub(crate) limits: Arc<Limits>,
     listeners: Mutex<Vec<Listener>>,
 }
 
@@ -100,9 +106,12 @@ pub struct McpServerBuilder {
     approval_wait: Duration,
     poll_interval: Duration,
     allowed_hosts: Vec<String>,
+    allowed_origins: Vec<String>,
+    session_idle_timeout: Duration,
     confirmation_key: Option<DecisionKey>,
     state_codec: Option<RequestStateCodec>,
     tools_ttl: Duration,
+    caps: Caps,
 }
 
 impl McpServerBuilder {
@@ -136,6 +145,58 @@ impl McpServerBuilder {
         S: Into<String>,
     {
         self.allowed_hosts = hosts.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The `Origin` values HTTP requests may carry (default: `http://localhost:*`,
+    /// `http://127.0.0.1:*`, `http://[::1]:*`), against DNS rebinding and pages of other sites:
+    /// a request with another `Origin` is refused with `403 Forbidden`, and a request without
+    /// one (a client that is not a browser) passes. An entry is `scheme://host:port`, with `*`
+    /// for any port; `null` admits the browser's `Origin: null`. An empty list refuses every
+    /// request that carries an `Origin`.
+    pub fn allowed_origins<I, S>(mut self, origins: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.allowed_origins = origins.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// How many sessions one caller may hold open over HTTP (default 128); the next
+    /// `initialize` is refused with `429` and the JSON-RPC error `-32010`, `data.code`
+    /// `too_many_sessions`. A session counts until it is closed (`DELETE`) or has gone
+    /// without a request for [`session_idle_timeout`](Self::session_idle_timeout). Callers
+    /// are told apart by actor, tenant, roles and environment, as sessions tell them apart.
+    pub fn max_sessions_per_caller(mut self, sessions: usize) -> Self {
+        self.caps.sessions_per_caller = sessions;
+        self
+    }
+
+    /// How long an HTTP session may go without a request before the server ends it and gives
+    /// its place under the caps back (default 5 minutes, rmcp's). A call waiting for a human
+    /// sends nothing while it waits: keep this longer than
+    /// [`approval_wait`](Self::approval_wait).
+    pub fn session_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.session_idle_timeout = timeout;
+        self
+    }
+
+    /// How many sessions the server holds open over HTTP, all callers together (default
+    /// 4096); the next `initialize` is refused as for
+    /// [`max_sessions_per_caller`](Self::max_sessions_per_caller), with `Retry-After: 30`.
+    pub fn max_sessions(mut self, sessions: usize) -> Self {
+        self.caps.sessions = sessions;
+        self
+    }
+
+    /// How many requests one caller may have in flight over HTTP at once, in all its sessions
+    /// (default 32); the next is refused with `429` and the JSON-RPC error `-32010`,
+    /// `data.code` `too_many_requests`. A request counts until its answer has been sent (a call
+    /// waiting for a human counts while it waits); notifications and the client's answers
+    /// to the server's requests are not counted.
+    pub fn max_requests_per_caller(mut self, requests: usize) -> Self {
+        self.caps.requests_per_caller = requests;
         self
     }
 
@@ -197,11 +258,14 @@ impl McpServerBuilder {
                 approval_wait: self.approval_wait,
                 poll_interval: self.poll_interval,
                 allowed_hosts: self.allowed_hosts,
+                allowed_origins: self.allowed_origins,
+                session_idle_timeout: self.session_idle_timeout,
                 confirmation_key: self.confirmation_key,
                 seals: self
                     .state_codec
                     .map_or_else(Seals::of_this_process, Seals::new),
                 tools_ttl: self.tools_ttl,
+                limits: Arc::new(Limits::new(self.caps)),
                 listeners: Mutex::new(Vec::new()),
             }),
         })
@@ -217,9 +281,20 @@ impl McpServer {
             approval_wait: Duration::from_secs(120),
             poll_interval: Duration::from_secs(1),
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
+            allowed_origins: vec![
+                "http://localhost:*".into(),
+                "http://127.0.0.1:*".into(),
+                "http://[::1]:*".into(),
+            ],
+            session_idle_timeout: Duration::from_secs(300),
             confirmation_key: None,
             state_codec: None,
             tools_ttl: Duration::ZERO,
+            caps: Caps {
+                sessions_per_caller: 128,
+                sessions: 4096,
+                requests_per_caller: 32,
+            },
         }
     }
 

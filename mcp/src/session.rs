@@ -29,6 +29,7 @@ use serde_json::{Value, json};
 
 use crate::approval::{self, WAITING_MESSAGE};
 use crate::identity::same_caller;
+use crate::limits::{self, OpenSession};
 use crate::sealed::{CALL_META, Confirmation, TASK_META};
 use crate::server::{Listener, Shared};
 use crate::task;
@@ -65,6 +66,8 @@ pub(crate) struct Session {
     /// same tool with the same arguments, in this session, resumes one instead of asking again.
     /// At most [`WAITING_CALLS`], the oldest forgotten first.
     waiting: Mutex<Vec<ToolCall>>,
+    /// The session's place under the server's caps (over HTTP), given back when it drops.
+    place: OnceLock<Arc<OpenSession>>,
 }
 
 impl Session {
@@ -79,6 +82,7 @@ impl Session {
             origin,
             caller,
             waiting: Mutex::new(Vec::new()),
+            place: OnceLock::new(),
         }
     }
 
@@ -239,6 +243,9 @@ impl ServerHandler for Session {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
+        if let Some(place) = limits::claim(&context) {
+            let _ = self.place.set(place);
+        }
         // The caller who opens the session owns it.
         self.context(&context)?;
         context.peer.set_peer_info(request.clone());

@@ -55,7 +55,12 @@ fn main() {
             .audit(audit.clone())
             .build()
             .unwrap();
-        let server = McpServer::builder(registry).build().unwrap();
+        // Every client is the one caller `loader`: its caps must not bind at any size asked.
+        let server = McpServer::builder(registry)
+            .max_sessions_per_caller(clients)
+            .max_requests_per_caller(clients)
+            .build()
+            .unwrap();
         let tokens =
             BearerTokens::new().token(TOKEN, CallContext::new("loader").with_roles(["support"]));
         let gated = serve(server.router(tokens)).await;

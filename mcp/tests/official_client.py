@@ -10,13 +10,15 @@ stateless protocol of 2026-07-28, over HTTP with every request going to the next
 server processes in turn, as behind a load balancer.
 
 Prints, as its last line, one JSON object: what the client saw. The Rust test
-(official_client.rs) asserts on it; this script only reports.
+(official_client.rs) asserts on it, and on the SDK's warnings, which go to stderr; this
+script only reports.
 """
 
 import asyncio
 import contextlib
 import itertools
 import json
+import logging
 import os
 import signal
 import sys
@@ -27,6 +29,8 @@ from mcp import types
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+
+logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 
 TRANSPORT, _, PROTOCOL = sys.argv[1].partition("-")
 SETTINGS = json.loads(sys.argv[2])

@@ -227,6 +227,7 @@ async fn drive(
         .arg(transport)
         .arg(settings.to_string())
         .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .unwrap();
@@ -242,7 +243,13 @@ async fn drive(
     approver.abort();
     let output = output.unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    eprint!("{stderr}");
     assert!(output.status.success(), "the client failed: {stdout}");
+    assert!(
+        !stderr.contains("Session termination failed"),
+        "the client ends its sessions as the SDK expects: {stderr}"
+    );
     let mut seen: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
         .unwrap_or_else(|error| panic!("the client printed no report ({error}): {stdout}"));
     seen["approved"] = json!(approved.lock().unwrap().len());
