@@ -12,20 +12,25 @@
 //!   (the `portcullis` command line). When the wait ends first, the result names the ticket,
 //!   and calling the tool again with the same arguments resumes the call.
 //! - Over stdio the caller comes from the configuration; over HTTP from each request's
-//!   credentials, through an [`Authenticator`] ([`BearerTokens`] ships). Each session has a
-//!   task id of its own, and answers only the caller that opened it.
+//!   credentials, through an [`Authenticator`]: [`BearerTokens`] for static tokens in local
+//!   use, [`oauth::OAuth`] for OAuth 2.1 access tokens (JWTs checked against the issuer's
+//!   keys, the audience bound to this server, scopes mapped to roles) with the protected
+//!   resource metadata the MCP authorization specification asks for. Each session has a task
+//!   id of its own, and answers only the caller that opened it.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 mod approval;
+mod challenge;
 mod http;
 mod identity;
 mod message;
+pub mod oauth;
 mod server;
 mod session;
 mod stdio;
 mod task;
 
-pub use identity::{Authenticator, BearerTokens};
+pub use identity::{AuthRefusal, Authenticator, BearerTokens};
 pub use server::{McpServer, McpServerBuilder, ServeError};
