@@ -20,7 +20,8 @@ const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
 /// ```
 /// use portcullis_mcp::oauth::ProtectedResource;
 ///
-/// let resource = ProtectedResource::new("https://mcp.example.com/mcp", ["https://auth.example.com"])
+/// let authorization_servers = ["https://auth.example.com"];
+/// let resource = ProtectedResource::new("https://mcp.example.com/mcp", authorization_servers)
 ///     .unwrap()
 ///     .scopes(["tickets:read"]);
 /// assert_eq!(
