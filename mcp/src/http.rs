@@ -16,14 +16,18 @@ use tokio::net::TcpListener;
 use crate::identity::Authenticator;
 use crate::server::{McpServer, ServeError};
 use crate::session::{Authenticated, Origin, Session};
-use crate::{limits, message};
+use crate::{challenge, limits, message};
 
 impl McpServer {
     /// The server as an axum [`Router`] with the MCP endpoint at `/mcp`, to serve on its own
     /// ([`serve_http`](Self::serve_http)) or to nest in an application. A request whose
-    /// credentials `authenticator` does not recognise gets `401 Unauthorized`; each session
-    /// answers only the caller that opened it, under a task id of its own. A request past a
-    /// cap ([`McpServerBuilder::max_sessions_per_caller`](crate::McpServerBuilder::max_sessions_per_caller)
+    /// credentials `authenticator` refuses gets `401 Unauthorized` (or `403` for too little
+    /// scope) with a `WWW-Authenticate` challenge; each session answers only the caller that
+    /// opened it, under a task id of its own. An authenticator for OAuth access tokens
+    /// ([`OAuth`](crate::oauth::OAuth)) adds its protected resource metadata document at
+    /// `/.well-known/oauth-protected-resource` (and that path followed by the resource's
+    /// path), outside authentication. A request past a cap
+    /// ([`McpServerBuilder::max_sessions_per_caller`](crate::McpServerBuilder::max_sessions_per_caller)
     /// and the others) gets `429`, one with an `Origin` not allowed `403`.
     pub fn router(&self, authenticator: impl Authenticator) -> Router {
         let shared = self.shared().clone();
@@ -40,7 +44,10 @@ impl McpServer {
             config,
         );
         let authenticator: Arc<dyn Authenticator> = Arc::new(authenticator);
-        Router::new()
+        let metadata = authenticator
+            .protected_resource()
+            .map(|resource| resource.routes());
+        let router = Router::new()
             .route_service("/mcp", service)
             .layer(middleware::from_fn(terminated))
             .layer(middleware::from_fn(move |request: Request, next: Next| {
@@ -49,7 +56,12 @@ impl McpServer {
             .layer(middleware::from_fn(move |request: Request, next: Next| {
                 let authenticator = authenticator.clone();
                 async move { authenticate(authenticator.as_ref(), request, next).await }
-            }))
+            }));
+        // The metadata document is public: it is how a client learns where to get a token.
+        match metadata {
+            Some(metadata) => router.merge(metadata),
+            None => router,
+        }
     }
 
     /// Serves MCP over streamable HTTP on `listener` (the endpoint is `/mcp`) until the
@@ -75,16 +87,9 @@ impl McpServer {
 /// Lets a request through with its caller in its extensions, or refuses it.
 async fn authenticate(authenticator: &dyn Authenticator, request: Request, next: Next) -> Response {
     let (mut parts, body) = request.into_parts();
-    let Some(caller) = authenticator.authenticate(&parts).await else {
-        return (
-            StatusCode::UNAUTHORIZED,
-            [
-                (header::WWW_AUTHENTICATE, "Bearer"),
-                (header::CONTENT_TYPE, "application/json"),
-            ],
-            r#"{"error":"unauthenticated","message":"send credentials this server knows: Authorization: Bearer <token>"}"#,
-        )
-            .into_response();
+    let caller = match authenticator.authenticate(&parts).await {
+        Ok(caller) => caller,
+        Err(refusal) => return challenge::refused(&refusal, authenticator.protected_resource()),
     };
     parts.extensions.insert(Authenticated(caller));
     if parts.method != Method::POST {

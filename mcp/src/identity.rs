@@ -1,21 +1,110 @@
 //! Who is calling over HTTP: the request's credentials become the caller's [`CallContext`].
 
 use std::collections::HashMap;
+use std::fmt;
 
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use portcullis_core::{BoxFuture, CallContext};
 use sha2::{Digest, Sha256};
 
-/// Reads who sent an HTTP request from its credentials. A request it does not recognise
-/// (`None`) is refused with `401 Unauthorized` before the MCP layer sees it.
+use crate::oauth::ProtectedResource;
+
+/// Reads who sent an HTTP request from its credentials. A request it refuses is answered
+/// before the MCP layer sees it: `401 Unauthorized` (or `403 Forbidden` for
+/// [`AuthRefusal::InsufficientScope`]) with a `WWW-Authenticate: Bearer` challenge (RFC 6750)
+/// and a JSON body whose `error` is the refusal's [`code`](AuthRefusal::code).
 ///
 /// The context it returns is the caller's identity: actor, roles, tenant, environment. The
 /// server gives each MCP session its own task id, and a session answers only the identity that
 /// opened it.
 pub trait Authenticator: Send + Sync + 'static {
-    /// The caller of the request whose head is `request`, if its credentials are good.
-    fn authenticate<'a>(&'a self, request: &'a Parts) -> BoxFuture<'a, Option<CallContext>>;
+    /// The caller of the request whose head is `request`, or why it is refused.
+    fn authenticate<'a>(
+        &'a self,
+        request: &'a Parts,
+    ) -> BoxFuture<'a, Result<CallContext, AuthRefusal>>;
+
+    /// The server as an OAuth protected resource (RFC 9728), if the credentials are OAuth
+    /// access tokens: the router serves its metadata document and names it in every challenge,
+    /// so that a client finds the authorization server to get a token from. `None` (the
+    /// default) for credentials handed out another way, such as [`BearerTokens`].
+    fn protected_resource(&self) -> Option<&ProtectedResource> {
+        None
+    }
+}
+
+/// Why an [`Authenticator`] refused a request; each has a stable [`code`](Self::code), the
+/// `error` of the response's body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AuthRefusal {
+    /// The request carries no credentials the authenticator reads (code `unauthenticated`):
+    /// `401` with a challenge that names no error, as RFC 6750 asks.
+    Missing,
+    /// The request carries a token that is not good: unknown, expired, for another audience,
+    /// signed by a key the issuer does not publish... `401` with `error="invalid_token"`.
+    InvalidToken {
+        /// The stable code, such as `token_expired`.
+        code: &'static str,
+        /// What is wrong with the token, for the client's developer.
+        description: String,
+    },
+    /// A good token that grants nothing on this server (code `insufficient_scope`): `403` with
+    /// `error="insufficient_scope"` and the scopes that would.
+    InsufficientScope {
+        /// The scopes to ask the authorization server for, space-separated.
+        scope: String,
+        /// Why the token's scopes are not enough.
+        description: String,
+    },
+}
+
+impl AuthRefusal {
+    /// A refusal of a token that is not good, with its stable `code`.
+    pub fn invalid_token(code: &'static str, description: impl Into<String>) -> Self {
+        AuthRefusal::InvalidToken {
+            code,
+            description: description.into(),
+        }
+    }
+
+    /// The refusal's stable snake_case code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            AuthRefusal::Missing => "unauthenticated",
+            AuthRefusal::InvalidToken { code, .. } => code,
+            AuthRefusal::InsufficientScope { .. } => "insufficient_scope",
+        }
+    }
+
+    /// What the client should know, for the response's body and the challenge's
+    /// `error_description`.
+    pub fn description(&self) -> &str {
+        match self {
+            AuthRefusal::Missing => {
+                "send credentials this server knows: Authorization: Bearer <token>"
+            }
+            AuthRefusal::InvalidToken { description, .. }
+            | AuthRefusal::InsufficientScope { description, .. } => description,
+        }
+    }
+}
+
+impl fmt::Display for AuthRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code(), self.description())
+    }
+}
+
+impl std::error::Error for AuthRefusal {}
+
+/// The token of an `Authorization: Bearer <token>` header; the scheme is case-insensitive
+/// (RFC 7235). `None` when the request has no such header.
+pub(crate) fn bearer_token(request: &Parts) -> Option<&str> {
+    let value = request.headers.get(AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
 /// An [`Authenticator`] over a table of bearer tokens (`Authorization: Bearer <token>`), each
@@ -54,14 +143,16 @@ fn digest(token: &str) -> [u8; 32] {
 }
 
 impl Authenticator for BearerTokens {
-    fn authenticate<'a>(&'a self, request: &'a Parts) -> BoxFuture<'a, Option<CallContext>> {
-        let caller = request
-            .headers
-            .get(AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "))
-            .and_then(|token| self.callers.get(&digest(token.trim())))
-            .cloned();
+    fn authenticate<'a>(
+        &'a self,
+        request: &'a Parts,
+    ) -> BoxFuture<'a, Result<CallContext, AuthRefusal>> {
+        let caller = match bearer_token(request) {
+            None => Err(AuthRefusal::Missing),
+            Some(token) => self.callers.get(&digest(token)).cloned().ok_or_else(|| {
+                AuthRefusal::invalid_token("unknown_token", "the server knows no such token")
+            }),
+        };
         Box::pin(std::future::ready(caller))
     }
 }
@@ -91,10 +182,18 @@ mod tests {
     #[tokio::test]
     async fn bearer_tokens_name_their_caller_and_nothing_else() {
         let tokens = BearerTokens::new().token("t-1", CallContext::new("ann"));
-        let ann = tokens.authenticate(&parts(Some("Bearer t-1"))).await;
-        assert_eq!(ann.map(|ctx| ctx.actor().to_owned()), Some("ann".into()));
-        for refused in [None, Some("Bearer t-2"), Some("Basic t-1"), Some("t-1")] {
-            assert!(tokens.authenticate(&parts(refused)).await.is_none());
+        for accepted in ["Bearer t-1", "bearer  t-1"] {
+            let ann = tokens.authenticate(&parts(Some(accepted))).await;
+            assert_eq!(ann.map(|ctx| ctx.actor().to_owned()), Ok("ann".into()));
+        }
+        for (refused, code) in [
+            (None, "unauthenticated"),
+            (Some("Basic t-1"), "unauthenticated"),
+            (Some("t-1"), "unauthenticated"),
+            (Some("Bearer t-2"), "unknown_token"),
+        ] {
+            let refusal = tokens.authenticate(&parts(refused)).await.unwrap_err();
+            assert_eq!(refusal.code(), code, "{refused:?}");
         }
     }
 }

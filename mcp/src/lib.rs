@@ -12,8 +12,16 @@
 //!   (the `portcullis` command line). When the wait ends first, the result names the ticket,
 //!   and calling the tool again with the same arguments resumes the call.
 //! - Over stdio the caller comes from the configuration; over HTTP from each request's
-//!   credentials, through an [`Authenticator`] ([`BearerTokens`] ships). Each session has a
-//!   task id of its own, and answers only the caller that opened it.
+//!   credentials, through an [`Authenticator`]: [`BearerTokens`] for static tokens in local
+//!   use, [`oauth::OAuth`] for OAuth 2.1 access tokens (JWTs checked against the issuer's
+//!   keys, the audience bound to this server, scopes mapped to roles) with the protected
+//!   resource metadata the MCP authorization specification asks for.
+//! - Both lifecycles, as each request asks: 2025-11-25, where each session has a task id of
+//!   its own and answers only the caller that opened it; and the stateless 2026-07-28, where
+//!   the task is named by a handle the server seals for the caller and returns in each
+//!   result's `_meta["dev.portcullis/task"]`, a caller's confirmation goes through
+//!   `InputRequiredResult` with a sealed `requestState`, and any instance sharing the stores
+//!   and the [`state_codec`](McpServerBuilder::state_codec) answers any request.
 //! - Over HTTP, each caller may hold at most 128 sessions and 32 requests in flight, and the
 //!   server 4096 sessions ([`McpServerBuilder::max_sessions_per_caller`] and the others): past a
 //!   cap, `429` with the JSON-RPC error `-32010`. A request with an `Origin` not allowed
@@ -23,16 +31,18 @@
 #![deny(missing_docs)]
 
 mod approval;
+mod challenge;
 mod http;
 mod identity;
 mod limits;
 mod message;
+pub mod oauth;
 mod sealed;
 mod server;
 mod session;
 mod stdio;
 mod task;
 
-pub use identity::{Authenticator, BearerTokens};
+pub use identity::{AuthRefusal, Authenticator, BearerTokens};
 pub use rmcp::model::RequestStateCodec;
 pub use server::{McpServer, McpServerBuilder, ServeError};
