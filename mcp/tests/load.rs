@@ -1,6 +1,8 @@
-//! Load over streamable HTTP on 127.0.0.1: N clients at once, each a session of its own making
-//! M `tools/call`s of `update_shipping_address` (policy, claim, write-ahead audit), against
-//! portcullis's server and against plain rmcp serving the same tool without gates, in one run.
+//! Load over streamable HTTP on 127.0.0.1: N clients at once, each making M `tools/call`s of
+//! `update_shipping_address` (policy, claim, write-ahead audit), against portcullis's server and
+//! against plain rmcp serving the same tool without gates, in one run, under each protocol:
+//! 2025-11-25 (each client a session of its own) and the stateless 2026-07-28 (each request
+//! standing alone, the caller's task handle sealed into every answer).
 //!
 //! It asserts what must hold under load: every call answered, none refused (the calls are
 //! valid, so a refusal would be an error the gates did not decide), and every call audited
@@ -35,6 +37,12 @@ use tokio::net::TcpListener;
 
 const TOKEN: &str = "load-token";
 
+/// The protocol with sessions and the `initialize` handshake.
+const SESSIONS: &str = "2025-11-25";
+
+/// The stateless protocol.
+const STATELESS: &str = "2026-07-28";
+
 fn main() {
     let (clients, calls) = std::env::var("PORTCULLIS_MCP_LOAD")
         .ok()
@@ -66,8 +74,15 @@ fn main() {
         let gated = serve(server.router(tokens)).await;
         let plain = serve(plain_rmcp()).await;
 
-        let plain_rate = load(&plain, clients, calls).await;
-        let gated_rate = load(&gated, clients, calls).await;
+        for (round, protocol) in [SESSIONS, STATELESS].into_iter().enumerate() {
+            let plain_rate = load(&plain, clients, calls, protocol, round).await;
+            let gated_rate = load(&gated, clients, calls, protocol, round).await;
+            println!(
+                "mcp load at {protocol}, {clients} clients x {calls} calls: plain rmcp \
+                 {plain_rate:.0} calls/s, portcullis {gated_rate:.0} calls/s, ratio {:.2}",
+                gated_rate / plain_rate
+            );
+        }
 
         let records = audit.records();
         let count = |decision: &str| {
@@ -76,14 +91,9 @@ fn main() {
                 .filter(|record| record.decision == decision)
                 .count()
         };
-        assert_eq!(count("about_to_run"), clients * calls);
-        assert_eq!(count("completed"), clients * calls);
-        assert_eq!(records.len(), 2 * clients * calls, "only those records");
-        println!(
-            "mcp load, {clients} clients x {calls} calls: plain rmcp {plain_rate:.0} calls/s, \
-             portcullis {gated_rate:.0} calls/s, ratio {:.2}",
-            gated_rate / plain_rate
-        );
+        assert_eq!(count("about_to_run"), 2 * clients * calls);
+        assert_eq!(count("completed"), 2 * clients * calls);
+        assert_eq!(records.len(), 4 * clients * calls, "only those records");
         println!("test load ... ok");
     });
 }
@@ -98,14 +108,16 @@ async fn serve(router: axum::Router) -> String {
     address
 }
 
-/// Runs `clients` sessions at once against `address`, each making `calls` calls; every call
-/// must complete. Returns calls per second.
-async fn load(address: &str, clients: usize, calls: usize) -> f64 {
+/// Runs `clients` clients at once against `address` at `protocol`, each making `calls` calls
+/// (of orders of their own in each `round`); every call must complete. Returns calls per second.
+async fn load(address: &str, clients: usize, calls: usize, protocol: &str, round: usize) -> f64 {
     let started = Instant::now();
     let sessions: Vec<_> = (0..clients)
         .map(|client| {
             let address = address.to_owned();
-            tokio::spawn(async move { session(&address, client, calls).await })
+            let protocol = protocol.to_owned();
+            let first_order = (round * clients + client) * calls;
+            tokio::spawn(async move { session(&address, &protocol, first_order, calls).await })
         })
         .collect();
     for finished in sessions {
@@ -117,8 +129,9 @@ async fn load(address: &str, clients: usize, calls: usize) -> f64 {
     (clients * calls) as f64 / started.elapsed().as_secs_f64()
 }
 
-/// One client: a keep-alive connection, `initialize`, then `calls` calls, each checked.
-async fn session(address: &str, client: usize, calls: usize) {
+/// One client: a keep-alive connection, at 2025-11-25 `initialize`, then `calls` calls, each
+/// checked.
+async fn session(address: &str, protocol: &str, first_order: usize, calls: usize) {
     let stream = tokio::net::TcpStream::connect(address).await.unwrap();
     stream.set_nodelay(true).unwrap();
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
@@ -134,7 +147,13 @@ async fn session(address: &str, client: usize, calls: usize) {
         if let Some(session) = session {
             request = request
                 .header("mcp-session-id", session)
-                .header("mcp-protocol-version", "2025-11-25");
+                .header("mcp-protocol-version", SESSIONS);
+        }
+        if message["params"]["_meta"].is_object() {
+            request = request
+                .header("mcp-protocol-version", STATELESS)
+                .header("mcp-method", "tools/call")
+                .header("mcp-name", "update_shipping_address");
         }
         let request = request
             .body(Full::new(Bytes::from(message.to_string())))
@@ -147,30 +166,39 @@ async fn session(address: &str, client: usize, calls: usize) {
         let body = response.into_body().collect().await.unwrap().to_bytes();
         (id, answer(&body))
     };
-    let (id, _) = post(
-        None,
-        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "load", "version": "1"}}}),
-    )
-    .await;
-    let id = id.expect("a session id");
-    post(
-        Some(&id),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    )
-    .await;
-    for call in 1..=calls {
-        let order = client * calls + call;
-        let (_, answer) = post(
-            Some(&id),
-            json!({"jsonrpc": "2.0", "id": call, "method": "tools/call", "params": {
-                "name": "update_shipping_address",
-                "arguments": {"order_id": order, "address":
-                    {"street": "1 Main St", "city": "Berlin", "country": "DE"}}}}),
+    let session = if protocol == SESSIONS {
+        let (id, _) = post(
+            None,
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": SESSIONS, "capabilities": {},
+                "clientInfo": {"name": "load", "version": "1"}}}),
         )
         .await;
-        let answer = answer.unwrap_or_else(|| panic!("call {call} of client {client}: no answer"));
+        let id = id.expect("a session id");
+        post(
+            Some(&id),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        )
+        .await;
+        Some(id)
+    } else {
+        None
+    };
+    for call in 1..=calls {
+        let order = first_order + call;
+        let mut message = json!({"jsonrpc": "2.0", "id": call, "method": "tools/call", "params": {
+            "name": "update_shipping_address",
+            "arguments": {"order_id": order, "address":
+                {"street": "1 Main St", "city": "Berlin", "country": "DE"}}}});
+        if session.is_none() {
+            message["params"]["_meta"] = json!({
+                "io.modelcontextprotocol/protocolVersion": STATELESS,
+                "io.modelcontextprotocol/clientInfo": {"name": "load", "version": "1"},
+                "io.modelcontextprotocol/clientCapabilities": {},
+            });
+        }
+        let (_, answer) = post(session.as_deref(), message).await;
+        let answer = answer.unwrap_or_else(|| panic!("call {call} of order {order}: no answer"));
         assert_eq!(answer["result"]["isError"], false, "{answer}");
         assert_eq!(answer["result"]["structuredContent"]["order_id"], order);
     }
