@@ -157,12 +157,25 @@ impl Authenticator for BearerTokens {
     }
 }
 
-/// Whether two contexts name the same caller: actor, tenant, roles and environment.
-pub(crate) fn same_caller(a: &CallContext, b: &CallContext) -> bool {
-    a.actor() == b.actor()
-        && a.tenant() == b.tenant()
-        && a.roles() == b.roles()
-        && a.environment() == b.environment()
+/// Who a caller is, wherever the server tells callers apart (a session's owner, the caps, what
+/// a sealed handle is bound to): its actor, tenant, roles and environment.
+#[derive(Clone, PartialEq, Eq, Hash, serde::Serialize)]
+pub(crate) struct Caller {
+    actor: String,
+    tenant: Option<String>,
+    roles: Vec<String>,
+    environment: Option<String>,
+}
+
+impl Caller {
+    pub(crate) fn of(ctx: &CallContext) -> Self {
+        Caller {
+            actor: ctx.actor().to_owned(),
+            tenant: ctx.tenant().map(str::to_owned),
+            roles: ctx.roles().to_vec(),
+            environment: ctx.environment().map(str::to_owned),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -195,5 +208,20 @@ mod tests {
             let refusal = tokens.authenticate(&parts(refused)).await.unwrap_err();
             assert_eq!(refusal.code(), code, "{refused:?}");
         }
+    }
+
+    #[test]
+    fn a_caller_is_its_actor_tenant_roles_and_environment_whatever_its_task() {
+        let plain = CallContext::new("ann");
+        for other in [
+            CallContext::new("ann").with_roles(["support"]),
+            CallContext::new("ann").with_tenant("acme"),
+            CallContext::new("ann").with_environment("production"),
+            CallContext::new("bob"),
+        ] {
+            assert!(Caller::of(&plain) != Caller::of(&other));
+        }
+        let again = CallContext::new("ann").with_fresh_task_id();
+        assert!(Caller::of(&plain) == Caller::of(&again));
     }
 }

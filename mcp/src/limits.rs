@@ -17,12 +17,12 @@ use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body::{Frame, SizeHint};
-use portcullis_core::CallContext;
 use rmcp::RoleServer;
 use rmcp::service::RequestContext;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::identity::Caller;
 use crate::session::Authenticated;
 
 /// The JSON-RPC error code of a refusal by a cap, in the range the specification leaves to
@@ -43,27 +43,6 @@ pub(crate) struct Caps {
     pub(crate) requests_per_caller: usize,
 }
 
-/// What a caller is, for the caps: what [`same_caller`](crate::identity::same_caller)
-/// compares, so that two contexts are one caller here exactly when a session takes them as one.
-#[derive(Clone, PartialEq, Eq, Hash)]
-struct CallerKey {
-    actor: String,
-    tenant: Option<String>,
-    roles: Vec<String>,
-    environment: Option<String>,
-}
-
-impl CallerKey {
-    fn of(ctx: &CallContext) -> Self {
-        CallerKey {
-            actor: ctx.actor().to_owned(),
-            tenant: ctx.tenant().map(str::to_owned),
-            roles: ctx.roles().to_vec(),
-            environment: ctx.environment().map(str::to_owned),
-        }
-    }
-}
-
 /// The caps of a server, and what its callers hold under them.
 pub(crate) struct Limits {
     caps: Caps,
@@ -77,7 +56,7 @@ pub(crate) struct Limits {
 #[derive(Default)]
 struct Held {
     sessions: usize,
-    callers: HashMap<CallerKey, PerCaller>,
+    callers: HashMap<Caller, PerCaller>,
 }
 
 #[derive(Default)]
@@ -100,13 +79,13 @@ enum Refusal {
 /// A session's place under the caps, given back when dropped.
 pub(crate) struct SessionSlot {
     limits: Arc<Limits>,
-    caller: CallerKey,
+    caller: Caller,
 }
 
 /// A request's place under the cap, given back when dropped.
 struct RequestSlot {
     limits: Arc<Limits>,
-    caller: CallerKey,
+    caller: Caller,
 }
 
 /// The place of a session being opened: the session keeps it ([`claim`]) until it ends; a
@@ -130,7 +109,7 @@ impl Limits {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn open_session(self: &Arc<Self>, caller: &CallerKey) -> Result<SessionSlot, Refusal> {
+    fn open_session(self: &Arc<Self>, caller: &Caller) -> Result<SessionSlot, Refusal> {
         let mut held = self.held();
         let sessions = held.callers.get(caller).map_or(0, |mine| mine.sessions);
         if sessions >= self.caps.sessions_per_caller {
@@ -147,7 +126,7 @@ impl Limits {
         })
     }
 
-    fn start_request(self: &Arc<Self>, caller: &CallerKey) -> Result<RequestSlot, Refusal> {
+    fn start_request(self: &Arc<Self>, caller: &Caller) -> Result<RequestSlot, Refusal> {
         let mut held = self.held();
         let requests = held.callers.get(caller).map_or(0, |mine| mine.requests);
         if requests >= self.caps.requests_per_caller {
@@ -161,7 +140,7 @@ impl Limits {
     }
 
     /// Gives back what `caller` held: one session, or one request.
-    fn release(&self, caller: &CallerKey, session: bool) {
+    fn release(&self, caller: &Caller, session: bool) {
         let mut held = self.held();
         if session {
             held.sessions = held.sessions.saturating_sub(1);
@@ -237,7 +216,7 @@ pub(crate) async fn admit(limits: Arc<Limits>, request: Request, next: Next) -> 
     let Some(caller) = request
         .extensions()
         .get::<Authenticated>()
-        .map(|authenticated| CallerKey::of(&authenticated.0))
+        .map(|authenticated| Caller::of(&authenticated.0))
     else {
         return next.run(request).await;
     };
@@ -387,6 +366,8 @@ impl HttpBody for Holding {
 
 #[cfg(test)]
 mod tests {
+    use portcullis_core::CallContext;
+
     use super::*;
 
     fn limits() -> Arc<Limits> {
@@ -400,8 +381,8 @@ mod tests {
     #[test]
     fn each_cap_refuses_the_next_place_and_a_place_given_back_is_free_again() {
         let limits = limits();
-        let ann = CallerKey::of(&CallContext::new("ann"));
-        let bob = CallerKey::of(&CallContext::new("bob"));
+        let ann = Caller::of(&CallContext::new("ann"));
+        let bob = Caller::of(&CallContext::new("bob"));
         let ann_sessions = [
             limits.open_session(&ann).unwrap(),
             limits.open_session(&ann).unwrap(),
@@ -431,27 +412,9 @@ mod tests {
     }
 
     #[test]
-    fn callers_are_told_apart_as_sessions_tell_them_apart() {
-        let plain = CallContext::new("ann");
-        let others = [
-            CallContext::new("ann").with_roles(["support"]),
-            CallContext::new("ann").with_tenant("acme"),
-            CallContext::new("ann").with_environment("production"),
-            CallContext::new("bob"),
-        ];
-        for other in &others {
-            assert!(!crate::identity::same_caller(&plain, other));
-            assert!(CallerKey::of(&plain) != CallerKey::of(other));
-        }
-        let again = CallContext::new("ann").with_fresh_task_id();
-        assert!(crate::identity::same_caller(&plain, &again));
-        assert!(CallerKey::of(&plain) == CallerKey::of(&again));
-    }
-
-    #[test]
     fn a_delete_gives_the_place_back_at_once() {
         let limits = limits();
-        let ann = CallerKey::of(&CallContext::new("ann"));
+        let ann = Caller::of(&CallContext::new("ann"));
         let open = Arc::new(OpenSession(Mutex::new(Some(
             limits.open_session(&ann).unwrap(),
         ))));

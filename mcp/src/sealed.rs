@@ -23,6 +23,8 @@ use rmcp::model::{RequestStateCodec, SealOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::identity::Caller;
+
 /// The request `_meta` key that carries the task handle, and the result `_meta` key that
 /// returns it.
 pub(crate) const TASK_META: &str = "dev.portcullis/task";
@@ -232,15 +234,7 @@ impl Seals {
 
 /// What a sealed value is bound to: its purpose, the caller, and `more`.
 fn binding(purpose: &str, ctx: &CallContext, more: &[&str]) -> Vec<u8> {
-    canonical(&json!([
-        purpose,
-        ctx.actor(),
-        ctx.tenant(),
-        ctx.roles(),
-        ctx.environment(),
-        more,
-    ]))
-    .into_bytes()
+    canonical(&json!([purpose, Caller::of(ctx), more])).into_bytes()
 }
 
 /// The session's task, which a session's MCP tasks are bound to; under the stateless protocol

@@ -28,7 +28,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
 use crate::approval::{self, WAITING_MESSAGE};
-use crate::identity::same_caller;
+use crate::identity::Caller;
 use crate::limits::{self, OpenSession};
 use crate::sealed::{CALL_META, Confirmation, TASK_META};
 use crate::server::{Listener, Shared};
@@ -110,7 +110,7 @@ impl Session {
                 let session = identity.clone().with_fresh_task_id();
                 (identity.clone(), session)
             });
-            if !same_caller(owner, &identity) {
+            if Caller::of(owner) != Caller::of(&identity) {
                 return Err(ErrorData::invalid_request(
                     "this session belongs to another caller: open a session of your own",
                     None,
