@@ -87,6 +87,9 @@ fn finance() -> CallContext {
     CallContext::new("fiona").with_roles(["finance", "billing_admin"])
 }
 
+/// The protocol with sessions and the `initialize` handshake.
+const SESSIONS: &str = "2025-11-25";
+
 /// The key every instance seals its clients' handles with, shared so that any instance opens
 /// what another sealed.
 fn state_codec() -> RequestStateCodec {
@@ -139,11 +142,11 @@ fn main() {
     runtime.block_on(async {
         over_http(&python).await;
         println!("test official_client::over_http ... ok");
-        over_stdio(&python).await;
+        over_stdio(&python, SESSIONS).await;
         println!("test official_client::over_stdio ... ok");
         over_http_2026(&python).await;
         println!("test official_client::over_http_2026_on_two_instances ... ok");
-        over_stdio_2026(&python).await;
+        over_stdio(&python, "2026-07-28").await;
         println!("test official_client::over_stdio_2026 ... ok");
     });
 }
@@ -421,7 +424,7 @@ async fn over_http(python: &str) {
     let seen = drive(python, "http", settings, &store, Some(&watched)).await;
     served.abort();
     impatient.abort();
-    assert_common(&seen, "2025-11-25");
+    assert_common(&seen, SESSIONS);
     assert_eq!(seen["unauthenticated"], 401);
     // A dynamic value changed while fiona's session was open: told, and her list shows it.
     assert_eq!(
@@ -497,27 +500,35 @@ async fn over_http(python: &str) {
     assert_eq!(runs(&store, "schedule_payout").await, 3);
 }
 
-async fn over_stdio(python: &str) {
-    let path = scratch("mcp-stdio.db");
+/// Over stdio at `protocol`: the client starts this test binary as its server.
+async fn over_stdio(python: &str, protocol: &str) {
+    let path = scratch(&format!("mcp-stdio-{protocol}.db"));
     let location = path.to_str().unwrap().to_owned();
     let store = Store::open(&location).await.unwrap();
     let settings = json!({
         "command": std::env::current_exe().unwrap(),
         "store": location,
     });
-    let seen = drive(python, "stdio", settings, &store, None).await;
-    assert_common(&seen, "2025-11-25");
-    assert_eq!(
-        seen["malformed"]["error"]["code"], -32700,
-        "{}",
-        seen["malformed"]
-    );
-    assert_eq!(
-        seen["after_malformed"]["result"],
-        json!({}),
-        "{}",
-        seen["after_malformed"]
-    );
+    let transport = if protocol == SESSIONS {
+        "stdio"
+    } else {
+        "stdio-2026"
+    };
+    let seen = drive(python, transport, settings, &store, None).await;
+    assert_common(&seen, protocol);
+    if protocol == SESSIONS {
+        assert_eq!(
+            seen["malformed"]["error"]["code"], -32700,
+            "{}",
+            seen["malformed"]
+        );
+        assert_eq!(
+            seen["after_malformed"]["result"],
+            json!({}),
+            "{}",
+            seen["after_malformed"]
+        );
+    }
     assert_eq!(seen["approved"], 2, "one payout and order 9");
     assert_eq!(runs(&store, "cancel_order").await, 2);
     assert_eq!(runs(&store, "schedule_payout").await, 1);
@@ -579,19 +590,4 @@ async fn over_http_2026(python: &str) {
     assert_eq!(seen["approved"], 3, "two payouts and order 9");
     assert_eq!(runs(&store, "cancel_order").await, 2, "orders 7 and 9");
     assert_eq!(runs(&store, "schedule_payout").await, 2);
-}
-
-async fn over_stdio_2026(python: &str) {
-    let path = scratch("mcp-stdio-2026.db");
-    let location = path.to_str().unwrap().to_owned();
-    let store = Store::open(&location).await.unwrap();
-    let settings = json!({
-        "command": std::env::current_exe().unwrap(),
-        "store": location,
-    });
-    let seen = drive(python, "stdio-2026", settings, &store, None).await;
-    assert_common(&seen, "2026-07-28");
-    assert_eq!(seen["approved"], 2, "one payout and order 9");
-    assert_eq!(runs(&store, "cancel_order").await, 2);
-    assert_eq!(runs(&store, "schedule_payout").await, 1);
 }
