@@ -17,11 +17,12 @@ use std::time::Duration;
 
 use portcullis_core::encoding::random_id;
 use portcullis_core::json::canonical;
-use portcullis_core::{CallContext, Ticket, ToolCall};
+use portcullis_core::{Arguments, CallContext, Ticket, ToolCall};
 use rmcp::ErrorData;
 use rmcp::model::{RequestStateCodec, SealOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 use crate::identity::Caller;
 
@@ -77,6 +78,54 @@ impl WaitingCall {
 #[derive(Serialize, Deserialize)]
 struct TaskHandle {
     task: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    waiting: Vec<StillWaiting>,
+}
+
+/// A call that still waited for approval when its request answered: a later call of the same
+/// tool with the same canonical arguments, in the same task, is that call again. A session
+/// keeps these; under the stateless protocol the task handle carries them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct StillWaiting {
+    tool: String,
+    /// The SHA-256 of the canonical arguments, in hex.
+    arguments: String,
+    call_id: String,
+}
+
+impl StillWaiting {
+    pub(crate) fn of(call: &ToolCall) -> Self {
+        StillWaiting {
+            tool: call.name.clone(),
+            arguments: arguments_digest(&arguments_of(call)),
+            call_id: call.id.clone(),
+        }
+    }
+
+    /// The call again, if `tool` and `arguments` are its own.
+    pub(crate) fn again(&self, tool: &str, arguments: &Value) -> Option<ToolCall> {
+        (self.tool == tool && self.arguments == arguments_digest(arguments))
+            .then(|| ToolCall::new(self.call_id.clone(), tool.to_owned(), arguments.clone()))
+    }
+
+    pub(crate) fn call_id(&self) -> &str {
+        &self.call_id
+    }
+}
+
+/// A call's arguments as JSON.
+pub(crate) fn arguments_of(call: &ToolCall) -> Value {
+    match &call.arguments {
+        Arguments::Json(value) => value.clone(),
+        Arguments::Text(text) => Value::String(text.clone()),
+    }
+}
+
+fn arguments_digest(arguments: &Value) -> String {
+    Sha256::digest(canonical(arguments).as_bytes())
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
 }
 
 impl Seals {
@@ -93,31 +142,33 @@ impl Seals {
         )
     }
 
-    /// The handle of `ctx`'s task, for `ctx`'s caller only.
-    pub(crate) fn task_handle(&self, ctx: &CallContext) -> String {
+    /// The handle of `ctx`'s task, with its calls still `waiting`, for `ctx`'s caller only.
+    pub(crate) fn task_handle(&self, ctx: &CallContext, waiting: &[StillWaiting]) -> String {
         self.seal(
             &TaskHandle {
                 task: ctx.task_id().to_owned(),
+                waiting: waiting.to_vec(),
             },
             &binding("task", ctx, &[]),
             TASK_HANDLE_LIFETIME,
         )
     }
 
-    /// `identity` with the task its `handle` names, or with a new task when it sent none.
+    /// `identity` with the task its `handle` names and the task's calls still waiting, or with
+    /// a new task when it sent none.
     pub(crate) fn task_context(
         &self,
         identity: CallContext,
         handle: Option<&Value>,
-    ) -> Result<CallContext, ErrorData> {
+    ) -> Result<(CallContext, Vec<StillWaiting>), ErrorData> {
         let Some(handle) = handle else {
-            return Ok(identity.with_fresh_task_id());
+            return Ok((identity.with_fresh_task_id(), Vec::new()));
         };
         let opened = handle
             .as_str()
             .and_then(|handle| self.open::<TaskHandle>(handle, &binding("task", &identity, &[])));
         match opened {
-            Some(TaskHandle { task }) => Ok(identity.with_task_id(task)),
+            Some(TaskHandle { task, waiting }) => Ok((identity.with_task_id(task), waiting)),
             None => Err(refusal(
                 "task_handle_invalid",
                 format!(
@@ -177,7 +228,6 @@ impl Seals {
         ctx: &CallContext,
         in_session: bool,
         call: &ToolCall,
-        arguments: Value,
         ticket: &Ticket,
         now_ms: u64,
     ) -> String {
@@ -188,7 +238,7 @@ impl Seals {
                 task: ctx.task_id().to_owned(),
                 call_id: call.id.clone(),
                 tool: call.name.clone(),
-                arguments,
+                arguments: arguments_of(call),
                 ticket: ticket.id.clone(),
                 created_ms: now_ms,
             },
@@ -265,10 +315,14 @@ mod tests {
     #[test]
     fn a_task_handle_opens_for_its_caller_only() {
         let seals = Seals::of_this_process();
-        let handle = json!(seals.task_handle(&ann()));
+        let waiting = StillWaiting::of(&ToolCall::new("c1", "pay", json!({"cents": 5})));
+        let handle = json!(seals.task_handle(&ann(), std::slice::from_ref(&waiting)));
         let identity = CallContext::new("ann").with_roles(["finance"]);
-        let opened = seals.task_context(identity.clone(), Some(&handle)).unwrap();
+        let (opened, still) = seals.task_context(identity.clone(), Some(&handle)).unwrap();
         assert_eq!(opened.task_id(), "task-1");
+        let again = still[0].again("pay", &json!({"cents": 5.0})).unwrap();
+        assert_eq!(again.id, "c1");
+        assert!(still[0].again("pay", &json!({"cents": 6})).is_none());
         for other in [
             CallContext::new("bob").with_roles(["finance"]),
             CallContext::new("ann").with_roles(["finance", "admin"]),
@@ -291,7 +345,7 @@ mod tests {
                 .is_err()
         );
         assert_ne!(
-            seals.task_context(identity, None).unwrap().task_id(),
+            seals.task_context(identity, None).unwrap().0.task_id(),
             "task-1"
         );
     }

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use portcullis_core::encoding::random_id;
 use portcullis_core::export::Profile;
 use portcullis_core::wire::{self, mcp};
-use portcullis_core::{Arguments, CallContext, Outcome, Ticket, ToolCall};
+use portcullis_core::{CallContext, Outcome, Ticket, ToolCall};
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
     ElicitationAction, ErrorCode, ExtensionCapabilities, GetTaskParams, GetTaskResult,
@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 use crate::approval::{self, WAITING_MESSAGE};
 use crate::identity::Caller;
 use crate::limits::{self, OpenSession};
-use crate::sealed::{CALL_META, Confirmation, TASK_META};
+use crate::sealed::{CALL_META, Confirmation, StillWaiting, TASK_META};
 use crate::server::{Listener, Shared};
 use crate::task;
 
@@ -50,7 +50,7 @@ pub(crate) enum Origin {
 /// The waiting calls a session remembers. One it forgot still waits in the approval store and
 /// runs if a reviewer approves it; the same call sent again is then a call of its own, through
 /// every gate (and `too_many_pending` while the first waits).
-const WAITING_CALLS: usize = 100;
+const WAITING_CALLS: usize = 32;
 
 /// The key of the confirmation in an `InputRequiredResult`'s requests and its retry's responses.
 const CONFIRMATION: &str = "confirm";
@@ -62,10 +62,11 @@ pub(crate) struct Session {
     origin: Origin,
     /// The caller's identity as authenticated, and its context with the session's task id.
     caller: OnceLock<(CallContext, CallContext)>,
-    /// The calls still waiting for approval when their request answered: a later call of the
-    /// same tool with the same arguments, in this session, resumes one instead of asking again.
-    /// At most [`WAITING_CALLS`], the oldest forgotten first.
-    waiting: Mutex<Vec<ToolCall>>,
+    /// The calls of the task still waiting for approval when their request answered: a later
+    /// call of the same tool with the same arguments resumes one instead of asking again. At
+    /// most [`WAITING_CALLS`], the oldest forgotten first. Under the stateless protocol, read
+    /// from the request's task handle and sealed into the one its result returns.
+    waiting: Mutex<Vec<StillWaiting>>,
     /// The session's place under the server's caps (over HTTP), given back when it drops.
     place: OnceLock<Arc<OpenSession>>,
 }
@@ -97,10 +98,12 @@ impl Session {
                 Origin::Requests => authenticated(request),
             }
             .ok_or_else(|| ErrorData::invalid_request("the request is not authenticated", None))?;
-            return self
+            let (ctx, waiting) = self
                 .shared
                 .seals
-                .task_context(identity, request.meta.0.get(TASK_META));
+                .task_context(identity, request.meta.0.get(TASK_META))?;
+            *self.waiting.lock().unwrap_or_else(PoisonError::into_inner) = waiting;
+            return Ok(ctx);
         }
         if let Origin::Requests = self.origin {
             let identity = authenticated(request).ok_or_else(|| {
@@ -123,37 +126,34 @@ impl Session {
             .ok_or_else(|| ErrorData::internal_error("the session has no caller", None))
     }
 
-    /// The call to dispatch for this request: a new one, whose id is the request's JSON-RPC id
-    /// (unique within the session's task), or, for the same tool and arguments as a call still
-    /// waiting for approval, that call again.
-    fn call_for(&self, request: &CallToolRequestParams, id: &NumberOrString) -> ToolCall {
-        let arguments =
-            Arguments::Json(Value::Object(request.arguments.clone().unwrap_or_default()));
+    /// The call to dispatch for `request`: for the same tool and arguments as a call of the
+    /// task still waiting for approval, that call again; otherwise a new one, of id `new_id`.
+    fn call_for(
+        &self,
+        request: &CallToolRequestParams,
+        new_id: impl FnOnce() -> String,
+    ) -> ToolCall {
+        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
         let waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(earlier) = waiting
+        waiting
             .iter()
-            .find(|earlier| earlier.name == request.name && earlier.arguments == arguments)
-        {
-            return earlier.clone();
-        }
-        let id = match id {
-            NumberOrString::Number(number) => number.to_string(),
-            NumberOrString::String(text) => text.to_string(),
-        };
-        ToolCall::new(id, request.name.to_string(), arguments)
+            .find_map(|earlier| earlier.again(&request.name, &arguments))
+            .unwrap_or_else(|| ToolCall::new(new_id(), request.name.to_string(), arguments))
     }
 
     /// Remembers a call still waiting when its request answers, and forgets one that ended;
     /// a retryable refusal (a store out of reach) ends nothing.
     fn remember(&self, call: &ToolCall, outcome: &Outcome) {
         let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
-        let known = waiting.iter().position(|earlier| earlier.id == call.id);
+        let known = waiting
+            .iter()
+            .position(|earlier| earlier.call_id() == call.id);
         match (outcome, known) {
             (Outcome::Pending(_), None) => {
                 if waiting.len() >= WAITING_CALLS {
                     waiting.remove(0);
                 }
-                waiting.push(call.clone());
+                waiting.push(StillWaiting::of(call));
             }
             (Outcome::Pending(_), Some(_)) => {}
             (Outcome::Rejected(refusal), _) if refusal.retryable() => {}
@@ -259,7 +259,7 @@ impl ServerHandler for Session {
     ) -> Result<GetTaskResult, ErrorData> {
         let ctx = self.context(&context)?;
         let in_session = !stateless(&context);
-        let (ctx, mut result) = task::get(
+        let (_, result) = task::get(
             &self.shared,
             &ctx,
             in_session,
@@ -271,9 +271,6 @@ impl ServerHandler for Session {
             },
         )
         .await?;
-        if !in_session {
-            self.hand_back(&ctx, &mut result.meta);
-        }
         Ok(result)
     }
 
@@ -344,7 +341,11 @@ impl Session {
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let call = self.call_for(request, &context.id);
+        // The request's JSON-RPC id: unique within the session, whose task is its own.
+        let call = self.call_for(request, || match &context.id {
+            NumberOrString::Number(number) => number.to_string(),
+            NumberOrString::String(text) => text.to_string(),
+        });
         let mut outcome = self.shared.registry.dispatch(ctx, &call).await;
         if let Outcome::Pending(ticket) = &outcome
             && ticket.caller_confirms
@@ -364,10 +365,11 @@ impl Session {
     }
 
     /// A call under the stateless protocol. Its id is the one the client gave in
-    /// `_meta["dev.portcullis/call"]` (a retry on any instance is then the same call), or a
-    /// new one. The caller confirms in two requests: the first answers `InputRequiredResult`
-    /// with a sealed `requestState`; the retry carries the answer and that state, which
-    /// names the waiting call and opens only for the same caller, task, tool and arguments.
+    /// `_meta["dev.portcullis/call"]` (a retry on any instance is then the same call), that of
+    /// the task's call still waiting with the same tool and arguments, or a new one. The caller
+    /// confirms in two requests: the first answers `InputRequiredResult` with a sealed
+    /// `requestState`; the retry carries the answer and that state, which names the waiting
+    /// call and its task, and opens only for the same caller, tool and arguments.
     async fn call_stateless(
         &self,
         ctx: CallContext,
@@ -375,17 +377,37 @@ impl Session {
         context: &RequestContext<RoleServer>,
     ) -> Result<(CallContext, CallToolResponse), ErrorData> {
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
-        let seals = &self.shared.seals;
-        let (ctx, call_id, asked) = match &request.request_state {
+        let (ctx, call, asked) = match &request.request_state {
             Some(state) => {
-                let asked = seals.open_confirmation(&ctx, &request.name, &arguments, state)?;
+                let asked =
+                    self.shared
+                        .seals
+                        .open_confirmation(&ctx, &request.name, &arguments, state)?;
+                if asked.task != ctx.task_id() {
+                    // The calls the request's handle remembers are another task's.
+                    self.waiting
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .clear();
+                }
                 let ctx = ctx.with_task_id(asked.task.clone());
-                (ctx, asked.call_id.clone(), Some(asked))
+                let call = ToolCall::new(
+                    asked.call_id.clone(),
+                    request.name.to_string(),
+                    arguments.clone(),
+                );
+                (ctx, call, Some(asked))
             }
-            None => (ctx, call_id(context)?, None),
+            None => {
+                let call = match client_call_id(context)? {
+                    Some(id) => ToolCall::new(id, request.name.to_string(), arguments.clone()),
+                    None => self.call_for(&request, || random_id("call")),
+                };
+                (ctx, call, None)
+            }
         };
         let response = self
-            .call_stateless_in(&ctx, &request, call_id, arguments, asked, context)
+            .call_stateless_in(&ctx, &request, call, arguments, asked, context)
             .await?;
         Ok((ctx, response))
     }
@@ -394,12 +416,11 @@ impl Session {
         &self,
         ctx: &CallContext,
         request: &CallToolRequestParams,
-        call_id: String,
+        call: ToolCall,
         arguments: Value,
         asked: Option<Confirmation>,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let call = ToolCall::new(call_id, request.name.to_string(), arguments.clone());
         let mut outcome = self.shared.registry.dispatch(ctx, &call).await;
         if let Outcome::Pending(ticket) = &outcome
             && ticket.caller_confirms
@@ -427,6 +448,7 @@ impl Session {
             },
             outcome => outcome,
         };
+        self.remember(&call, &outcome);
         tool_result(&outcome).map(CallToolResponse::from)
     }
 
@@ -468,13 +490,8 @@ impl Session {
             .client_capabilities()
             .is_some_and(|capabilities| capabilities.supports_tasks())
         {
-            let arguments = match &call.arguments {
-                Arguments::Json(value) => value.clone(),
-                Arguments::Text(text) => Value::String(text.clone()),
-            };
             let in_session = !stateless(context);
-            return task::open(&self.shared, ctx, in_session, call, arguments, &ticket)
-                .map(Waited::Task);
+            return task::open(&self.shared, ctx, in_session, call, &ticket).map(Waited::Task);
         }
         Ok(Waited::Ended(
             approval::await_decision(&self.shared, ctx, call, ticket, context).await,
@@ -483,10 +500,13 @@ impl Session {
 
     /// Puts the handle of `ctx`'s task in a result's `_meta`, for the client to send back.
     fn hand_back(&self, ctx: &CallContext, meta: &mut Option<MetaObject>) {
-        meta.get_or_insert_with(MetaObject::default).0.insert(
-            TASK_META.to_owned(),
-            json!(self.shared.seals.task_handle(ctx)),
-        );
+        let handle = {
+            let waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+            self.shared.seals.task_handle(ctx, &waiting)
+        };
+        meta.get_or_insert_with(MetaObject::default)
+            .0
+            .insert(TASK_META.to_owned(), json!(handle));
     }
 }
 
@@ -514,11 +534,11 @@ fn authenticated(request: &RequestContext<RoleServer>) -> Option<CallContext> {
         .map(|authenticated| authenticated.0.clone())
 }
 
-/// The id of a stateless call: the client's, from `_meta["dev.portcullis/call"]`, or a new one.
-fn call_id(request: &RequestContext<RoleServer>) -> Result<String, ErrorData> {
+/// The id the client gave its stateless call, in `_meta["dev.portcullis/call"]`.
+fn client_call_id(request: &RequestContext<RoleServer>) -> Result<Option<String>, ErrorData> {
     match request.meta.0.get(CALL_META) {
-        None => Ok(random_id("call")),
-        Some(Value::String(id)) if !id.is_empty() && id.len() <= 128 => Ok(id.clone()),
+        None => Ok(None),
+        Some(Value::String(id)) if !id.is_empty() && id.len() <= 128 => Ok(Some(id.clone())),
         Some(_) => Err(crate::sealed::refusal(
             "call_id_invalid",
             format!("`_meta.{CALL_META}` must be a string of 1 to 128 characters"),

@@ -24,13 +24,12 @@ pub(crate) fn open(
     ctx: &CallContext,
     in_session: bool,
     call: &ToolCall,
-    arguments: Value,
     ticket: &Ticket,
 ) -> Result<CallToolResponse, ErrorData> {
     let now = now_ms();
     let task_id = shared
         .seals
-        .waiting_task(ctx, in_session, call, arguments, ticket, now);
+        .waiting_task(ctx, in_session, call, ticket, now);
     let mut task = wire_task(shared, &task_id, &ticket.id, now, now);
     task["ttlMs"] = json!(ticket.expires_ms.saturating_sub(now));
     task["resultType"] = json!("task");

@@ -108,7 +108,7 @@ async def session(identity, action=None, url=None, delay=0):
     elicitation = confirmer(action, delay) if action else None
     async with contextlib.AsyncExitStack() as stack:
         if TRANSPORT == "http":
-            http = await stack.enter_async_context(http_client(identity))
+            http = await stack.enter_async_context(http_client(identity, balanced=url is None))
             transport = streamable_http_client(url or SETTINGS.get("url") or SETTINGS["urls"][0], http_client=http)
         else:
             transport = stdio_client(stdio_server(identity))
@@ -400,6 +400,16 @@ async def stateless(seen):
         return sse_message(await http.post(url, headers=headers, json=message))
 
     first, second = SETTINGS["urls"]
+    async with http_client("support", balanced=False) as http:
+        duplicate = DUPLICATE.replace('"params": {', '"params": {"_meta": ' + json.dumps(meta) + ", ", 1)
+        headers = {
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+            "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "tools/call",
+            "Mcp-Name": "update_shipping_address",
+        }
+        seen["duplicate"] = (await http.post(first, headers=headers, content=duplicate.encode())).json()
     async with http_client("finance", balanced=False) as http:
         payout = {**PAYOUT, "seller_id": "sel_77"}
         created = await request(http, first, "tools/call", {"name": "schedule_payout", "arguments": payout}, "schedule_payout")
@@ -421,6 +431,7 @@ async def main():
     seen = {}
     await common(seen)
     if TRANSPORT == "http" and PROTOCOL:
+        await resumed(seen)
         await stateless(seen)
     elif TRANSPORT == "http":
         await raw_http(seen)

@@ -541,13 +541,29 @@ async fn over_http_2026(python: &str) {
     let store = Store::open(&location).await.unwrap();
     let (first, first_url) = start_instance(&location).await;
     let (_second, second_url) = start_instance(&location).await;
+    // An instance in this process that waits only 300 ms for an operator.
+    let impatient = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let impatient_url = format!("http://{}/mcp", impatient.local_addr().unwrap());
+    let serving = server_waiting(&store, Duration::from_millis(300));
+    let impatient = tokio::spawn(async move { serving.serve_http(impatient, tokens()).await });
     let settings = json!({
         "urls": [first_url, second_url],
+        "impatient_url": impatient_url,
         "pids": [first.id()],
         "tokens": {"support": "support-token", "finance": "finance-token"},
     });
     let seen = drive(python, "http-2026", settings, &store, None).await;
+    impatient.abort();
     assert_common(&seen, "2026-07-28");
+    assert_eq!(seen["duplicate"]["error"]["data"]["code"], "duplicate_key");
+    // The wait ended before the operator decided: the same call again, in the same task (the
+    // handle remembers the waiting call), reports the payout's outcome, and it ran once.
+    assert_eq!(seen["late_first"]["text"]["status"], "awaiting_approval");
+    assert_eq!(
+        seen["late_again"]["text"], "payout scheduled for sel_late",
+        "{}",
+        seen["late_again"]
+    );
     assert_eq!(seen["handle"], true, "results carry the task handle");
     // A confirmation asked for and answered with other arguments than the call's: refused
     // (invalid params, a stable code), and neither order was cancelled.
@@ -587,7 +603,7 @@ async fn over_http_2026(python: &str) {
         "{}",
         seen["task_foreign"]
     );
-    assert_eq!(seen["approved"], 3, "two payouts and order 9");
+    assert_eq!(seen["approved"], 4, "three payouts and order 9");
     assert_eq!(runs(&store, "cancel_order").await, 2, "orders 7 and 9");
-    assert_eq!(runs(&store, "schedule_payout").await, 2);
+    assert_eq!(runs(&store, "schedule_payout").await, 3);
 }
