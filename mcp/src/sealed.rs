@@ -184,7 +184,6 @@ impl Seals {
         &self,
         ctx: &CallContext,
         call: &ToolCall,
-        arguments: &Value,
         ticket: &Ticket,
         lifetime: Duration,
     ) -> String {
@@ -194,7 +193,11 @@ impl Seals {
                 call_id: call.id.clone(),
                 ticket: ticket.id.clone(),
             },
-            &binding("confirmation", ctx, &[&call.name, &canonical(arguments)]),
+            &binding(
+                "confirmation",
+                ctx,
+                &[&call.name, &canonical(&arguments_of(call))],
+            ),
             lifetime,
         )
     }
@@ -361,13 +364,7 @@ mod tests {
             "self_approval": false, "caller_confirms": true, "contract_hash": ""
         }))
         .unwrap();
-        let state = seals.confirmation(
-            &ann(),
-            &call,
-            &json!({"order_id": 7}),
-            &ticket,
-            Duration::from_secs(60),
-        );
+        let state = seals.confirmation(&ann(), &call, &ticket, Duration::from_secs(60));
         let opened = seals
             .open_confirmation(&ann(), "cancel_order", &json!({"order_id": 7.0}), &state)
             .unwrap();

@@ -62,10 +62,10 @@ pub(crate) struct Session {
     origin: Origin,
     /// The caller's identity as authenticated, and its context with the session's task id.
     caller: OnceLock<(CallContext, CallContext)>,
-    /// The calls of the task still waiting for approval when their request answered: a later
+    /// The session's calls still waiting for approval when their request answered: a later
     /// call of the same tool with the same arguments resumes one instead of asking again. At
-    /// most [`WAITING_CALLS`], the oldest forgotten first. Under the stateless protocol, read
-    /// from the request's task handle and sealed into the one its result returns.
+    /// most [`WAITING_CALLS`], the oldest forgotten first. (Under the stateless protocol, the
+    /// task handle carries them instead.)
     waiting: Mutex<Vec<StillWaiting>>,
     /// The session's place under the server's caps (over HTTP), given back when it drops.
     place: OnceLock<Arc<OpenSession>>,
@@ -92,18 +92,25 @@ impl Session {
     /// caller's credentials is refused, as a session id alone does not make a caller. Under the
     /// stateless protocol, the task is the one the request's handle names.
     fn context(&self, request: &RequestContext<RoleServer>) -> Result<CallContext, ErrorData> {
+        self.served(request).map(|(ctx, _)| ctx)
+    }
+
+    /// [`context`](Self::context), and under the stateless protocol the task's calls still
+    /// waiting, as the request's handle carries them (a session keeps its own in `waiting`).
+    fn served(
+        &self,
+        request: &RequestContext<RoleServer>,
+    ) -> Result<(CallContext, Vec<StillWaiting>), ErrorData> {
         if stateless(request) {
             let identity = match self.origin {
                 Origin::Fixed => self.caller.get().map(|(identity, _)| identity.clone()),
                 Origin::Requests => authenticated(request),
             }
             .ok_or_else(|| ErrorData::invalid_request("the request is not authenticated", None))?;
-            let (ctx, waiting) = self
+            return self
                 .shared
                 .seals
-                .task_context(identity, request.meta.0.get(TASK_META))?;
-            *self.waiting.lock().unwrap_or_else(PoisonError::into_inner) = waiting;
-            return Ok(ctx);
+                .task_context(identity, request.meta.0.get(TASK_META));
         }
         if let Origin::Requests = self.origin {
             let identity = authenticated(request).ok_or_else(|| {
@@ -122,46 +129,8 @@ impl Session {
         }
         self.caller
             .get()
-            .map(|(_, session)| session.clone())
+            .map(|(_, session)| (session.clone(), Vec::new()))
             .ok_or_else(|| ErrorData::internal_error("the session has no caller", None))
-    }
-
-    /// The call to dispatch for `request`: for the same tool and arguments as a call of the
-    /// task still waiting for approval, that call again; otherwise a new one, of id `new_id`.
-    fn call_for(
-        &self,
-        request: &CallToolRequestParams,
-        new_id: impl FnOnce() -> String,
-    ) -> ToolCall {
-        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
-        let waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
-        waiting
-            .iter()
-            .find_map(|earlier| earlier.again(&request.name, &arguments))
-            .unwrap_or_else(|| ToolCall::new(new_id(), request.name.to_string(), arguments))
-    }
-
-    /// Remembers a call still waiting when its request answers, and forgets one that ended;
-    /// a retryable refusal (a store out of reach) ends nothing.
-    fn remember(&self, call: &ToolCall, outcome: &Outcome) {
-        let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
-        let known = waiting
-            .iter()
-            .position(|earlier| earlier.call_id() == call.id);
-        match (outcome, known) {
-            (Outcome::Pending(_), None) => {
-                if waiting.len() >= WAITING_CALLS {
-                    waiting.remove(0);
-                }
-                waiting.push(StillWaiting::of(call));
-            }
-            (Outcome::Pending(_), Some(_)) => {}
-            (Outcome::Rejected(refusal), _) if refusal.retryable() => {}
-            (_, Some(index)) => {
-                waiting.swap_remove(index);
-            }
-            (_, None) => {}
-        }
     }
 }
 
@@ -179,6 +148,42 @@ impl Drop for Session {
         let registry = Arc::clone(&self.shared.registry);
         let task = session.task_id().to_owned();
         runtime.spawn(async move { registry.end_task(&task).await });
+    }
+}
+
+/// The call to dispatch for `request`: for the same tool and arguments as a call of the task
+/// still `waiting` for approval, that call again; otherwise a new one, of id `new_id`.
+fn call_for(
+    waiting: &[StillWaiting],
+    request: &CallToolRequestParams,
+    new_id: impl FnOnce() -> String,
+) -> ToolCall {
+    let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+    waiting
+        .iter()
+        .find_map(|earlier| earlier.again(&request.name, &arguments))
+        .unwrap_or_else(|| ToolCall::new(new_id(), request.name.to_string(), arguments))
+}
+
+/// Remembers in `waiting` a call still waiting when its request answers, and forgets one that
+/// ended; a retryable refusal (a store out of reach) ends nothing.
+fn remember(waiting: &mut Vec<StillWaiting>, call: &ToolCall, outcome: &Outcome) {
+    let known = waiting
+        .iter()
+        .position(|earlier| earlier.call_id() == call.id);
+    match (outcome, known) {
+        (Outcome::Pending(_), None) => {
+            if waiting.len() >= WAITING_CALLS {
+                waiting.remove(0);
+            }
+            waiting.push(StillWaiting::of(call));
+        }
+        (Outcome::Pending(_), Some(_)) => {}
+        (Outcome::Rejected(refusal), _) if refusal.retryable() => {}
+        (_, Some(index)) => {
+            waiting.swap_remove(index);
+        }
+        (_, None) => {}
     }
 }
 
@@ -292,7 +297,7 @@ impl ServerHandler for Session {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let ctx = self.context(&context)?;
+        let (ctx, waiting) = self.served(&context)?;
         let tools = self.shared.tools_for(&ctx)?;
         let mut result: ListToolsResult = serde_json::from_value(json!({"tools": tools.clone()}))
             .map_err(|error| {
@@ -303,7 +308,7 @@ impl ServerHandler for Session {
             // Each caller sees its own tools: no cache may share them with another.
             result.cache_scope = Some(CacheScope::Private);
             result.ttl_ms = Some(self.shared.tools_ttl_ms());
-            self.hand_back(&ctx, &mut result.meta);
+            self.hand_back(&ctx, &waiting, &mut result.meta);
         } else {
             self.shared
                 .listen(Listener::new(context.peer.clone(), ctx, tools));
@@ -316,18 +321,21 @@ impl ServerHandler for Session {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let ctx = self.context(&context)?;
+        let (ctx, mut waiting) = self.served(&context)?;
         if !stateless(&context) {
             return self.call_in_session(&ctx, &request, &context).await;
         }
-        let (ctx, mut response) = self.call_stateless(ctx, request, &context).await?;
+        let (ctx, call, asked) = self.stateless_call(ctx, &mut waiting, &request, &context)?;
+        let mut response = self
+            .call_stateless(&ctx, &mut waiting, &request, call, asked, &context)
+            .await?;
         let meta = match &mut response {
             CallToolResponse::Complete(result) => &mut result.meta,
             CallToolResponse::InputRequired(result) => &mut result.meta,
             CallToolResponse::Task(result) => &mut result.meta,
             _ => return Ok(response),
         };
-        self.hand_back(&ctx, meta);
+        self.hand_back(&ctx, &waiting, meta);
         Ok(response)
     }
 }
@@ -342,7 +350,7 @@ impl Session {
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         // The request's JSON-RPC id: unique within the session, whose task is its own.
-        let call = self.call_for(request, || match &context.id {
+        let call = call_for(&self.waiting(), request, || match &context.id {
             NumberOrString::Number(number) => number.to_string(),
             NumberOrString::String(text) => text.to_string(),
         });
@@ -360,64 +368,52 @@ impl Session {
             },
             outcome => outcome,
         };
-        self.remember(&call, &outcome);
+        remember(&mut self.waiting(), &call, &outcome);
         tool_result(&outcome).map(CallToolResponse::from)
     }
 
-    /// A call under the stateless protocol. Its id is the one the client gave in
+    /// The call a stateless request makes, and its task. Its id is the one the client gave in
     /// `_meta["dev.portcullis/call"]` (a retry on any instance is then the same call), that of
-    /// the task's call still waiting with the same tool and arguments, or a new one. The caller
-    /// confirms in two requests: the first answers `InputRequiredResult` with a sealed
-    /// `requestState`; the retry carries the answer and that state, which names the waiting
-    /// call and its task, and opens only for the same caller, tool and arguments.
-    async fn call_stateless(
+    /// the task's call still waiting with the same tool and arguments, or a new one. A retry
+    /// that answers a confirmation names its call and task in its sealed `requestState`, which
+    /// opens only for the same caller, tool and arguments.
+    fn stateless_call(
         &self,
         ctx: CallContext,
-        request: CallToolRequestParams,
+        waiting: &mut Vec<StillWaiting>,
+        request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
-    ) -> Result<(CallContext, CallToolResponse), ErrorData> {
+    ) -> Result<(CallContext, ToolCall, Option<Confirmation>), ErrorData> {
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
-        let (ctx, call, asked) = match &request.request_state {
-            Some(state) => {
-                let asked =
-                    self.shared
-                        .seals
-                        .open_confirmation(&ctx, &request.name, &arguments, state)?;
-                if asked.task != ctx.task_id() {
-                    // The calls the request's handle remembers are another task's.
-                    self.waiting
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .clear();
-                }
-                let ctx = ctx.with_task_id(asked.task.clone());
-                let call = ToolCall::new(
-                    asked.call_id.clone(),
-                    request.name.to_string(),
-                    arguments.clone(),
-                );
-                (ctx, call, Some(asked))
-            }
-            None => {
-                let call = match client_call_id(context)? {
-                    Some(id) => ToolCall::new(id, request.name.to_string(), arguments.clone()),
-                    None => self.call_for(&request, || random_id("call")),
-                };
-                (ctx, call, None)
-            }
+        let Some(state) = &request.request_state else {
+            let call = match client_call_id(context)? {
+                Some(id) => ToolCall::new(id, request.name.to_string(), arguments),
+                None => call_for(waiting, request, || random_id("call")),
+            };
+            return Ok((ctx, call, None));
         };
-        let response = self
-            .call_stateless_in(&ctx, &request, call, arguments, asked, context)
-            .await?;
-        Ok((ctx, response))
+        let asked = self
+            .shared
+            .seals
+            .open_confirmation(&ctx, &request.name, &arguments, state)?;
+        if asked.task != ctx.task_id() {
+            // The calls the request's handle remembers are another task's.
+            waiting.clear();
+        }
+        let ctx = ctx.with_task_id(asked.task.clone());
+        let call = ToolCall::new(asked.call_id.clone(), request.name.to_string(), arguments);
+        Ok((ctx, call, Some(asked)))
     }
 
-    async fn call_stateless_in(
+    /// A call under the stateless protocol. The caller confirms in two requests: the first
+    /// answers `InputRequiredResult` with a sealed `requestState`; the retry carries the answer
+    /// (`asked`: what the state named).
+    async fn call_stateless(
         &self,
         ctx: &CallContext,
+        waiting: &mut Vec<StillWaiting>,
         request: &CallToolRequestParams,
         call: ToolCall,
-        arguments: Value,
         asked: Option<Confirmation>,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
@@ -436,7 +432,7 @@ impl Session {
                     }
                 }
                 None if approval::can_confirm(context) => {
-                    return self.ask_to_confirm(ctx, &call, &arguments, ticket);
+                    return self.ask_to_confirm(ctx, &call, ticket);
                 }
                 None => {}
             }
@@ -448,7 +444,7 @@ impl Session {
             },
             outcome => outcome,
         };
-        self.remember(&call, &outcome);
+        remember(waiting, &call, &outcome);
         tool_result(&outcome).map(CallToolResponse::from)
     }
 
@@ -458,7 +454,6 @@ impl Session {
         &self,
         ctx: &CallContext,
         call: &ToolCall,
-        arguments: &Value,
         ticket: &Ticket,
     ) -> Result<CallToolResponse, ErrorData> {
         let ask: InputRequest = serde_json::from_value(json!({
@@ -466,10 +461,10 @@ impl Session {
             "params": approval::confirmation_form(ticket),
         }))
         .map_err(|error| ErrorData::internal_error(format!("unrenderable form: {error}"), None))?;
-        let state =
-            self.shared
-                .seals
-                .confirmation(ctx, call, arguments, ticket, self.shared.approval_wait);
+        let state = self
+            .shared
+            .seals
+            .confirmation(ctx, call, ticket, self.shared.approval_wait);
         Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
             Some([(CONFIRMATION.to_owned(), ask)].into()),
             Some(state),
@@ -499,14 +494,21 @@ impl Session {
     }
 
     /// Puts the handle of `ctx`'s task in a result's `_meta`, for the client to send back.
-    fn hand_back(&self, ctx: &CallContext, meta: &mut Option<MetaObject>) {
-        let handle = {
-            let waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
-            self.shared.seals.task_handle(ctx, &waiting)
-        };
+    fn hand_back(
+        &self,
+        ctx: &CallContext,
+        waiting: &[StillWaiting],
+        meta: &mut Option<MetaObject>,
+    ) {
+        let handle = self.shared.seals.task_handle(ctx, waiting);
         meta.get_or_insert_with(MetaObject::default)
             .0
             .insert(TASK_META.to_owned(), json!(handle));
+    }
+
+    /// The session's calls still waiting.
+    fn waiting(&self) -> std::sync::MutexGuard<'_, Vec<StillWaiting>> {
+        self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
