@@ -3,9 +3,9 @@
 //! the id of an MCP task waiting for an operator.
 //!
 //! Each is an HMAC-sealed value ([`RequestStateCodec`]) that expires, with the caller it was
-//! minted for (actor, tenant, roles, environment) and what it stands for (the task, the tool
-//! and the canonical arguments) mixed into the seal but not written in it: a value opens only
-//! for the request it was made for. A client cannot forge one, read another caller's task
+//! minted for (actor, tenant, roles, environment) and what it stands for (a confirmation's tool
+//! and canonical arguments; a session's task) mixed into the seal but not written in it: a
+//! value opens only for the request it was made for. A client cannot forge one, read another caller's task
 //! with one, nor confirm other arguments with one. Their contents are signed, not encrypted:
 //! the client that holds one can read what it sent.
 //!
@@ -15,7 +15,7 @@
 
 use std::time::Duration;
 
-use portcullis_core::encoding::random_id;
+use portcullis_core::encoding::{hex, random_id};
 use portcullis_core::json::canonical;
 use portcullis_core::{Arguments, CallContext, Ticket, ToolCall};
 use rmcp::ErrorData;
@@ -122,10 +122,7 @@ pub(crate) fn arguments_of(call: &ToolCall) -> Value {
 }
 
 fn arguments_digest(arguments: &Value) -> String {
-    Sha256::digest(canonical(arguments).as_bytes())
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    hex(&Sha256::digest(canonical(arguments).as_bytes()))
 }
 
 impl Seals {
