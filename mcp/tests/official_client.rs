@@ -175,12 +175,13 @@ async fn shared_store(name: &str) -> String {
     let client = portcullis_stores::postgres_client(&url, &Default::default())
         .await
         .unwrap();
-    client
-        .batch_execute(&format!(
-            "DROP DATABASE IF EXISTS {name} WITH (FORCE); CREATE DATABASE {name}"
-        ))
-        .await
-        .unwrap();
+    // One statement at a time: several in one batch run in a transaction, where neither may.
+    for statement in [
+        format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+        format!("CREATE DATABASE {name}"),
+    ] {
+        client.batch_execute(&statement).await.unwrap();
+    }
     let (base, query) = url.split_once('?').unwrap_or((&url, ""));
     let server = base.rsplit_once('/').map_or(base, |(server, _)| server);
     match query {
