@@ -432,6 +432,9 @@ impl Session {
                     }
                 }
                 None if approval::can_confirm(context) => {
+                    // Sent again without its answer (the state expired, say), the call asks
+                    // again under the same ticket rather than opening another.
+                    remember(waiting, &call, &outcome);
                     return self.ask_to_confirm(ctx, &call, ticket);
                 }
                 None => {}

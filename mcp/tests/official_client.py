@@ -369,6 +369,12 @@ async def stateless(seen):
             seen["altered"] = "accepted"
         except MCPError as error:
             seen["altered"] = {"code": error.error.code, "data": error.error.data}
+        # Sent again with the handle the first answer gave: asked again, under the same ticket.
+        support.keep(first)
+        again = await support.client.session.call_tool(
+            "cancel_order", {"order_id": 11}, meta=support.meta(), allow_input_required=True
+        )
+        seen["asked_again"] = type(again).__name__
         listed = await support.list_tools()
         dumped = listed.model_dump(by_alias=True)
         seen["cache"] = {"ttlMs": dumped.get("ttlMs"), "cacheScope": dumped.get("cacheScope")}

@@ -574,6 +574,17 @@ async fn over_http_2026(python: &str) {
     );
     assert_eq!(seen["altered"]["code"], -32602, "{}", seen["altered"]);
     assert_eq!(seen["altered"]["data"]["code"], "confirmation_invalid");
+    // Asked again for order 11: one ticket waits for it, not two.
+    assert_eq!(seen["asked_again"], "InputRequiredResult");
+    let waiting_for_11 = {
+        use portcullis::ApprovalStore;
+        let pending = store.pending().await.unwrap();
+        pending
+            .iter()
+            .filter(|ticket| ticket.tool == "cancel_order" && ticket.arguments["order_id"] == 11)
+            .count()
+    };
+    assert_eq!(waiting_for_11, 1);
     // Another caller's task handle reaches nothing.
     assert_eq!(
         seen["foreign_handle"]["code"], -32602,
