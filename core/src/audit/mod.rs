@@ -48,7 +48,9 @@ use crate::{Arguments, CallContext, Outcome, PendingCall, Rejection, ToolCall, T
 
 pub(crate) use facts::Facts;
 pub use round_writer::RoundWriter;
-pub use sinks::{JsonLinesAuditSink, MemoryAuditSink, TracingAuditSink, read_json_lines};
+pub use sinks::{
+    JsonLinesAuditSink, MemoryAuditSink, TracingAuditSink, read_json_lines, verify_json_lines,
+};
 
 pub use crate::contract::REDACTED;
 
@@ -759,12 +761,54 @@ impl fmt::Display for ChainBreak {
 
 impl std::error::Error for ChainBreak {}
 
+/// Why a log read back from where it is kept does not verify: it could not be read, or its
+/// chain is broken.
+#[derive(Debug)]
+pub enum VerifyError {
+    /// The log could not be read, or a record in it could not be read as one.
+    Unreadable(std::io::Error),
+    /// The records read form no unbroken chain.
+    Broken(ChainBreak),
+}
+
+impl fmt::Display for VerifyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VerifyError::Unreadable(error) => write!(f, "the audit log could not be read: {error}"),
+            VerifyError::Broken(chain_break) => {
+                write!(f, "the audit chain is broken: {chain_break}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for VerifyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            VerifyError::Unreadable(error) => Some(error),
+            VerifyError::Broken(chain_break) => Some(chain_break),
+        }
+    }
+}
+
+impl From<ChainBreak> for VerifyError {
+    fn from(chain_break: ChainBreak) -> Self {
+        VerifyError::Broken(chain_break)
+    }
+}
+
+impl From<std::io::Error> for VerifyError {
+    fn from(error: std::io::Error) -> Self {
+        VerifyError::Unreadable(error)
+    }
+}
+
 /// Checks that `records`, read back from a sink, form an unbroken chain from the log's first
 /// record: each matches its own link under `key`, follows the one before it, and carries the
 /// next sequence number. Returns the checkpoint the log reached.
 ///
 /// Without a checkpoint kept elsewhere, a log whose last records were cut off still verifies:
-/// see [`verify_to`].
+/// see [`verify_to`]. A log too long to hold goes through a [`Verifier`] a record at a time.
 ///
 /// ```
 /// use portcullis_core::audit::{verify, Checkpoint};
@@ -772,28 +816,11 @@ impl std::error::Error for ChainBreak {}
 /// assert_eq!(verify(&[], None), Ok(Checkpoint::genesis()));
 /// ```
 pub fn verify(records: &[AuditRecord], key: Option<&AuditKey>) -> Result<Checkpoint, ChainBreak> {
-    let mut reached = Checkpoint::genesis();
-    for (position, record) in records.iter().enumerate() {
-        let expected_sequence = position as u64;
-        if record.sequence != expected_sequence || record.previous_hash != reached.head {
-            return Err(ChainBreak::Broken {
-                position,
-                expected_sequence,
-                found_sequence: record.sequence,
-            });
-        }
-        let expected = link(
-            key,
-            record.sequence,
-            &record.previous_hash,
-            &record.digest(),
-        );
-        if record.hash != expected {
-            return Err(ChainBreak::Altered { position });
-        }
-        reached = Checkpoint::after(record);
-    }
-    Ok(reached)
+    let mut verifier = Verifier::new(key);
+    records
+        .iter()
+        .try_for_each(|record| verifier.push(record))?;
+    verifier.finish()
 }
 
 /// [`verify`], and that the log still holds every record `checkpoint` saw, unchanged: a cut
@@ -803,23 +830,105 @@ pub fn verify_to(
     key: Option<&AuditKey>,
     checkpoint: &Checkpoint,
 ) -> Result<Checkpoint, ChainBreak> {
-    let reached = verify(records, key)?;
-    if reached.length < checkpoint.length {
-        return Err(ChainBreak::CutShort {
-            expected_length: checkpoint.length,
-            found_length: reached.length,
-        });
+    let mut verifier = Verifier::new(key).to(checkpoint.clone());
+    records
+        .iter()
+        .try_for_each(|record| verifier.push(record))?;
+    verifier.finish()
+}
+
+/// The chain check of [`verify`] and [`verify_to`], fed one record at a time, in the log's
+/// order: it holds the head it reached and nothing else, so a log of any length verifies in
+/// constant memory, read a page or a line at a time.
+///
+/// ```
+/// use portcullis_core::audit::{Checkpoint, Verifier};
+///
+/// let mut verifier = Verifier::new(None).to(Checkpoint::genesis());
+/// for record in [] {
+///     verifier.push(&record).unwrap();
+/// }
+/// assert_eq!(verifier.finish(), Ok(Checkpoint::genesis()));
+/// ```
+#[derive(Debug, Clone)]
+pub struct Verifier {
+    key: Option<AuditKey>,
+    reached: Checkpoint,
+    /// The checkpoint the log must still hold, and the hash of the record it ends at, once
+    /// that record went by.
+    kept: Option<(Checkpoint, Option<String>)>,
+}
+
+impl Verifier {
+    /// A check of a log from its first record, linked under `key` (plain SHA-256 without one).
+    pub fn new(key: Option<&AuditKey>) -> Self {
+        Verifier {
+            key: key.cloned(),
+            reached: Checkpoint::genesis(),
+            kept: None,
+        }
     }
-    let head = match checkpoint.length {
-        0 => GENESIS_HASH,
-        length => records[(length - 1) as usize].hash.as_str(),
-    };
-    if head != checkpoint.head {
-        return Err(ChainBreak::Diverged {
-            position: checkpoint.length.saturating_sub(1),
-        });
+
+    /// The same check, which [`finish`](Verifier::finish) also fails if the log no longer
+    /// holds every record `checkpoint` saw, unchanged (as [`verify_to`]).
+    pub fn to(self, checkpoint: Checkpoint) -> Self {
+        Verifier {
+            kept: Some((checkpoint, None)),
+            ..self
+        }
     }
-    Ok(reached)
+
+    /// How far the records pushed so far reach.
+    pub fn reached(&self) -> &Checkpoint {
+        &self.reached
+    }
+
+    /// Checks `record`, the next of the log: it carries the next sequence number, follows the
+    /// record before it, and matches its own link. After a break, the log is broken: stop.
+    pub fn push(&mut self, record: &AuditRecord) -> Result<(), ChainBreak> {
+        let position = self.reached.length as usize;
+        if record.sequence != self.reached.length || record.previous_hash != self.reached.head {
+            return Err(ChainBreak::Broken {
+                position,
+                expected_sequence: self.reached.length,
+                found_sequence: record.sequence,
+            });
+        }
+        if !record.is_linked_with(self.key.as_ref()) {
+            return Err(ChainBreak::Altered { position });
+        }
+        if let Some((checkpoint, seen)) = &mut self.kept
+            && checkpoint.length == record.sequence + 1
+        {
+            *seen = Some(record.hash.clone());
+        }
+        self.reached = Checkpoint::after(record);
+        Ok(())
+    }
+
+    /// The checkpoint the log reached, once every record was pushed; with a checkpoint to
+    /// keep, a log shorter than it, or whose record at its end is another, fails.
+    pub fn finish(self) -> Result<Checkpoint, ChainBreak> {
+        let Some((checkpoint, seen)) = self.kept else {
+            return Ok(self.reached);
+        };
+        if self.reached.length < checkpoint.length {
+            return Err(ChainBreak::CutShort {
+                expected_length: checkpoint.length,
+                found_length: self.reached.length,
+            });
+        }
+        let head = match checkpoint.length {
+            0 => GENESIS_HASH,
+            _ => seen.as_deref().unwrap_or_default(),
+        };
+        if head != checkpoint.head {
+            return Err(ChainBreak::Diverged {
+                position: checkpoint.length.saturating_sub(1),
+            });
+        }
+        Ok(self.reached)
+    }
 }
 
 #[cfg(test)]

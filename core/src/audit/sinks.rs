@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::round_writer::RoundWriter;
-use super::{AuditRecord, AuditSink, Checkpoint, Unchained};
+use super::{AuditKey, AuditRecord, AuditSink, Checkpoint, Unchained, Verifier, VerifyError};
 use crate::future::BoxFuture;
 
 /// Keeps records in memory; clones share them, and one chain. It holds at most `capacity`
@@ -198,11 +198,34 @@ fn last_line(file: &mut File, length: u64) -> io::Result<Option<Vec<u8>>> {
 
 /// Reads the records of a JSON Lines audit file.
 pub fn read_json_lines(path: &Path) -> io::Result<Vec<AuditRecord>> {
-    BufReader::new(File::open(path)?)
+    records_of(BufReader::new(File::open(path)?)).collect()
+}
+
+/// Checks the chain of the JSON Lines audit log `reader` reads (an open file, in a
+/// `BufReader`), a line at a time: only one record is held at once, so a log of any length
+/// verifies in constant memory. With `checkpoint`, as [`verify_to`](super::verify_to);
+/// without, as [`verify`](super::verify).
+pub fn verify_json_lines(
+    reader: impl BufRead,
+    key: Option<&AuditKey>,
+    checkpoint: Option<&Checkpoint>,
+) -> Result<Checkpoint, VerifyError> {
+    let mut verifier = Verifier::new(key);
+    if let Some(checkpoint) = checkpoint {
+        verifier = verifier.to(checkpoint.clone());
+    }
+    for record in records_of(reader) {
+        verifier.push(&record?)?;
+    }
+    Ok(verifier.finish()?)
+}
+
+/// The records of a JSON Lines audit log, read a line at a time; blank lines are skipped.
+fn records_of(reader: impl BufRead) -> impl Iterator<Item = io::Result<AuditRecord>> {
+    reader
         .lines()
         .filter(|line| !line.as_ref().is_ok_and(|line| line.trim().is_empty()))
         .map(|line| serde_json::from_str(&line?).map_err(io::Error::other))
-        .collect()
 }
 
 impl AuditSink for JsonLinesAuditSink {
