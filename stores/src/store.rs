@@ -196,6 +196,9 @@ impl Store {
     }
 
     /// The records [`Store::verify_audit`] reads at once.
+    // Pages of 10,000 verified a million records no faster, within the noise (346,000/s
+    // against 323,000/s), and a record may carry 64 KiB of arguments and its snapshots: a
+    // page of 1,000 keeps what a verify holds small whatever the records.
     pub const VERIFY_PAGE: u64 = 1000;
 }
 
