@@ -5,7 +5,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
-use portcullis_core::audit::{AuditKey, Checkpoint, verify, verify_to};
+use portcullis_core::audit::{AuditKey, Checkpoint, VerifyError};
 use portcullis_stores::Store;
 
 use crate::table::terminal_safe;
@@ -172,15 +172,16 @@ async fn check(
 ) -> Result<(), CliError> {
     // The chain is checked from the first record: a verify that starts later trusts what it
     // skipped.
-    let records = store::audit_records(store, 0, None).await?;
-    let verified = match checkpoint {
-        Some(checkpoint) => verify_to(&records, key, checkpoint),
-        None => verify(&records, key),
-    };
-    let reached = verified.map_err(|chain_break| CliError::ChainBroken {
-        chain_break,
-        keyed: key.is_some(),
-    })?;
+    let reached = store
+        .verify_audit(key, checkpoint)
+        .await
+        .map_err(|error| match error {
+            VerifyError::Unreadable(error) => CliError::StoreRead(error),
+            VerifyError::Broken(chain_break) => CliError::ChainBroken {
+                chain_break,
+                keyed: key.is_some(),
+            },
+        })?;
     let chain = if key.is_some() {
         "keyed chain (HMAC-SHA-256)"
     } else {

@@ -726,6 +726,101 @@ async fn an_altered_audit_record_breaks_the_chain() {
     );
 }
 
+/// A log of many pages: verify reads it a page at a time, and still finds a cut tail and a
+/// record altered deep in it.
+#[tokio::test]
+async fn a_long_log_verifies_page_by_page() {
+    use portcullis::audit::{AuditRecord, AuditSink, Unchained};
+
+    const RECORDS: u64 = 20_000;
+    let dir = directory("long-log");
+    let database = dir.path().join("state.db");
+    let key_file = dir.path().join("audit.key");
+    std::fs::write(&key_file, audit_key_bytes()).unwrap();
+    let audit_key = AuditKey::new(audit_key_bytes()).unwrap();
+    {
+        let store = SqliteStore::open(&database).unwrap();
+        let waits: Vec<_> = (0..RECORDS)
+            .map(|index| {
+                let record: AuditRecord = serde_json::from_value(json!({
+                    "sequence": 0, "time_ms": index, "trace_id": "t", "task_id": "k",
+                    "actor": "agent", "tenant": null, "tool": "transfer",
+                    "call_id": format!("c{index}"), "arguments": {"amount_cents": index},
+                    "decision": "completed", "gate": null, "code": null, "reason": null,
+                    "summary": "ok", "resolution": null, "original_arguments": null,
+                    "snapshot_before": null, "snapshot_after": null, "budget_calls": 1,
+                    "budget_cost": 1, "duration_us": 1, "previous_hash": "", "hash": ""
+                }))
+                .unwrap();
+                store.append(Unchained::new(record, Some(audit_key.clone())))
+            })
+            .collect();
+        for wait in waits {
+            wait.await.unwrap();
+        }
+    }
+    let (store, key) = (database.to_str().unwrap(), key_file.to_str().unwrap());
+
+    let verified = portcullis(&["--store", store, "audit", "verify", "--key-file", key]);
+    assert_eq!(code(&verified), 0, "{}", stderr(&verified));
+    assert!(
+        stdout(&verified).contains("verifies: 20000 records"),
+        "{}",
+        stdout(&verified)
+    );
+    let checkpoint = stdout(&verified)
+        .lines()
+        .find_map(|line| line.strip_prefix("checkpoint: ").map(str::to_owned))
+        .unwrap();
+
+    let connection = rusqlite::Connection::open(&database).unwrap();
+    connection
+        .execute("DELETE FROM audit_records WHERE sequence >= 19500", [])
+        .unwrap();
+    let cut = portcullis(&[
+        "--store",
+        store,
+        "audit",
+        "verify",
+        "--key-file",
+        key,
+        "--checkpoint",
+        &checkpoint,
+    ]);
+    assert_eq!(code(&cut), 1);
+    assert!(
+        stderr(&cut).contains("holds 19500 records where a checkpoint saw 20000"),
+        "{}",
+        stderr(&cut)
+    );
+
+    connection
+        .execute(
+            "UPDATE audit_records SET record = replace(record, '\"agent\"', '\"mallory\"') \
+             WHERE sequence = 17345",
+            [],
+        )
+        .unwrap();
+    let altered = portcullis(&["--store", store, "audit", "verify", "--key-file", key]);
+    assert_eq!(code(&altered), 1);
+    assert!(
+        stderr(&altered).contains("record 17345 was altered"),
+        "{}",
+        stderr(&altered)
+    );
+
+    connection
+        .execute("DELETE FROM audit_records WHERE sequence = 4321", [])
+        .unwrap();
+    let dropped = portcullis(&["--store", store, "audit", "verify", "--key-file", key]);
+    assert_eq!(code(&dropped), 1);
+    assert!(
+        stderr(&dropped).contains("record 4321 is number 4322 where 4321 was expected"),
+        "{}",
+        stderr(&dropped)
+    );
+}
+
 #[test]
 fn manifests_compare_tool_by_tool() {
     let dir = directory("manifest");

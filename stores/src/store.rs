@@ -4,7 +4,9 @@
 use std::io;
 
 use portcullis_agent::{RunStore, RunStoreError, StoredRun};
-use portcullis_core::audit::{AuditRecord, AuditSink, Unchained};
+use portcullis_core::audit::{
+    AuditKey, AuditRecord, AuditSink, Checkpoint, Unchained, Verifier, VerifyError,
+};
 use portcullis_core::{
     Abandoned, ApprovalStore, BoxFuture, BudgetLimits, BudgetStore, CallContext, CallKey, Charge,
     Claim, ClaimState, Lease, OpenClaim, Outcome, PendingCall, PendingLimits, ProvenanceStore,
@@ -163,6 +165,41 @@ impl Store {
             Store::Postgres(store) => store.audit_records(from, limit).await,
         }
     }
+
+    /// Checks the audit log's chain from its first record, as
+    /// [`verify`](portcullis_core::audit::verify) (with `checkpoint`, as
+    /// [`verify_to`](portcullis_core::audit::verify_to)), reading it a page of
+    /// [`Store::VERIFY_PAGE`] records at a time: a log of any length verifies in the memory of
+    /// one page.
+    pub async fn verify_audit(
+        &self,
+        key: Option<&AuditKey>,
+        checkpoint: Option<&Checkpoint>,
+    ) -> Result<Checkpoint, VerifyError> {
+        let mut verifier = Verifier::new(key);
+        if let Some(checkpoint) = checkpoint {
+            verifier = verifier.to(checkpoint.clone());
+        }
+        loop {
+            // Each page starts after the last record checked: every record the verifier took
+            // has the sequence number it expected, so the page read by sequence is the next.
+            let from = verifier.reached().length;
+            let page = match self {
+                Store::Sqlite(store) => store.audit_texts(from, Some(Self::VERIFY_PAGE))?,
+                Store::Postgres(store) => store.audit_texts(from, Some(Self::VERIFY_PAGE)).await?,
+            };
+            verifier.push_texts(&page)?;
+            if (page.len() as u64) < Self::VERIFY_PAGE {
+                return Ok(verifier.finish()?);
+            }
+        }
+    }
+
+    /// The records [`Store::verify_audit`] reads at once.
+    // Pages of 10,000 verified a million records no faster, within the noise (346,000/s
+    // against 323,000/s), and a record may carry 64 KiB of arguments and its snapshots: a
+    // page of 1,000 keeps what a verify holds small whatever the records.
+    pub const VERIFY_PAGE: u64 = 1000;
 }
 
 impl ApprovalStore for Store {

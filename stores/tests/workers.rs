@@ -317,7 +317,7 @@ async fn audited_worker(backend: &Backend) -> Registry {
 }
 
 async fn several_workers_write_one_verifiable_audit_chain(backend: Backend) {
-    use portcullis::audit::{ChainBreak, verify, verify_to};
+    use portcullis::audit::{ChainBreak, VerifyError, verify, verify_to};
 
     let mut registries = Vec::new();
     for _ in 0..4 {
@@ -353,6 +353,11 @@ async fn several_workers_write_one_verifiable_audit_chain(backend: Backend) {
     );
     let checkpoint = verify(&records, Some(&audit_key())).unwrap();
     assert_eq!(checkpoint.length, 64);
+    // The store's own verify, a page at a time, reaches the same checkpoint.
+    assert_eq!(
+        store.verify_audit(Some(&audit_key()), None).await.unwrap(),
+        checkpoint
+    );
     assert_eq!(
         store.audit_records(60, Some(2)).await.unwrap(),
         records[60..62]
@@ -371,13 +376,25 @@ async fn several_workers_write_one_verifiable_audit_chain(backend: Backend) {
             found_length: 62
         })
     );
+    assert!(matches!(
+        store
+            .verify_audit(Some(&audit_key()), Some(&checkpoint))
+            .await,
+        Err(VerifyError::Broken(ChainBreak::CutShort {
+            expected_length: 64,
+            found_length: 62
+        }))
+    ));
     backend
         .tamper("UPDATE audit_records SET record = replace(record, '\"agent1\"', '\"agent9\"')")
         .await;
     let altered = store.audit_records(0, None).await.unwrap();
+    let Err(ChainBreak::Altered { position }) = verify(&altered, Some(&audit_key())) else {
+        panic!("the altered record is found");
+    };
     assert!(matches!(
-        verify(&altered, Some(&audit_key())),
-        Err(ChainBreak::Altered { .. })
+        store.verify_audit(Some(&audit_key()), None).await,
+        Err(VerifyError::Broken(ChainBreak::Altered { position: found })) if found == position
     ));
 }
 

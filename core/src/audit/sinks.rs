@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::round_writer::RoundWriter;
-use super::{AuditRecord, AuditSink, Checkpoint, Unchained};
+use super::{AuditKey, AuditRecord, AuditSink, Checkpoint, Unchained, Verifier, VerifyError};
 use crate::future::BoxFuture;
 
 /// Keeps records in memory; clones share them, and one chain. It holds at most `capacity`
@@ -203,6 +203,30 @@ pub fn read_json_lines(path: &Path) -> io::Result<Vec<AuditRecord>> {
         .filter(|line| !line.as_ref().is_ok_and(|line| line.trim().is_empty()))
         .map(|line| serde_json::from_str(&line?).map_err(io::Error::other))
         .collect()
+}
+
+/// Checks the chain of the JSON Lines audit log `reader` reads (an open file, in a
+/// `BufReader`), a line at a time: only one record is held at once, so a log of any length
+/// verifies in constant memory. With `checkpoint`, as [`verify_to`](super::verify_to);
+/// without, as [`verify`](super::verify).
+pub fn verify_json_lines(
+    mut reader: impl BufRead,
+    key: Option<&AuditKey>,
+    checkpoint: Option<&Checkpoint>,
+) -> Result<Checkpoint, VerifyError> {
+    let mut verifier = Verifier::new(key);
+    if let Some(checkpoint) = checkpoint {
+        verifier = verifier.to(checkpoint.clone());
+    }
+    let mut line = String::new();
+    while reader.read_line(&mut line)? > 0 {
+        let text = line.trim();
+        if !text.is_empty() {
+            verifier.push_text(text)?;
+        }
+        line.clear();
+    }
+    Ok(verifier.finish()?)
 }
 
 impl AuditSink for JsonLinesAuditSink {

@@ -59,6 +59,20 @@ impl PostgresStore {
         from: u64,
         limit: Option<u64>,
     ) -> io::Result<Vec<AuditRecord>> {
+        self.audit_texts(from, limit)
+            .await?
+            .iter()
+            .map(|text| serde_json::from_str(text).map_err(io::Error::other))
+            .collect()
+    }
+
+    /// The same records, as the JSON text they are stored as. The sequence is the table's
+    /// key: a page from `from` starts with a seek on it, however long the log.
+    pub(crate) async fn audit_texts(
+        &self,
+        from: u64,
+        limit: Option<u64>,
+    ) -> io::Result<Vec<String>> {
         let read = async {
             let rows = self
                 .client()
@@ -70,8 +84,8 @@ impl PostgresStore {
                 )
                 .await?;
             rows.iter()
-                .map(|row| Ok(serde_json::from_str(row.try_get(0)?)?))
-                .collect::<Result<Vec<AuditRecord>, Failure>>()
+                .map(|row| Ok(row.try_get::<_, String>(0)?))
+                .collect::<Result<Vec<String>, Failure>>()
         };
         read.await.map_err(io::Error::other)
     }

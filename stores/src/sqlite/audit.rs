@@ -74,9 +74,18 @@ impl SqliteStore {
     /// order; from 0 with no limit, the whole log, for
     /// [`verify`](portcullis_core::audit::verify).
     pub fn audit_records(&self, from: u64, limit: Option<u64>) -> io::Result<Vec<AuditRecord>> {
+        self.audit_texts(from, limit)?
+            .iter()
+            .map(|text| serde_json::from_str(text).map_err(io::Error::other))
+            .collect()
+    }
+
+    /// The same records, as the JSON text they are stored as. The sequence is the table's
+    /// key: a page from `from` starts with a seek on it, however long the log.
+    pub(crate) fn audit_texts(&self, from: u64, limit: Option<u64>) -> io::Result<Vec<String>> {
         let connection = self.lock();
         let read = (|| {
-            let mut statement = connection.prepare(
+            let mut statement = connection.prepare_cached(
                 "SELECT record FROM audit_records WHERE sequence >= ?1 ORDER BY sequence LIMIT ?2",
             )?;
             let from = i64::try_from(from).unwrap_or(i64::MAX);
@@ -84,9 +93,6 @@ impl SqliteStore {
             let rows = statement.query_map(params![from, limit], |row| row.get::<_, String>(0))?;
             rows.collect::<Result<Vec<String>, _>>()
         })();
-        read.map_err(io::Error::other)?
-            .iter()
-            .map(|text| serde_json::from_str(text).map_err(io::Error::other))
-            .collect()
+        read.map_err(io::Error::other)
     }
 }
