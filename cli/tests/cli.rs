@@ -694,22 +694,8 @@ async fn an_altered_audit_record_breaks_the_chain() {
     connection
         .execute("DELETE FROM audit_records WHERE sequence = 5", [])
         .unwrap();
-    let cut = portcullis(&[
-        "--store",
-        store,
-        "audit",
-        "verify",
-        "--key-file",
-        key,
-        "--checkpoint",
-        &checkpoint,
-    ]);
-    assert_eq!(code(&cut), 1);
-    assert!(
-        stderr(&cut).contains("its tail was cut"),
-        "{}",
-        stderr(&cut)
-    );
+    let cut = verify_refused(store, key, Some(&checkpoint));
+    assert!(cut.contains("its tail was cut"), "{cut}");
     connection
         .execute(
             "UPDATE audit_records SET record = replace(record, '\"agent\"', '\"mallory\"') \
@@ -717,13 +703,8 @@ async fn an_altered_audit_record_breaks_the_chain() {
             [],
         )
         .unwrap();
-    let altered = portcullis(&["--store", store, "audit", "verify", "--key-file", key]);
-    assert_eq!(code(&altered), 1);
-    assert!(
-        stderr(&altered).contains("record 3 was altered"),
-        "{}",
-        stderr(&altered)
-    );
+    let altered = verify_refused(store, key, None);
+    assert!(altered.contains("record 3 was altered"), "{altered}");
 }
 
 /// A log of many pages: verify reads it a page at a time, and still finds a cut tail and a
@@ -777,21 +758,10 @@ async fn a_long_log_verifies_page_by_page() {
     connection
         .execute("DELETE FROM audit_records WHERE sequence >= 19500", [])
         .unwrap();
-    let cut = portcullis(&[
-        "--store",
-        store,
-        "audit",
-        "verify",
-        "--key-file",
-        key,
-        "--checkpoint",
-        &checkpoint,
-    ]);
-    assert_eq!(code(&cut), 1);
+    let cut = verify_refused(store, key, Some(&checkpoint));
     assert!(
-        stderr(&cut).contains("holds 19500 records where a checkpoint saw 20000"),
-        "{}",
-        stderr(&cut)
+        cut.contains("holds 19500 records where a checkpoint saw 20000"),
+        "{cut}"
     );
 
     connection
@@ -801,23 +771,16 @@ async fn a_long_log_verifies_page_by_page() {
             [],
         )
         .unwrap();
-    let altered = portcullis(&["--store", store, "audit", "verify", "--key-file", key]);
-    assert_eq!(code(&altered), 1);
-    assert!(
-        stderr(&altered).contains("record 17345 was altered"),
-        "{}",
-        stderr(&altered)
-    );
+    let altered = verify_refused(store, key, None);
+    assert!(altered.contains("record 17345 was altered"), "{altered}");
 
     connection
         .execute("DELETE FROM audit_records WHERE sequence = 4321", [])
         .unwrap();
-    let dropped = portcullis(&["--store", store, "audit", "verify", "--key-file", key]);
-    assert_eq!(code(&dropped), 1);
+    let dropped = verify_refused(store, key, None);
     assert!(
-        stderr(&dropped).contains("record 4321 is number 4322 where 4321 was expected"),
-        "{}",
-        stderr(&dropped)
+        dropped.contains("record 4321 is number 4322 where 4321 was expected"),
+        "{dropped}"
     );
 }
 
@@ -1408,4 +1371,16 @@ async fn runs_are_listed_and_shown_step_by_step() {
         "{}",
         stderr(&missing)
     );
+}
+
+/// `portcullis audit verify` of `store` under `key` (and `checkpoint`, when given), which must
+/// fail: what it says on stderr.
+fn verify_refused(store: &str, key: &str, checkpoint: Option<&str>) -> String {
+    let mut args = vec!["--store", store, "audit", "verify", "--key-file", key];
+    if let Some(checkpoint) = checkpoint {
+        args.extend(["--checkpoint", checkpoint]);
+    }
+    let output = portcullis(&args);
+    assert_eq!(code(&output), 1, "{}", stderr(&output));
+    stderr(&output)
 }
