@@ -264,7 +264,7 @@ impl ServerHandler for Session {
     ) -> Result<GetTaskResult, ErrorData> {
         let ctx = self.context(&context)?;
         let in_session = !stateless(&context);
-        let (_, result) = task::get(
+        task::get(
             &self.shared,
             &ctx,
             in_session,
@@ -275,8 +275,7 @@ impl ServerHandler for Session {
                     .map_err(|error| ErrorData::internal_error(error.to_string(), None))
             },
         )
-        .await?;
-        Ok(result)
+        .await
     }
 
     async fn cancel_task(
@@ -386,7 +385,7 @@ impl Session {
     ) -> Result<(CallContext, ToolCall, Option<Confirmation>), ErrorData> {
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
         let Some(state) = &request.request_state else {
-            let call = match client_call_id(context)? {
+            let call = match client_call_id(context.meta.0.get(CALL_META))? {
                 Some(id) => ToolCall::new(id, request.name.to_string(), arguments),
                 None => call_for(waiting, request, || random_id("call")),
             };
@@ -539,9 +538,9 @@ fn authenticated(request: &RequestContext<RoleServer>) -> Option<CallContext> {
         .map(|authenticated| authenticated.0.clone())
 }
 
-/// The id the client gave its stateless call, in `_meta["dev.portcullis/call"]`.
-fn client_call_id(request: &RequestContext<RoleServer>) -> Result<Option<String>, ErrorData> {
-    match request.meta.0.get(CALL_META) {
+/// The id the client gave its stateless call, `given` in `_meta["dev.portcullis/call"]`.
+fn client_call_id(given: Option<&Value>) -> Result<Option<String>, ErrorData> {
+    match given {
         None => Ok(None),
         Some(Value::String(id)) if !id.is_empty() && id.len() <= 128 => Ok(Some(id.clone())),
         Some(_) => Err(crate::sealed::refusal(
@@ -563,5 +562,24 @@ impl Shared {
         self.registry
             .export(ctx, Profile::Mcp)
             .map_err(|error| ErrorData::internal_error(error.to_string(), None))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_id_the_client_gives_is_a_short_string_or_refused() {
+        assert_eq!(client_call_id(None).unwrap(), None);
+        assert_eq!(
+            client_call_id(Some(&json!("pay-1"))).unwrap(),
+            Some("pay-1".to_owned())
+        );
+        for refused in [json!(""), json!("c".repeat(129)), json!(7), json!(null)] {
+            let error = client_call_id(Some(&refused)).unwrap_err();
+            assert_eq!(error.code, ErrorCode::INVALID_PARAMS);
+            assert_eq!(error.data.unwrap()["code"], "call_id_invalid");
+        }
     }
 }

@@ -2,8 +2,8 @@
 //! operator: a client that declares the extension gets a task at once instead of a request
 //! held open, and `tasks/get` reports the call's outcome once a reviewer decided.
 //!
-//! A task's id is the waiting call itself, sealed for the caller and its task
-//! ([`Seals::waiting_task`](crate::sealed::Seals::waiting_task)); where the call stands is in
+//! A task's id is the waiting call itself, sealed for its caller (and, in a session, for the
+//! session's task: [`Seals::waiting_task`](crate::sealed::Seals::waiting_task)); where the call stands is in
 //! the stores. So the server remembers nothing per task: any instance on the same stores and
 //! keys answers `tasks/get` for any task, after restarts, and a task ends with no clean-up.
 
@@ -41,14 +41,14 @@ pub(crate) fn open(
 /// The MCP task `task_id` of `identity`'s caller (in a session, of the session's task), moved
 /// on as far as it goes: `completed` with the call's result once a reviewer's decision was
 /// carried out (here or on another instance), `working` while it waits or while the store is
-/// out of reach. Returns the context of the call's task with it.
+/// out of reach.
 pub(crate) async fn get(
     shared: &Shared,
     identity: &CallContext,
     in_session: bool,
     task_id: &str,
     render: impl Fn(&Outcome) -> Result<Value, ErrorData>,
-) -> Result<(CallContext, GetTaskResult), ErrorData> {
+) -> Result<GetTaskResult, ErrorData> {
     let waiting: WaitingCall = shared
         .seals
         .open_waiting_task(identity, in_session, task_id)?;
@@ -69,9 +69,8 @@ pub(crate) async fn get(
         }
         None => {}
     }
-    let result = serde_json::from_value(task)
-        .map_err(|error| ErrorData::internal_error(format!("unrenderable task: {error}"), None))?;
-    Ok((ctx, result))
+    serde_json::from_value(task)
+        .map_err(|error| ErrorData::internal_error(format!("unrenderable task: {error}"), None))
 }
 
 /// A task's wire fields, `working` until said otherwise.

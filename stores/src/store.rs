@@ -176,10 +176,7 @@ impl Store {
         key: Option<&AuditKey>,
         checkpoint: Option<&Checkpoint>,
     ) -> Result<Checkpoint, VerifyError> {
-        let mut verifier = Verifier::new(key);
-        if let Some(checkpoint) = checkpoint {
-            verifier = verifier.to(checkpoint.clone());
-        }
+        let mut verifier = Verifier::new(key).to(checkpoint);
         loop {
             // Each page starts after the last record checked: every record the verifier took
             // has the sequence number it expected, so the page read by sequence is the next.

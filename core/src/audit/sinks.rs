@@ -214,10 +214,7 @@ pub fn verify_json_lines(
     key: Option<&AuditKey>,
     checkpoint: Option<&Checkpoint>,
 ) -> Result<Checkpoint, VerifyError> {
-    let mut verifier = Verifier::new(key);
-    if let Some(checkpoint) = checkpoint {
-        verifier = verifier.to(checkpoint.clone());
-    }
+    let mut verifier = Verifier::new(key).to(checkpoint);
     let mut line = String::new();
     while reader.read_line(&mut line)? > 0 {
         let text = line.trim();

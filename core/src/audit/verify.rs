@@ -214,7 +214,7 @@ pub fn verify_to(
     key: Option<&AuditKey>,
     checkpoint: &Checkpoint,
 ) -> Result<Checkpoint, ChainBreak> {
-    let mut verifier = Verifier::new(key).to(checkpoint.clone());
+    let mut verifier = Verifier::new(key).to(Some(checkpoint));
     records
         .iter()
         .try_for_each(|record| verifier.push(record))?;
@@ -228,7 +228,7 @@ pub fn verify_to(
 /// ```
 /// use portcullis_core::audit::{Checkpoint, Verifier};
 ///
-/// let mut verifier = Verifier::new(None).to(Checkpoint::genesis());
+/// let mut verifier = Verifier::new(None).to(Some(&Checkpoint::genesis()));
 /// for record in [] {
 ///     verifier.push(&record).unwrap();
 /// }
@@ -254,10 +254,11 @@ impl Verifier {
     }
 
     /// The same check, which [`finish`](Verifier::finish) also fails if the log no longer
-    /// holds every record `checkpoint` saw, unchanged (as [`verify_to`]).
-    pub fn to(self, checkpoint: Checkpoint) -> Self {
+    /// holds every record `checkpoint` saw, unchanged (as [`verify_to`]); without a
+    /// checkpoint, the check as it was.
+    pub fn to(self, checkpoint: Option<&Checkpoint>) -> Self {
         Verifier {
-            kept: Some((checkpoint, None)),
+            kept: checkpoint.map(|checkpoint| (checkpoint.clone(), None)),
             ..self
         }
     }
@@ -413,10 +414,7 @@ mod tests {
             );
         }
         let by_text = |texts: &[String], checkpoint: Option<&Checkpoint>| {
-            let mut verifier = Verifier::new(Some(&key()));
-            if let Some(checkpoint) = checkpoint {
-                verifier = verifier.to(checkpoint.clone());
-            }
+            let mut verifier = Verifier::new(Some(&key())).to(checkpoint);
             // A page at a time, the links checked on several threads, with the same verdict.
             let mut by_page = verifier.clone();
             let paged = match by_page.push_texts(texts) {
