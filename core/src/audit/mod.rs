@@ -215,8 +215,15 @@ impl std::io::Write for Hashing {
 /// let key = AuditKey::new([7u8; 32].to_vec()).unwrap();
 /// assert_eq!(format!("{key:?}"), "AuditKey(..)");
 /// ```
-#[derive(Clone, PartialEq, Eq)]
-pub struct AuditKey(Arc<[u8]>);
+#[derive(Clone)]
+pub struct AuditKey(Arc<KeyState>);
+
+/// A key and the HMAC state it sets up, made once: setting a key up costs as much as hashing
+/// a 64-byte block twice, and every link starts from it.
+struct KeyState {
+    bytes: Box<[u8]>,
+    keyed: Hmac<Sha256>,
+}
 
 impl AuditKey {
     /// The shortest key accepted, in bytes.
@@ -231,9 +238,21 @@ impl AuditKey {
                 bytes.len()
             ));
         }
-        Ok(AuditKey(bytes.into()))
+        let keyed = Hmac::<Sha256>::new_from_slice(&bytes).expect("HMAC takes a key of any length");
+        Ok(AuditKey(Arc::new(KeyState {
+            bytes: bytes.into(),
+            keyed,
+        })))
     }
 }
+
+impl PartialEq for AuditKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.bytes == other.0.bytes
+    }
+}
+
+impl Eq for AuditKey {}
 
 impl fmt::Debug for AuditKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -257,8 +276,7 @@ fn link(key: Option<&AuditKey>, sequence: u64, previous_hash: &str, digest: &str
     ];
     match key {
         Some(AuditKey(key)) => {
-            let mut mac =
-                Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes a key of any length");
+            let mut mac = key.keyed.clone();
             parts.iter().for_each(|part| mac.update(part));
             hex(&mac.finalize().into_bytes())
         }
@@ -650,7 +668,14 @@ fn record_of(decided: &Decided<'_>) -> AuditRecord {
         facts,
     } = decided;
     let snapshots = facts.map(|facts| &facts.snapshots);
-    let canonical = facts.and_then(|facts| facts.canonical.get());
+    let recorded = facts.and_then(|facts| {
+        let canonical = facts.canonical.get()?;
+        Some(
+            facts
+                .recorded
+                .get_or_init(|| recorded_canonical(canonical, *contract)),
+        )
+    });
     let rejection = outcome.rejection();
     // The budget gate counts a call right before it runs: a call that reached execute was
     // counted.
@@ -664,8 +689,8 @@ fn record_of(decided: &Decided<'_>) -> AuditRecord {
     AuditRecord {
         tool: shorten(&call.name, 200).into_owned(),
         call_id: shorten(&call.id, 200).into_owned(),
-        arguments: match canonical {
-            Some(canonical) => recorded_canonical(canonical, *contract),
+        arguments: match recorded {
+            Some(recorded) => recorded.clone(),
             None => recorded_arguments(&call.arguments, *contract),
         },
         decision: match outcome {

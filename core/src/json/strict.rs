@@ -350,9 +350,13 @@ pub(crate) fn too_deep(value: &Value, max_depth: usize) -> Option<Vec<Segment>> 
     })
 }
 
-/// Whether `value`, written as compact JSON, is longer than `max_bytes`. Stops writing as soon
-/// as the limit is passed.
+/// Whether `value`, written as compact JSON, is longer than `max_bytes`. A bound from above,
+/// which writes nothing, settles almost every value; the others are written, and the writing
+/// stops as soon as the limit is passed.
 pub(crate) fn longer_than(value: &Value, max_bytes: usize) -> bool {
+    if at_most(value) <= max_bytes {
+        return false;
+    }
     struct Budget(usize);
     impl io::Write for Budget {
         fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
@@ -367,6 +371,31 @@ pub(crate) fn longer_than(value: &Value, max_bytes: usize) -> bool {
         }
     }
     serde_json::to_writer(Budget(max_bytes), value).is_err()
+}
+
+/// The most bytes `value` can take as compact JSON: every byte of a string escaped as
+/// `\u00XX`, every number as long as a number can be written.
+fn at_most(value: &Value) -> usize {
+    /// `-1.7976931348623157e308`, the longest a float is written; integers are shorter.
+    const LONGEST_NUMBER: usize = 24;
+    let quoted = |text: &str| text.len().saturating_mul(6).saturating_add(2);
+    match value {
+        Value::Null | Value::Bool(_) => 5,
+        Value::Number(_) => LONGEST_NUMBER,
+        Value::String(text) => quoted(text),
+        Value::Array(items) => items
+            .iter()
+            .fold(items.len().saturating_add(2), |sum, item| {
+                sum.saturating_add(at_most(item))
+            }),
+        Value::Object(members) => members.iter().fold(
+            members.len().saturating_mul(2).saturating_add(2),
+            |sum, (key, item)| {
+                sum.saturating_add(quoted(key))
+                    .saturating_add(at_most(item))
+            },
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -512,5 +541,22 @@ mod tests {
         assert_eq!(too_deep(&value, 2), Some(vec![key("a"), key("b")]));
         assert!(!longer_than(&value, 15));
         assert!(longer_than(&value, 14));
+    }
+
+    #[test]
+    fn the_length_bound_is_never_below_the_written_length() {
+        let values = [
+            json!({"a": {"b": [1]}}),
+            json!({"\u{0}\u{1f}\"\\": ["\u{7f}\n", -1.7976931348623157e308, u64::MAX, i64::MIN]}),
+            json!([null, true, false, {}, [], "", 0.1]),
+            json!({"x": "\u{2028}é漢".repeat(40)}),
+        ];
+        for value in values {
+            let written = value.to_string().len();
+            assert!(at_most(&value) >= written, "{value}");
+            // Just at the limit and just past it, where the bound cannot settle it.
+            assert!(!longer_than(&value, written), "{value}");
+            assert!(longer_than(&value, written - 1), "{value}");
+        }
     }
 }

@@ -12,7 +12,7 @@
 use serde_json::{Value, json};
 
 use super::{Node, WireError, WireErrorKind, model_message, outcome_text, quoted};
-use crate::json::{StrictJsonError, parse_strictly};
+use crate::json::{StrictJsonError, parse_strictly, strict};
 use crate::pointer::pointer;
 use crate::{Outcome, RejectionCode, ToolCall};
 
@@ -125,8 +125,26 @@ const MAX_MESSAGE_DEPTH: usize = 128;
 /// assert_eq!(error.pointer(), "/params/arguments/cents");
 /// ```
 pub fn read(text: &str) -> Result<Value, WireError> {
+    strictly(text).map(strict::Node::into_value)
+}
+
+/// [`read`]'s verdict on `text`, without the message: for a server that hands the text on to
+/// a reader of its own once it passed.
+///
+/// ```
+/// use portcullis_core::wire::mcp;
+///
+/// assert!(mcp::check(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).is_ok());
+/// let error = mcp::check(r#"{"id":1,"id":2}"#).unwrap_err();
+/// assert_eq!(error.code(), "duplicate_key");
+/// ```
+pub fn check(text: &str) -> Result<(), WireError> {
+    strictly(text).map(drop)
+}
+
+fn strictly(text: &str) -> Result<strict::Node<'_>, WireError> {
     match parse_strictly(text, MAX_MESSAGE_DEPTH) {
-        Ok(message) => Ok(message.into_value()),
+        Ok(message) => Ok(message),
         Err(StrictJsonError::Malformed(detail)) => Err(WireError::new(
             WireErrorKind::MalformedJson,
             "",
