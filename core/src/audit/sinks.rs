@@ -206,24 +206,35 @@ pub fn read_json_lines(path: &Path) -> io::Result<Vec<AuditRecord>> {
 }
 
 /// Checks the chain of the JSON Lines audit log `reader` reads (an open file, in a
-/// `BufReader`), a line at a time: only one record is held at once, so a log of any length
-/// verifies in constant memory. With `checkpoint`, as [`verify_to`](super::verify_to);
-/// without, as [`verify`](super::verify).
+/// `BufReader`), a page of lines at a time ([`Verifier::push_texts`], whose links are checked
+/// on every core): only one page is held at once, so a log of any length verifies in constant
+/// memory. With `checkpoint`, as [`verify_to`](super::verify_to); without, as
+/// [`verify`](super::verify).
 pub fn verify_json_lines(
-    mut reader: impl BufRead,
+    reader: impl BufRead,
     key: Option<&AuditKey>,
     checkpoint: Option<&Checkpoint>,
 ) -> Result<Checkpoint, VerifyError> {
+    /// Lines held at once: about a megabyte of records.
+    const PAGE: usize = 1_000;
     let mut verifier = Verifier::new(key).to(checkpoint);
-    let mut line = String::new();
-    while reader.read_line(&mut line)? > 0 {
-        let text = line.trim();
-        if !text.is_empty() {
-            verifier.push_text(text)?;
+    let mut page = Vec::with_capacity(PAGE);
+    for line in reader.lines() {
+        let line = line?;
+        if !line.trim().is_empty() {
+            page.push(line);
         }
-        line.clear();
+        if page.len() == PAGE {
+            verifier.push_texts(&trimmed(&page))?;
+            page.clear();
+        }
     }
+    verifier.push_texts(&trimmed(&page))?;
     Ok(verifier.finish()?)
+}
+
+fn trimmed(lines: &[String]) -> Vec<&str> {
+    lines.iter().map(|line| line.trim()).collect()
 }
 
 impl AuditSink for JsonLinesAuditSink {
@@ -334,7 +345,7 @@ impl TracingAuditSink {
 mod tests {
     use super::*;
     use crate::audit::tests::block_on;
-    use crate::audit::{AuditLog, Decided, record_of, verify};
+    use crate::audit::{AuditLog, ChainBreak, Decided, record_of, verify};
     use crate::{CallContext, Outcome, ToolCall};
     use serde_json::json;
 
@@ -346,6 +357,61 @@ mod tests {
             let outcome = Outcome::Completed(json!(index));
             block_on(log.append(Decided::plain(&ctx, &call, None, &outcome)));
         }
+    }
+
+    #[test]
+    fn json_lines_verify_a_page_at_a_time_with_the_verdict_of_the_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        append_to(&path, 0, 2_500);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let records = read_json_lines(&path).unwrap();
+        let whole = verify(&records, None).unwrap();
+        let verified = |text: &str, checkpoint: Option<&Checkpoint>| {
+            verify_json_lines(text.as_bytes(), None, checkpoint)
+        };
+        assert_eq!(verified(&text, Some(&whole)).unwrap(), whole);
+        // Blank lines and Windows line ends are no records.
+        let spaced = text.replace('\n', "\r\n\n");
+        assert_eq!(verified(&spaced, None).unwrap(), whole);
+
+        // A record altered in the third page, and one dropped from the second.
+        let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+        lines[2_222] = lines[2_222].replace("\"actor\":\"alice\"", "\"actor\":\"mallory\"");
+        let altered = verified(&lines.join("\n"), None).unwrap_err();
+        assert!(
+            matches!(
+                altered,
+                VerifyError::Broken(ChainBreak::Altered { position: 2_222 })
+            ),
+            "{altered}"
+        );
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines.remove(1_500);
+        let dropped = verified(&lines.join("\n"), None).unwrap_err();
+        assert!(
+            matches!(
+                dropped,
+                VerifyError::Broken(ChainBreak::Broken {
+                    position: 1_500,
+                    ..
+                })
+            ),
+            "{dropped}"
+        );
+        // Cut short of a checkpoint taken earlier.
+        let cut: Vec<&str> = text.lines().take(1_000).collect();
+        let cut_short = verified(&cut.join("\n"), Some(&whole)).unwrap_err();
+        assert!(
+            matches!(
+                cut_short,
+                VerifyError::Broken(ChainBreak::CutShort {
+                    found_length: 1_000,
+                    ..
+                })
+            ),
+            "{cut_short}"
+        );
     }
 
     #[test]
