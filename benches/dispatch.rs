@@ -287,7 +287,7 @@ fn main() {
     );
     match seed_pipeline_ns() {
         Ok(python) => println!(
-            "  {:<46} {:>8.0} ns  (d) is {:.2}x faster than it (target >= 3.00: {})",
+            "  {:<46} {:>8.0} ns  py/d = {:.2}: how many times faster (d) is (target >= 3.00: {})",
             "(py) seed_pipeline.py, pydantic",
             python,
             python / pipeline,

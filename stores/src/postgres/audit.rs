@@ -8,22 +8,43 @@ use std::io;
 
 use portcullis_core::BoxFuture;
 use portcullis_core::audit::{AuditRecord, AuditSink, Checkpoint, Unchained};
+use tokio_postgres::IsolationLevel;
+use tokio_postgres::types::ToSql;
 
 use super::{AUDIT_LOCK, Failure, PostgresStore, to_text};
 use crate::values::{as_sql, from_sql};
 
 impl PostgresStore {
     /// Chains `entries` after the log's last record and stores them, in one transaction.
+    ///
+    /// Four round trips: the transaction's start; the log's lock and its head, sent together
+    /// (run in order: under read committed the head is read after the lock is held, whatever
+    /// the server's default level); the insert of the whole batch; the commit. The statements
+    /// are prepared once per connection.
     async fn append_entries(&self, entries: Vec<Unchained>) -> Result<(), Failure> {
         let mut client = self.client().await?;
-        let transaction = client.transaction().await?;
-        self.lock(&transaction, &[AUDIT_LOCK]).await?;
-        let last = transaction
-            .query_opt(
-                "SELECT sequence, hash FROM audit_records ORDER BY sequence DESC LIMIT 1",
-                &[],
-            )
+        let transaction = client
+            .build_transaction()
+            .isolation_level(IsolationLevel::ReadCommitted)
+            .start()
             .await?;
+        let (lock, head_query, insert) = tokio::try_join!(
+            transaction.prepare_cached("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"),
+            transaction.prepare_cached(
+                "SELECT sequence, hash FROM audit_records ORDER BY sequence DESC LIMIT 1"
+            ),
+            // One statement for the whole batch: one round trip, however many records.
+            transaction.prepare_cached(
+                "INSERT INTO audit_records (sequence, hash, record)
+                 SELECT * FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[])"
+            ),
+        )?;
+        let lock_key = self.lock_key(AUDIT_LOCK);
+        let lock_parameters: [&(dyn ToSql + Sync); 1] = [&lock_key];
+        let (_, last) = tokio::try_join!(
+            transaction.execute(&lock, &lock_parameters),
+            transaction.query_opt(&head_query, &[]),
+        )?;
         let mut head = match last {
             Some(row) => Checkpoint {
                 length: from_sql(row.try_get(0)?) + 1,
@@ -39,13 +60,8 @@ impl PostgresStore {
             texts.push(to_text(&record)?);
             hashes.push(record.hash);
         }
-        // One statement for the whole batch: one round trip, however many records.
         transaction
-            .execute(
-                "INSERT INTO audit_records (sequence, hash, record)
-                 SELECT * FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[])",
-                &[&sequences, &hashes, &texts],
-            )
+            .execute(&insert, &[&sequences, &hashes, &texts])
             .await?;
         transaction.commit().await?;
         Ok(())

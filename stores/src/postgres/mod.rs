@@ -297,6 +297,11 @@ impl PostgresStore {
         Ok(self.pool.get().await?)
     }
 
+    /// The name of the advisory lock `key` in this store's schema.
+    fn lock_key(&self, key: &str) -> String {
+        format!("{}:{key}", self.schema)
+    }
+
     /// Takes the advisory locks of `keys` (in this store's schema) for the rest of the
     /// transaction, in one order whatever the order of `keys`, so that two transactions taking
     /// the same locks do not deadlock.
@@ -305,10 +310,7 @@ impl PostgresStore {
         transaction: &tokio_postgres::Transaction<'_>,
         keys: &[&str],
     ) -> Result<(), tokio_postgres::Error> {
-        let mut keys: Vec<String> = keys
-            .iter()
-            .map(|key| format!("{}:{key}", self.schema))
-            .collect();
+        let mut keys: Vec<String> = keys.iter().map(|key| self.lock_key(key)).collect();
         keys.sort_unstable();
         keys.dedup();
         for key in keys {
