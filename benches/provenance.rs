@@ -3,7 +3,8 @@
 //!
 //! * (a) `transfer` without declarations: decode, validate, the registry's policy and intent
 //!   check, budgets (per task, rate limit, circuit breaker), the write-ahead and outcome audit
-//!   records, kept in memory, and the tool; its registry records no sources.
+//!   records, chained under a key and kept in memory, and the tool; its registry records no
+//!   sources.
 //! * (b) the same tool with `#[from(user, trusted)] recipient` and `#[from(user, trusted,
 //!   entities)] memo`, in a registry that recorded the 50 outputs: every call reads the task's
 //!   sources (the in-memory store, then this worker's index) and looks up the recipient, the

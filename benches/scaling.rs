@@ -6,8 +6,8 @@
 //!   `CALLS_PER_ROUND` calls alternate the two registries, and the best round of each counts;
 //! * (g) building a registry, and exporting one caller's tool list (OpenAI, strict), per tool:
 //!   10,000 tools to 1,000; linear is 1.00, and the target is <= 1.25;
-//! * (h) the whole pipeline (`delete_guarded`, every gate configured, hash-chained audit in
-//!   memory) on 2 threads, each its own task, in calls per second, to the same on 1 thread;
+//! * (h) the whole pipeline (`delete_guarded`, every gate configured, audit chained under a key
+//!   in memory) on 2 threads, each its own task, in calls per second, to the same on 1 thread;
 //!   target >= 1.8. Each thread dispatches `CALLS_PER_THREAD` calls; the rounds alternate one
 //!   thread and two, and the best round of each counts.
 //!

@@ -376,7 +376,7 @@ pub(crate) fn longer_than(value: &Value, max_bytes: usize) -> bool {
 /// The most bytes `value` can take as compact JSON: every byte of a string escaped as
 /// `\u00XX`, every number as long as a number can be written.
 fn at_most(value: &Value) -> usize {
-    /// `-1.7976931348623157e308`, the longest a float is written; integers are shorter.
+    /// `-2.2250738585072014e-308`: no float is written longer; integers are shorter.
     const LONGEST_NUMBER: usize = 24;
     let quoted = |text: &str| text.len().saturating_mul(6).saturating_add(2);
     match value {
@@ -547,7 +547,7 @@ mod tests {
     fn the_length_bound_is_never_below_the_written_length() {
         let values = [
             json!({"a": {"b": [1]}}),
-            json!({"\u{0}\u{1f}\"\\": ["\u{7f}\n", -1.7976931348623157e308, u64::MAX, i64::MIN]}),
+            json!({"\u{0}\u{1f}\"\\": ["\u{7f}\n", -2.2250738585072014e-308, u64::MAX, i64::MIN]}),
             json!([null, true, false, {}, [], "", 0.1]),
             json!({"x": "\u{2028}é漢".repeat(40)}),
         ];
