@@ -29,7 +29,7 @@ impl PostgresStore {
             .start()
             .await?;
         let (lock, head_query, insert) = tokio::try_join!(
-            transaction.prepare_cached("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"),
+            transaction.prepare_cached(Self::TAKE_LOCK),
             transaction.prepare_cached(
                 "SELECT sequence, hash FROM audit_records ORDER BY sequence DESC LIMIT 1"
             ),

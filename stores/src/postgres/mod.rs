@@ -297,6 +297,10 @@ impl PostgresStore {
         Ok(self.pool.get().await?)
     }
 
+    /// Takes the advisory lock named by its one parameter ([`lock_key`](Self::lock_key)) until
+    /// the transaction ends.
+    const TAKE_LOCK: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))";
+
     /// The name of the advisory lock `key` in this store's schema.
     fn lock_key(&self, key: &str) -> String {
         format!("{}:{key}", self.schema)
@@ -314,12 +318,7 @@ impl PostgresStore {
         keys.sort_unstable();
         keys.dedup();
         for key in keys {
-            transaction
-                .execute(
-                    "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
-                    &[&key],
-                )
-                .await?;
+            transaction.execute(Self::TAKE_LOCK, &[&key]).await?;
         }
         Ok(())
     }
