@@ -4,22 +4,27 @@ use portcullis_core::wire::mcp;
 use rmcp::model::ClientJsonRpcMessage;
 use serde_json::{Value, json};
 
-/// Checks that `body` is one JSON-RPC message, read as strictly as the decode gate reads
-/// arguments, or returns the JSON-RPC error response for it: `-32700` for what is not JSON,
-/// `-32602` for a key named twice under `params` (`-32600` elsewhere), with the code
-/// `duplicate_key` and its pointer in `data`, and `-32600` for JSON that is no client message.
-/// rmcp alone answers malformed text with a bare `415` over HTTP and with silence over stdio,
-/// and keeps the last of two keys.
+/// Checks that `body` is JSON read as strictly as the decode gate reads arguments, or returns
+/// the JSON-RPC error response for it: `-32700` for what is not JSON, `-32602` for a key named
+/// twice under `params` (`-32600` elsewhere), with the code `duplicate_key` and its pointer in
+/// `data`. rmcp alone keeps the last of two keys. Whether the JSON is a client message at all
+/// is rmcp's to read ([`client_message`]).
 pub(crate) fn check(body: &[u8]) -> Result<(), Value> {
     let Ok(text) = std::str::from_utf8(body) else {
         return Err(json!({"jsonrpc": "2.0", "id": null, "error": {
             "code": -32700, "message": "parse error: the message is not UTF-8"}}));
     };
-    let lenient = || serde_json::from_str(text).unwrap_or(Value::Null);
-    mcp::check(text).map_err(|error| mcp::reply_error(&lenient(), &error))?;
-    // Text that passed holds no key twice, so this reading of it is the only one.
-    serde_json::from_str::<ClientJsonRpcMessage>(text).map_err(|error| {
-        let id = match lenient().get("id") {
+    mcp::check(text).map_err(|error| mcp::reply_error(&lenient(text), &error))
+}
+
+/// Checks that `body`, which passed [`check`], is a client message as rmcp reads it, or returns
+/// `-32600` with the request's id. rmcp alone answers such a message with a bare `415` over
+/// HTTP and with silence over stdio. Text that passed [`check`] holds no key twice, so rmcp's
+/// reading of it is the only one.
+pub(crate) fn client_message(body: &[u8]) -> Result<(), Value> {
+    let text = String::from_utf8_lossy(body);
+    serde_json::from_str::<ClientJsonRpcMessage>(&text).map_err(|error| {
+        let id = match lenient(&text).get("id") {
             Some(id @ (Value::String(_) | Value::Number(_))) => id.clone(),
             _ => Value::Null,
         };
@@ -27,6 +32,11 @@ pub(crate) fn check(body: &[u8]) -> Result<(), Value> {
             "code": -32600, "message": format!("invalid request: {error}")}})
     })?;
     Ok(())
+}
+
+/// `text` read the way rmcp reads it, to find a refused message's id.
+fn lenient(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or(Value::Null)
 }
 
 /// The JSON-RPC error response to a message longer than `limit` bytes, of which `head` is the
@@ -101,10 +111,13 @@ mod tests {
         let error = check(br#"{"jsonrpc": "2.0", "id": 3, "method": "#).unwrap_err();
         assert_eq!(error["error"]["code"], -32700);
         assert_eq!(error["id"], Value::Null);
-        let error = check(br#"{"jsonrpc": "2.0", "id": 4, "method": 7}"#).unwrap_err();
+        let no_message = br#"{"jsonrpc": "2.0", "id": 4, "method": 7}"#;
+        assert!(check(no_message).is_ok(), "it is strict JSON");
+        let error = client_message(no_message).unwrap_err();
         assert_eq!(error["error"]["code"], -32600);
         assert_eq!(error["id"], 4);
-        assert!(check(br#"{"jsonrpc": "2.0", "id": 5, "method": "ping"}"#).is_ok());
+        let ping = br#"{"jsonrpc": "2.0", "id": 5, "method": "ping"}"#;
+        assert!(check(ping).is_ok() && client_message(ping).is_ok());
         // One reading of every call: a key named twice is refused, not resolved to the last.
         let twice = br#"{"jsonrpc": "2.0", "id": 6, "method": "tools/call",
             "params": {"name": "pay", "arguments": {"cents": 1, "cents": 90000}}}"#;

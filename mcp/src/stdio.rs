@@ -104,17 +104,19 @@ impl McpServer {
             while let Ok(Some(line)) = next_line(&mut input).await {
                 let forwarded = match line {
                     Line::Whole(line) if line.trim_ascii().is_empty() => continue,
-                    Line::Whole(line) => match message::check(&line) {
-                        Ok(()) => {
-                            let mut forwarded = line;
-                            forwarded.push(b'\n');
-                            to_server.write_all(&forwarded).await
+                    Line::Whole(line) => {
+                        match message::check(&line).and_then(|()| message::client_message(&line)) {
+                            Ok(()) => {
+                                let mut forwarded = line;
+                                forwarded.push(b'\n');
+                                to_server.write_all(&forwarded).await
+                            }
+                            Err(error) => {
+                                let _ = errors.send(format!("{error}\n").into_bytes()).await;
+                                Ok(())
+                            }
                         }
-                        Err(error) => {
-                            let _ = errors.send(format!("{error}\n").into_bytes()).await;
-                            Ok(())
-                        }
-                    },
+                    }
                     Line::TooLong(head) => {
                         let error = message::too_large(&head, MAX_LINE_BYTES);
                         let _ = errors.send(format!("{error}\n").into_bytes()).await;

@@ -1,7 +1,8 @@
 //! The caps a caller meets over HTTP, as a client sees them: sessions per caller and in all,
 //! requests in flight per caller, each refused with `429` and its code while other callers are
 //! served; a session's place given back by `DELETE` (answered `204`) and by the idle timeout;
-//! requests from a page of another origin refused with `403`.
+//! requests from a page of another origin refused with `403`; JSON that is no client message
+//! answered with its JSON-RPC error, holding no place.
 
 mod client;
 
@@ -270,6 +271,39 @@ async fn a_request_from_another_origin_is_forbidden() {
             "Origin: {origin}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_that_is_no_client_message_is_answered_as_json_rpc_and_holds_no_place() {
+    let address = serve_with(builder().max_sessions_per_caller(1)).await;
+    let mut ann = Client::connect(&address, ANN).await;
+    // Each with an id and a method for the caps to read; rmcp reads none as a client message.
+    for (id, message) in [
+        (
+            9,
+            json!({"jsonrpc": "2.0", "id": 9, "method": "initialize", "params": 7}),
+        ),
+        (10, json!({"jsonrpc": "2.0", "id": 10, "method": 7})),
+        (
+            11,
+            json!({"jsonrpc": "1.0", "id": 11, "method": "tools/call", "params": {}}),
+        ),
+    ] {
+        for _ in 0..3 {
+            let reply = ann
+                .send(Method::POST, None, &[], Some(message.clone()))
+                .await;
+            assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{reply:?}");
+            let error = reply.message.as_ref().expect("a JSON-RPC error");
+            assert_eq!(error["id"], id);
+            assert_eq!(error["error"]["code"], -32600, "{error}");
+            assert!(reply.session.is_none());
+        }
+    }
+    // Neither took the caller's one session nor kept a request in flight.
+    let session = ann.initialize(1).await.session.expect("a session");
+    let tracked = track(&mut ann, &session, 2).await;
+    assert_eq!(tracked.status, StatusCode::OK, "{tracked:?}");
 }
 
 /// The status of a ping in `session` from a page of `origin`.
