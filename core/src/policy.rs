@@ -14,6 +14,7 @@
 use std::fmt;
 use std::future::ready;
 use std::ops::Range;
+use std::sync::{Mutex, PoisonError};
 
 use serde_json::Value;
 
@@ -157,6 +158,19 @@ pub struct ReadOnlyRequests {
     reading: Vec<String>,
     destructive: Vec<String>,
     negations: Vec<String>,
+    last: LastVerdict,
+}
+
+/// The last request judged by [`ReadOnlyRequests::only_reads`] and its verdict: every call of a
+/// task carries the same request, and comparing it costs far less than reading it again. Empty
+/// in a clone, and emptied when the words change.
+#[derive(Debug, Default)]
+struct LastVerdict(Mutex<Option<(String, bool)>>);
+
+impl Clone for LastVerdict {
+    fn clone(&self) -> Self {
+        LastVerdict::default()
+    }
 }
 
 impl Default for ReadOnlyRequests {
@@ -196,6 +210,7 @@ impl Default for ReadOnlyRequests {
                 "refrain", "不要", "不用", "无需", "不必", "别", "勿", "禁止", "不", "没有", "已",
                 "被",
             ]),
+            last: LastVerdict::default(),
         }
     }
 }
@@ -209,6 +224,7 @@ impl ReadOnlyRequests {
     {
         self.reading
             .extend(words.into_iter().map(|word| word.into().to_lowercase()));
+        self.last = LastVerdict::default();
         self
     }
 
@@ -220,6 +236,7 @@ impl ReadOnlyRequests {
     {
         self.destructive
             .extend(words.into_iter().map(|word| word.into().to_lowercase()));
+        self.last = LastVerdict::default();
         self
     }
 
@@ -231,12 +248,25 @@ impl ReadOnlyRequests {
     {
         self.negations
             .extend(words.into_iter().map(|word| word.into().to_lowercase()));
+        self.last = LastVerdict::default();
         self
     }
 
     /// Whether `request` asks only to read: it names a reading word, and no destructive action
     /// that is not negated.
     pub fn only_reads(&self, request: &str) -> bool {
+        let last = || self.last.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((judged, verdict)) = last().as_ref()
+            && judged == request
+        {
+            return *verdict;
+        }
+        let verdict = self.judge(request);
+        *last() = Some((request.to_owned(), verdict));
+        verdict
+    }
+
+    fn judge(&self, request: &str) -> bool {
         let sentences = sentences(request);
         let reads = sentences.iter().any(|sentence| {
             self.reading
@@ -430,6 +460,22 @@ impl Policy for ReadOnlyRequests {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_remembered_verdict_is_the_verdict_and_new_words_forget_it() {
+        let check = ReadOnlyRequests::default();
+        let archive = "Find the old orders and archive them";
+        let delete = "Find the old orders and delete them";
+        for _ in 0..2 {
+            assert!(check.only_reads(archive));
+            assert!(check.only_reads(archive), "remembered");
+            assert!(!check.only_reads(delete));
+        }
+        assert!(check.clone().only_reads(archive));
+        assert!(check.only_reads(archive));
+        let check = check.destructive_words(["archive"]);
+        assert!(!check.only_reads(archive), "judged with the new words");
+    }
 
     fn contract(risk: Risk, read_only: bool) -> ToolContract {
         let builder = ToolContract::builder(
