@@ -116,6 +116,17 @@ pub(crate) fn panicked() -> Outcome {
     ))
 }
 
+/// The refusal of a call that passed every gate of a registry that runs dry.
+pub(crate) fn dry_run(contract: &ToolContract) -> Rejection {
+    Rejection::new(
+        RejectionCode::DryRun,
+        format!(
+            "the call passed every gate, and `{}` was not run: the registry runs dry",
+            contract.name()
+        ),
+    )
+}
+
 enum Finish<T> {
     Done(T),
     TimedOut(Duration),

@@ -51,7 +51,7 @@ use crate::gate::authorize::authorize_caller;
 use crate::gate::authorize::{Judge, authorize};
 use crate::gate::bound::{BoundCall, ErasedTool, rebind};
 use crate::gate::decode::Canonical;
-use crate::gate::execute::{Execution, contained, panicked};
+use crate::gate::execute::{Execution, contained, dry_run, panicked};
 use crate::gate::repeat::{self, CallKey, Claim, ClaimState};
 use crate::gate::resolve::{check_choice, resolve};
 use crate::gate::validate::validate;
@@ -410,6 +410,7 @@ async fn about_to_run(
     }
     if let Some(log) = settings.audit.as_ref()
         && contract.audit_required()
+        && !settings.dry_run
         && let Err(error) = log.about_to_run(ctx, call, contract, facts, None).await
     {
         tracing::error!(tool = contract.name(), %error, "the call could not be recorded before it ran, so it did not run");
@@ -445,6 +446,13 @@ async fn run<'a>(
     } = passage;
     let settings = passage.registry.settings();
     let contract = tool.contract();
+    if settings.dry_run {
+        let outcome = Outcome::Rejected(dry_run(contract));
+        if counted {
+            settings.budget.settle(contract, &outcome).await;
+        }
+        return outcome;
+    }
     if let Some(snapshot) = bound.snapshot(ctx) {
         Snapshots::keep(&facts.snapshots.before, snapshot.await);
     }

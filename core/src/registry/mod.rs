@@ -88,6 +88,8 @@ pub(crate) struct Settings {
     pub(crate) refusal_limit: Option<RefusalLimit>,
     /// Whether a caller learns that a tool it may not use exists (`role_denied`).
     pub(crate) reveal_denied_tools: bool,
+    /// Whether the execute gate answers `dry_run` instead of running the tool.
+    pub(crate) dry_run: bool,
     /// Where transactions keep their steps, if anywhere but their worker's memory.
     pub(crate) transactions: Option<DurableTransactions>,
     /// The provider profiles the registry was built for, each checked against every tool.
@@ -133,6 +135,7 @@ impl Registry {
                 claim_lease_ms: DEFAULT_CLAIM_LEASE_MS,
                 refusal_limit: Some(DEFAULT_REFUSAL_LIMIT),
                 reveal_denied_tools: false,
+                dry_run: false,
                 transactions: None,
                 profiles: Vec::new(),
             },
@@ -525,6 +528,18 @@ impl RegistryBuilder {
     /// exist).
     pub fn reveal_denied_tools(mut self, reveal: bool) -> Self {
         self.settings.reveal_denied_tools = reveal;
+        self
+    }
+
+    /// Runs no tool: a call that passes every gate is refused by the execute gate with
+    /// `dry_run`, and nothing is recorded as about to run. Every other gate works as it does
+    /// in production, and such a call counts as one that ran: its claim keeps its outcome (a
+    /// repeat gets it, a reused id with other arguments is `call_id_reused`) and its budget
+    /// stays spent. For a red-team run, or to watch what an agent would do (shadow mode).
+    /// Code the gates run is still run: policies, intent checks, `#[one_of]` functions,
+    /// custom deserializers and validators; snapshot hooks are not.
+    pub fn dry_run(mut self) -> Self {
+        self.settings.dry_run = true;
         self
     }
 

@@ -121,7 +121,13 @@ impl Gate {
                 SealKeyMissing,
             ],
             Gate::Audit => &[AuditUnavailable],
-            Gate::Execute => &[ToolFailed, OutputUnrecorded, ToolTimeout, ToolPanicked],
+            Gate::Execute => &[
+                ToolFailed,
+                OutputUnrecorded,
+                ToolTimeout,
+                ToolPanicked,
+                DryRun,
+            ],
         }
     }
 }

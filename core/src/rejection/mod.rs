@@ -155,6 +155,9 @@ pub enum RejectionCode {
     ToolTimeout,
     /// The tool panicked; the panic was contained.
     ToolPanicked,
+    /// The registry runs dry ([`RegistryBuilder::dry_run`](crate::RegistryBuilder::dry_run)):
+    /// the call passed every gate, and its tool was not run.
+    DryRun,
 }
 
 impl RejectionCode {
@@ -216,6 +219,7 @@ impl RejectionCode {
             RejectionCode::ToolFailed => "tool_failed",
             RejectionCode::ToolTimeout => "tool_timeout",
             RejectionCode::ToolPanicked => "tool_panicked",
+            RejectionCode::DryRun => "dry_run",
         }
     }
 
@@ -275,7 +279,8 @@ impl RejectionCode {
             RejectionCode::ToolFailed
             | RejectionCode::OutputUnrecorded
             | RejectionCode::ToolTimeout
-            | RejectionCode::ToolPanicked => Gate::Execute,
+            | RejectionCode::ToolPanicked
+            | RejectionCode::DryRun => Gate::Execute,
         }
     }
 
@@ -289,6 +294,7 @@ impl RejectionCode {
                 | RejectionCode::RoleDenied
                 | RejectionCode::TooManyRefusals
                 | RejectionCode::OutputUnrecorded
+                | RejectionCode::DryRun
         )
     }
 }
