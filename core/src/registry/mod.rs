@@ -531,6 +531,26 @@ impl RegistryBuilder {
         self
     }
 
+    /// Detaches the registry from everything outside the process, for a test or a red-team
+    /// run of an application's own builder: every store is a fresh one in memory, as a new
+    /// builder has them (claims, budgets, pending calls, sources, transactions), no approver is
+    /// asked in line (a call that needs one waits), and no audit sink is set (set one after,
+    /// with [`audit`](Self::audit)). Tools, policies, intent checks, limits, the keyring and
+    /// every other rule stay as they are.
+    pub fn isolated(mut self) -> Self {
+        let settings = &mut self.settings;
+        settings.repeats = Box::new(InMemoryRepeatStore::default());
+        settings.budget.store = Box::new(InMemoryBudgetStore::default());
+        settings.approvals.store = Box::new(InMemoryApprovalStore::default());
+        settings.approvals.approver = None;
+        settings.provenance.store = Arc::new(InMemoryProvenanceStore::default());
+        settings.provenance.recording = false;
+        settings.transactions = None;
+        settings.audit = None;
+        self.store_replaced = false;
+        self
+    }
+
     /// Runs no tool: a call that passes every gate is refused by the execute gate with
     /// `dry_run`, and nothing is recorded as about to run. Every other gate works as it does
     /// in production, and such a call counts as one that ran: its claim keeps its outcome (a

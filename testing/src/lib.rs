@@ -1,0 +1,160 @@
+//! The red-team kit: hostile calls written from each tool's contract, run through the gates of
+//! a registry that runs dry, each with the refusal it must get.
+//!
+//! ```
+//! use portcullis::prelude::*;
+//! use portcullis_testing::red_team;
+//!
+//! /// Refund a payment.
+//! #[tool(risk = "high", role = "billing", irreversible = "refunds settle at once")]
+//! fn refund(
+//!     #[validate(length(min = 5, max = 40))] payment_id: String,
+//!     #[validate(range(min = 1, max = 500_000))] amount_cents: u64,
+//! ) -> Result<String, ToolError> {
+//!     Ok(format!("refunded {amount_cents} on {payment_id}"))
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let billing = CallContext::new("bo").with_roles(["billing"]);
+//! let report = red_team(Registry::builder().tool(Refund))
+//!     .caller("billing", billing)
+//!     .run()
+//!     .await;
+//! assert!(report.cases() > 40);
+//! report.assert_all_refused();
+//! # }
+//! ```
+//!
+//! Nothing reaches production by accident: the kit takes the registry's builder, not a built
+//! registry, and builds it dry (no tool runs) over stores of its own (audit, claims, budgets,
+//! approvals, sources), so that its calls spend nothing real and leave no record behind.
+
+#![deny(missing_docs)]
+
+mod arguments;
+mod report;
+mod valid;
+
+use std::collections::BTreeMap;
+
+use portcullis_core::audit::MemoryAuditSink;
+use portcullis_core::{CallContext, Outcome, RegistryBuilder, ToolCall};
+use serde_json::{Map, Value};
+
+pub use report::{Finding, Got, Report};
+
+/// Starts a red-team run of the registry `builder` would build.
+pub fn red_team(builder: RegistryBuilder) -> RedTeam {
+    RedTeam {
+        builder,
+        callers: BTreeMap::new(),
+        valid: BTreeMap::new(),
+    }
+}
+
+/// A red-team run being set up: who calls, and a valid call for a tool whose schema says too
+/// little to write one.
+pub struct RedTeam {
+    builder: RegistryBuilder,
+    callers: BTreeMap<String, CallContext>,
+    valid: BTreeMap<String, Map<String, Value>>,
+}
+
+impl RedTeam {
+    /// Adds a caller, named `name` in the report, whose calls the kit makes to every tool it
+    /// may use.
+    pub fn caller(mut self, name: impl Into<String>, ctx: CallContext) -> Self {
+        self.callers.insert(name.into(), ctx);
+        self
+    }
+
+    /// Gives a call of `tool` that passes every gate, the start of every hostile case of that
+    /// tool; without one the kit writes it from the tool's schema.
+    pub fn valid_call(mut self, tool: impl Into<String>, arguments: Map<String, Value>) -> Self {
+        self.valid.insert(tool.into(), arguments);
+        self
+    }
+
+    /// Runs every case, each as the first call of a task of its own, and reports what each got.
+    pub async fn run(self) -> Report {
+        let registry = self
+            .builder
+            .isolated()
+            .dry_run()
+            .audit(MemoryAuditSink::default())
+            .build();
+        let mut report = Report::default();
+        let registry = match registry {
+            Ok(registry) => registry,
+            Err(error) => {
+                report.unusable(format!("the registry does not build: {error}"));
+                return report;
+            }
+        };
+        let mut sequence = 0u64;
+        for (caller, ctx) in &self.callers {
+            let tools = registry.export_json_schema(ctx);
+            for tool in tools.as_array().into_iter().flatten() {
+                let name = tool["name"].as_str().unwrap_or_default();
+                let schema = &tool["input_schema"];
+                let valid = self
+                    .valid
+                    .get(name)
+                    .cloned()
+                    .or_else(|| valid::valid_arguments(schema));
+                let Some(valid) = valid else {
+                    report.unusable(format!(
+                        "`{name}`: its schema says too little to write a valid call; give one \
+                         with `valid_call`"
+                    ));
+                    continue;
+                };
+                let mut dispatch = async |arguments: &str| {
+                    sequence += 1;
+                    let ctx = ctx.clone().with_task_id(format!("red-team-{sequence}"));
+                    let call = ToolCall::new(format!("red-team-{sequence}"), name, arguments);
+                    Got::of(&registry.dispatch(&ctx, &call).await)
+                };
+                let control = dispatch(&Value::Object(valid.clone()).to_string()).await;
+                if !control.passed() {
+                    report.unusable(format!(
+                        "`{name}` as {caller}: the valid call is refused ({control}); give one \
+                         that passes with `valid_call`"
+                    ));
+                    continue;
+                }
+                for case in arguments::hostile(schema, &valid, registry.limits()) {
+                    let got = dispatch(&case.arguments).await;
+                    report.push(Finding {
+                        tool: name.to_owned(),
+                        caller: caller.clone(),
+                        case: case.what,
+                        arguments: case.arguments,
+                        expected: case.expected,
+                        got,
+                    });
+                }
+            }
+        }
+        report
+    }
+}
+
+impl Got {
+    fn of(outcome: &Outcome) -> Got {
+        match (outcome.rejection(), outcome) {
+            (Some(rejection), _) => Got::Refused(rejection.code()),
+            (None, Outcome::Pending(_)) => Got::Waits,
+            (None, _) => Got::Ran,
+        }
+    }
+
+    /// Whether the call got through every gate: it would have run, or waits for a human.
+    fn passed(&self) -> bool {
+        matches!(
+            self,
+            Got::Ran | Got::Waits | Got::Refused(portcullis_core::RejectionCode::DryRun)
+        )
+    }
+}

@@ -1,0 +1,119 @@
+//! What each hostile case got, and the table of those that got through.
+
+use std::fmt;
+
+use portcullis_core::RejectionCode;
+
+/// What a case got from the gates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Got {
+    /// Refused with this code (`dry_run`: every gate passed, and only the dry run kept the tool
+    /// from running).
+    Refused(RejectionCode),
+    /// It waits for a human's decision.
+    Waits,
+    /// The tool ran (a registry that does not run dry).
+    Ran,
+}
+
+impl fmt::Display for Got {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Got::Refused(RejectionCode::DryRun) => f.write_str("passed every gate"),
+            Got::Refused(code) => write!(f, "{code}"),
+            Got::Waits => f.write_str("waits for approval"),
+            Got::Ran => f.write_str("ran"),
+        }
+    }
+}
+
+/// One case and what it got.
+#[derive(Debug, Clone)]
+pub struct Finding {
+    /// The tool called.
+    pub tool: String,
+    /// The caller's name, as given to the kit.
+    pub caller: String,
+    /// What the case breaks.
+    pub case: String,
+    /// The arguments sent, as JSON text.
+    pub arguments: String,
+    /// The refusal the case must get.
+    pub expected: RejectionCode,
+    /// What it got.
+    pub got: Got,
+}
+
+impl Finding {
+    /// Whether the case got the refusal it must get.
+    pub fn held(&self) -> bool {
+        self.got == Got::Refused(self.expected)
+    }
+}
+
+/// Every case of a run, and what kept the kit from writing others.
+#[derive(Debug, Default)]
+pub struct Report {
+    findings: Vec<Finding>,
+    unusable: Vec<String>,
+}
+
+impl Report {
+    pub(crate) fn push(&mut self, finding: Finding) {
+        self.findings.push(finding);
+    }
+
+    pub(crate) fn unusable(&mut self, why: String) {
+        self.unusable.push(why);
+    }
+
+    /// How many cases ran.
+    pub fn cases(&self) -> usize {
+        self.findings.len()
+    }
+
+    /// Every case and what it got.
+    pub fn findings(&self) -> &[Finding] {
+        &self.findings
+    }
+
+    /// The cases that did not get the refusal they must get.
+    pub fn failures(&self) -> impl Iterator<Item = &Finding> {
+        self.findings.iter().filter(|finding| !finding.held())
+    }
+
+    /// Panics with a table of every case that did not get its refusal, and of every tool the
+    /// kit could not attack, if there is any.
+    pub fn assert_all_refused(&self) {
+        if self.failures().next().is_some() || !self.unusable.is_empty() {
+            panic!("{self}");
+        }
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let failures: Vec<_> = self.failures().collect();
+        writeln!(
+            f,
+            "{} of {} hostile cases did not get their refusal",
+            failures.len(),
+            self.findings.len()
+        )?;
+        if !failures.is_empty() {
+            writeln!(f, "| tool | caller | case | expected | got |")?;
+            writeln!(f, "|---|---|---|---|---|")?;
+            for finding in failures {
+                writeln!(
+                    f,
+                    "| {} | {} | {} | {} | {} |",
+                    finding.tool, finding.caller, finding.case, finding.expected, finding.got
+                )?;
+            }
+        }
+        for why in &self.unusable {
+            writeln!(f, "not attacked: {why}")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,134 @@
+//! A call's arguments that pass the decode and validate gates, written from the input schema
+//! alone: the smallest value each required argument accepts. Where the schema says too little
+//! (a `pattern`), the user gives a valid call instead.
+
+use serde_json::{Map, Value, json};
+
+/// Arguments with every required argument at a value its schema accepts, or `None` if one of
+/// them cannot be written from the schema.
+pub(crate) fn valid_arguments(schema: &Value) -> Option<Map<String, Value>> {
+    match valid_value(schema, schema)? {
+        Value::Object(arguments) => Some(arguments),
+        _ => None,
+    }
+}
+
+fn valid_value(root: &Value, property: &Value) -> Option<Value> {
+    let property = property["$ref"]
+        .as_str()
+        .and_then(|reference| reference.strip_prefix("#/$defs/"))
+        .and_then(|name| root["$defs"].get(name))
+        .unwrap_or(property);
+    if let Some(constant) = property.get("const") {
+        return Some(constant.clone());
+    }
+    if let Some(values) = property["enum"].as_array() {
+        return values.iter().find(|value| !value.is_null()).cloned();
+    }
+    for union in ["oneOf", "anyOf"] {
+        if let Some(variants) = property[union].as_array() {
+            return variants
+                .iter()
+                .filter(|variant| variant["type"] != "null")
+                .find_map(|variant| valid_value(root, variant));
+        }
+    }
+    let kind = match &property["type"] {
+        Value::String(kind) => kind.as_str(),
+        Value::Array(kinds) => kinds
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|kind| *kind != "null")?,
+        _ => return None,
+    };
+    match kind {
+        "integer" | "number" => {
+            let low = property["minimum"]
+                .as_f64()
+                .or_else(|| {
+                    property["exclusiveMinimum"]
+                        .as_f64()
+                        .map(|bound| bound + 1.0)
+                })
+                .unwrap_or(0.0);
+            let high = property["maximum"]
+                .as_f64()
+                .or_else(|| {
+                    property["exclusiveMaximum"]
+                        .as_f64()
+                        .map(|bound| bound - 1.0)
+                })
+                .unwrap_or(f64::MAX);
+            let chosen = low.max(1.0).min(high).ceil();
+            Some(if kind == "integer" || chosen.fract() == 0.0 {
+                json!(chosen as i64)
+            } else {
+                json!(chosen)
+            })
+        }
+        "string" if property.get("pattern").is_some() || property.get("format").is_some() => None,
+        "string" => {
+            let shortest = property["minLength"].as_u64().unwrap_or(1).max(1);
+            let longest = property["maxLength"].as_u64().unwrap_or(shortest);
+            Some(json!(
+                "a".repeat(usize::try_from(shortest.min(longest)).ok()?)
+            ))
+        }
+        "boolean" => Some(json!(false)),
+        "null" => Some(Value::Null),
+        "array" => {
+            let count = usize::try_from(property["minItems"].as_u64().unwrap_or(0)).ok()?;
+            let item = if count > 0 {
+                Some(valid_value(root, &property["items"])?)
+            } else {
+                None
+            };
+            Some(Value::Array(
+                item.map(|item| vec![item; count]).unwrap_or_default(),
+            ))
+        }
+        "object" => {
+            let mut object = Map::new();
+            for name in property["required"]
+                .as_array()?
+                .iter()
+                .filter_map(Value::as_str)
+            {
+                let value = valid_value(root, &property["properties"][name])?;
+                object.insert(name.to_owned(), value);
+            }
+            Some(Value::Object(object))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_required_argument_gets_the_smallest_value_it_accepts() {
+        let schema = json!({
+            "$defs": {"Money": {"type": "object", "properties": {
+                "cents": {"type": "integer", "minimum": 1}, "currency": {"enum": ["EUR", "USD"]}},
+                "required": ["cents", "currency"]}},
+            "type": "object",
+            "properties": {
+                "id": {"type": "string", "minLength": 5, "maxLength": 40},
+                "amount": {"$ref": "#/$defs/Money"},
+                "when": {"oneOf": [{"type": "object", "properties": {"when": {"const": "now"}},
+                    "required": ["when"]}]},
+                "note": {"type": ["string", "null"]},
+            },
+            "required": ["id", "amount", "when"],
+        });
+        assert_eq!(
+            Value::Object(valid_arguments(&schema).unwrap()),
+            json!({"id": "aaaaa", "amount": {"cents": 1, "currency": "EUR"}, "when": {"when": "now"}})
+        );
+        let patterned = json!({"type": "object", "properties": {
+            "iban": {"type": "string", "pattern": "^[A-Z]{2}"}}, "required": ["iban"]});
+        assert_eq!(valid_arguments(&patterned), None);
+    }
+}

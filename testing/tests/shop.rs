@@ -1,0 +1,22 @@
+//! The kit against the example shop: every hostile case it writes gets its refusal.
+
+#[path = "../../examples/shop/mod.rs"]
+mod shop;
+
+use std::collections::BTreeMap;
+
+use portcullis_testing::red_team;
+
+#[tokio::test]
+async fn every_hostile_case_against_the_shop_is_refused() {
+    let report = red_team(shop::shop_tools().policy(shop::embargo))
+        .caller("admin", shop::shop_admin())
+        .run()
+        .await;
+    let mut per_tool = BTreeMap::<&str, usize>::new();
+    for finding in report.findings() {
+        *per_tool.entry(finding.tool.as_str()).or_default() += 1;
+    }
+    println!("{per_tool:?}\n{report}");
+    report.assert_all_refused();
+}
