@@ -1,12 +1,15 @@
 //! A registry that runs dry: every gate decides as in production, no tool runs, and what a run
 //! would have spent (its claim, its budget) stays spent, so that a red-team run meets the same
-//! gates in the same state as production would.
+//! gates in the same state as production would; and one isolated from the application's
+//! stores and approver, so that such a run spends nothing real.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use portcullis::Gate;
 use portcullis::audit::MemoryAuditSink;
 use portcullis::prelude::*;
+use portcullis::{
+    AutoApprove, Gate, InMemoryApprovalStore, InMemoryBudgetStore, InMemoryRepeatStore,
+};
 use serde_json::json;
 
 /// How many times a transfer's body ran.
@@ -110,4 +113,52 @@ async fn every_gate_decides_and_no_tool_runs() {
         ],
         "{records:#?}"
     );
+}
+
+#[tokio::test]
+async fn an_isolated_registry_leaves_the_applications_stores_and_approver_alone() {
+    let audit = MemoryAuditSink::default();
+    let budgets = InMemoryBudgetStore::default();
+    let claims = InMemoryRepeatStore::default();
+    let approvals = InMemoryApprovalStore::default();
+    let production = || {
+        Registry::builder()
+            .tool(Transfer)
+            .tool(CloseAccount)
+            .approval_for_high_risk(true)
+            .approver(AutoApprove)
+            .audit(audit.clone())
+            .budget_store(budgets.clone())
+            .repeat_store(claims.clone())
+            .approval_store(approvals.clone())
+            .accept_unsigned_decisions()
+    };
+    let kept = MemoryAuditSink::default();
+    let isolated = production()
+        .isolated()
+        .dry_run()
+        .audit(kept.clone())
+        .build()
+        .unwrap();
+    let ctx = CallContext::new("ann").with_task_id("task-2");
+    for id in ["c1", "c2"] {
+        let outcome = isolated.dispatch(&ctx, &call(id, "savings", 500)).await;
+        assert_eq!(outcome.code(), Some(RejectionCode::DryRun));
+    }
+    let close = ToolCall::new("c3", "close_account", json!({"account": "checking"}));
+    assert!(
+        matches!(isolated.dispatch(&ctx, &close).await, Outcome::Pending(_)),
+        "the approver is not asked: the call waits"
+    );
+    assert_eq!(kept.records().len(), 3);
+
+    // The application's stores saw nothing: its registry finds no claim of `c1`, no ticket,
+    // and the task's two transfers still to spend.
+    assert!(audit.records().is_empty());
+    let production = production().dry_run().build().unwrap();
+    assert!(production.pending_tickets().await.unwrap().is_empty());
+    for id in ["c1", "c4"] {
+        let outcome = production.dispatch(&ctx, &call(id, "savings", 600)).await;
+        assert_eq!(outcome.code(), Some(RejectionCode::DryRun), "{id}");
+    }
 }
