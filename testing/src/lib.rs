@@ -92,9 +92,15 @@ impl RedTeam {
                 return report;
             }
         };
+        if self.callers.is_empty() {
+            report.unusable("no caller: name one with `caller`".to_owned());
+        }
         let mut sequence = 0u64;
         for (caller, ctx) in &self.callers {
             let tools = registry.export_json_schema(ctx);
+            if tools.as_array().is_none_or(Vec::is_empty) {
+                report.unusable(format!("{caller} may use no tool"));
+            }
             for tool in tools.as_array().into_iter().flatten() {
                 let name = tool["name"].as_str().unwrap_or_default();
                 let schema = &tool["input_schema"];

@@ -20,3 +20,18 @@ async fn every_hostile_case_against_the_shop_is_refused() {
     println!("{per_tool:?}\n{report}");
     report.assert_all_refused();
 }
+
+#[tokio::test]
+async fn a_run_that_attacks_nothing_is_no_pass() {
+    let nobody = red_team(shop::shop_tools()).run().await;
+    assert_eq!(nobody.cases(), 0);
+    assert!(std::panic::catch_unwind(|| nobody.assert_all_refused()).is_err());
+    let powerless = red_team(portcullis::Registry::builder().tool(shop::CancelOrder))
+        .caller("guest", portcullis::CallContext::new("guest"))
+        .run()
+        .await;
+    assert!(
+        powerless.to_string().contains("not attacked"),
+        "{powerless}"
+    );
+}
