@@ -57,8 +57,103 @@ pub(crate) fn hostile(
                 expected,
             });
         }
+        if let Some(Value::Object(inner)) = valid.get(name) {
+            let arguments = Value::Object(valid.clone());
+            let at = format!("/{}", escape(name));
+            nested(schema, property, inner, &at, &arguments, &mut cases);
+        }
     }
     cases
+}
+
+/// Cases inside an object argument (at JSON pointer `at` of `arguments`, whose valid value
+/// there is `valid`): each of its fields broken as a top-level argument is, one of its
+/// required fields left out, a field it does not declare; and so on into its own objects.
+fn nested(
+    root: &Value,
+    object: &Value,
+    valid: &Map<String, Value>,
+    at: &str,
+    arguments: &Value,
+    cases: &mut Vec<Hostile>,
+) {
+    let Some(properties) = object["properties"].as_object() else {
+        return;
+    };
+    let mut push = |what: String, field: &str, value: Option<Value>, expected| {
+        let mut changed = valid.clone();
+        match value {
+            Some(value) => changed.insert(field.to_owned(), value),
+            None => changed.remove(field),
+        };
+        let mut whole = arguments.clone();
+        if let Some(slot) = whole.pointer_mut(at) {
+            *slot = Value::Object(changed);
+        }
+        cases.push(Hostile {
+            what,
+            arguments: whole.to_string(),
+            expected,
+        });
+    };
+    let path = at.replace('/', ".");
+    let path = path.trim_start_matches('.');
+    for name in object["required"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        push(
+            format!("`{path}.{name}` left out"),
+            name,
+            None,
+            RejectionCode::MissingArgument,
+        );
+    }
+    if object["additionalProperties"] == false {
+        let unknown = properties
+            .keys()
+            .map(|name| format!("{name}_"))
+            .chain(CLAIMS_OF_POWER.iter().map(|name| (*name).to_owned()))
+            .filter(|name| !properties.contains_key(name));
+        for name in unknown {
+            push(
+                format!("`{path}.{name}`, a field it does not declare"),
+                &name,
+                Some(json!(true)),
+                RejectionCode::UnknownArgument,
+            );
+        }
+    }
+    for (name, property) in properties {
+        for (what, value, expected) in broken_values(resolve(root, property)) {
+            push(
+                format!("`{path}.{name}`: {what}"),
+                name,
+                Some(value),
+                expected,
+            );
+        }
+    }
+    for (name, property) in properties {
+        if let Some(Value::Object(inner)) = valid.get(name) {
+            let deeper = format!("{at}/{}", escape(name));
+            nested(
+                root,
+                resolve(root, property),
+                inner,
+                &deeper,
+                arguments,
+                cases,
+            );
+        }
+    }
+}
+
+/// `name` as one reference token of a JSON pointer.
+fn escape(name: &str) -> String {
+    name.replace('~', "~0").replace('/', "~1")
 }
 
 /// Cases of the arguments as a whole: not an object, not JSON, a required argument missing,
