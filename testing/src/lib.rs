@@ -33,13 +33,15 @@
 #![deny(missing_docs)]
 
 mod arguments;
+mod probes;
 mod report;
 mod valid;
 
 use std::collections::BTreeMap;
 
 use portcullis_core::audit::MemoryAuditSink;
-use portcullis_core::{CallContext, Outcome, RegistryBuilder, ToolCall};
+use portcullis_core::{CallContext, Outcome, Registry, RegistryBuilder, ToolCall, ToolContract};
+use probes::Step;
 use serde_json::{Map, Value};
 
 pub use report::{Finding, Got, Report};
@@ -116,13 +118,20 @@ impl RedTeam {
                     ));
                     continue;
                 };
-                let mut dispatch = async |arguments: &str| {
-                    sequence += 1;
-                    let ctx = ctx.clone().with_task_id(format!("red-team-{sequence}"));
-                    let call = ToolCall::new(format!("red-team-{sequence}"), name, arguments);
-                    Got::of(&registry.dispatch(&ctx, &call).await)
+                let Some(contract) = registry.contract(name) else {
+                    continue;
                 };
-                let control = dispatch(&Value::Object(valid.clone()).to_string()).await;
+                let valid = within_reach(contract, ctx, valid);
+                let mut next_task = || {
+                    sequence += 1;
+                    format!("red-team-{sequence}")
+                };
+                let one = |arguments: &Map<String, Value>| Step {
+                    tool: name.to_owned(),
+                    id: "1",
+                    arguments: Value::Object(arguments.clone()),
+                };
+                let control = dispatch(&registry, ctx, &next_task(), &[one(&valid)]).await;
                 if !control.passed() {
                     report.unusable(format!(
                         "`{name}` as {caller}: the valid call is refused ({control}); give one \
@@ -131,7 +140,12 @@ impl RedTeam {
                     continue;
                 }
                 for case in arguments::hostile(schema, &valid, registry.limits()) {
-                    let got = dispatch(&case.arguments).await;
+                    let step = Step {
+                        tool: name.to_owned(),
+                        id: "1",
+                        arguments: Value::String(case.arguments.clone()),
+                    };
+                    let got = dispatch(&registry, ctx, &next_task(), &[step]).await;
                     report.push(Finding {
                         tool: name.to_owned(),
                         caller: caller.clone(),
@@ -141,10 +155,62 @@ impl RedTeam {
                         got,
                     });
                 }
+                let reveals = registry.reveals_denied_tools();
+                for probe in probes::probes(contract, schema, ctx, &valid, reveals) {
+                    let by = probe.caller.as_ref().unwrap_or(ctx);
+                    let got = dispatch(&registry, by, &next_task(), &probe.steps).await;
+                    let last = probe.steps.last().map(|step| step.arguments.to_string());
+                    report.push(Finding {
+                        tool: name.to_owned(),
+                        caller: caller.clone(),
+                        case: probe.what,
+                        arguments: last.unwrap_or_default(),
+                        expected: probe.expected,
+                        got,
+                    });
+                }
             }
         }
         report
     }
+}
+
+/// `valid` with the caller's own tenant and environment in the tool's `#[tenant]` and
+/// `#[environment]` arguments, so that the call starts from one that passes.
+fn within_reach(
+    contract: &ToolContract,
+    ctx: &CallContext,
+    mut valid: Map<String, Value>,
+) -> Map<String, Value> {
+    let own = [
+        (contract.tenant_argument(), ctx.tenant()),
+        (contract.environment_argument(), ctx.environment()),
+    ];
+    for (argument, value) in own {
+        if let (Some(argument), Some(value)) = (argument, value) {
+            valid.insert(argument.to_owned(), Value::from(value));
+        }
+    }
+    valid
+}
+
+/// Sends `steps` in order as `ctx`, in task `task`; what the last one got.
+async fn dispatch(registry: &Registry, ctx: &CallContext, task: &str, steps: &[Step]) -> Got {
+    let ctx = ctx.clone().with_task_id(task);
+    let mut got = Got::Ran;
+    for step in steps {
+        // A string is the arguments' JSON text as sent; anything else is sent as a value.
+        let call = match &step.arguments {
+            Value::String(text) => {
+                ToolCall::new(format!("{task}-{}", step.id), &step.tool, text.as_str())
+            }
+            arguments => {
+                ToolCall::new(format!("{task}-{}", step.id), &step.tool, arguments.clone())
+            }
+        };
+        got = Got::of(&registry.dispatch(&ctx, &call).await);
+    }
+    got
 }
 
 impl Got {

@@ -209,6 +209,13 @@ impl Registry {
             .map(|(_, entry)| entry.tool.contract())
     }
 
+    /// Whether a caller learns that a tool it may not use exists
+    /// ([`reveal_denied_tools`](RegistryBuilder::reveal_denied_tools)): such a call is then
+    /// `role_denied` rather than `unknown_tool`.
+    pub fn reveals_denied_tools(&self) -> bool {
+        self.inner.settings.reveal_denied_tools
+    }
+
     /// Whether the registry was built for `profile`.
     pub fn serves(&self, profile: Profile) -> bool {
         self.inner.settings.profiles.contains(&profile)

@@ -1,0 +1,198 @@
+//! Cases about who calls, under which name, and how often, rather than with which values: a
+//! caller without the tool's role, another tenant, another environment, an invented or
+//! look-alike tool name, a call id used again with other arguments.
+
+use portcullis_core::{CallContext, RejectionCode, ToolContract};
+use serde_json::{Map, Value, json};
+
+/// A case of one or more calls in one task, of which the last must get `expected`.
+pub(crate) struct Probe {
+    pub(crate) what: String,
+    /// Who sends the calls; `None`: the caller the run names.
+    pub(crate) caller: Option<CallContext>,
+    pub(crate) steps: Vec<Step>,
+    pub(crate) expected: RejectionCode,
+}
+
+/// One call of a probe: `id` is the call's id within its task.
+pub(crate) struct Step {
+    pub(crate) tool: String,
+    pub(crate) id: &'static str,
+    pub(crate) arguments: Value,
+}
+
+impl Step {
+    fn new(tool: &str, id: &'static str, arguments: &Map<String, Value>) -> Step {
+        Step {
+            tool: tool.to_owned(),
+            id,
+            arguments: Value::Object(arguments.clone()),
+        }
+    }
+}
+
+/// The probes of `contract` for `caller`, starting from `valid`, a call that passes.
+/// `reveals` is whether the registry answers a tool the caller may not use with `role_denied`.
+pub(crate) fn probes(
+    contract: &ToolContract,
+    schema: &Value,
+    caller: &CallContext,
+    valid: &Map<String, Value>,
+    reveals: bool,
+) -> Vec<Probe> {
+    let name = contract.name();
+    let one = |what: String,
+               caller: Option<CallContext>,
+               arguments: &Map<String, Value>,
+               expected| Probe {
+        what,
+        caller,
+        steps: vec![Step::new(name, "1", arguments)],
+        expected,
+    };
+    let mut probes = Vec::new();
+    if !contract.roles().is_empty() {
+        let outsider = caller.clone().with_roles(Vec::<String>::new());
+        let expected = if reveals {
+            RejectionCode::RoleDenied
+        } else {
+            RejectionCode::UnknownTool
+        };
+        probes.push(one(
+            "a caller without the tool's roles".to_owned(),
+            Some(outsider),
+            valid,
+            expected,
+        ));
+    }
+    if let Some(argument) = contract.tenant_argument() {
+        let mut other = valid.clone();
+        other.insert(argument.to_owned(), json!("another-tenant"));
+        probes.push(one(
+            format!("`{argument}` naming another tenant"),
+            None,
+            &other,
+            RejectionCode::TenantMismatch,
+        ));
+        let mut untenanted = CallContext::new(caller.actor()).with_roles(caller.roles().to_vec());
+        if let Some(environment) = caller.environment() {
+            untenanted = untenanted.with_environment(environment);
+        }
+        if let Some(request) = caller.request() {
+            untenanted = untenanted.with_request(request);
+        }
+        probes.push(one(
+            "a caller of no tenant".to_owned(),
+            Some(untenanted),
+            valid,
+            RejectionCode::TenantMismatch,
+        ));
+    }
+    if let Some(argument) = contract.environment_argument() {
+        let property = &schema["properties"][argument];
+        let definition = property["$ref"]
+            .as_str()
+            .and_then(|reference| reference.strip_prefix("#/$defs/"))
+            .and_then(|name| schema["$defs"].get(name))
+            .unwrap_or(property);
+        let own = caller.environment();
+        let another = definition["enum"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .find(|value| Some(*value) != own);
+        if let Some(another) = another {
+            let mut other = valid.clone();
+            other.insert(argument.to_owned(), json!(another));
+            probes.push(one(
+                format!("`{argument}` naming another environment ({another})"),
+                None,
+                &other,
+                RejectionCode::EnvironmentMismatch,
+            ));
+        }
+    }
+    if !contract.environments().is_empty() {
+        let elsewhere = caller.clone().with_environment("red-team-elsewhere");
+        probes.push(one(
+            "a caller in an environment the tool does not run in".to_owned(),
+            Some(elsewhere),
+            valid,
+            RejectionCode::EnvironmentMismatch,
+        ));
+    }
+    for (what, look_alike) in look_alike_names(name) {
+        probes.push(Probe {
+            what: format!("the tool named {what}"),
+            caller: None,
+            steps: vec![Step::new(&look_alike, "1", valid)],
+            expected: RejectionCode::UnknownTool,
+        });
+    }
+    if !contract.idempotent()
+        && let Some(other) = another_valid(schema, valid)
+    {
+        probes.push(Probe {
+            what: "its call id used again with other arguments".to_owned(),
+            caller: None,
+            steps: vec![Step::new(name, "1", valid), Step::new(name, "1", &other)],
+            expected: RejectionCode::CallIdReused,
+        });
+    }
+    probes
+}
+
+/// Names that read like `name` and are not it.
+fn look_alike_names(name: &str) -> Vec<(&'static str, String)> {
+    let cyrillic: String = name
+        .chars()
+        .map(|c| match c {
+            'a' => 'а',
+            'e' => 'е',
+            'o' => 'о',
+            'c' => 'с',
+            'p' => 'р',
+            other => other,
+        })
+        .collect();
+    let names = [
+        ("in upper case", name.to_uppercase()),
+        ("with a trailing space", format!("{name} ")),
+        ("with a zero-width space", format!("{name}\u{200b}")),
+        ("with Cyrillic look-alike letters", cyrillic),
+        ("with `_v2`", format!("{name}_v2")),
+        ("with dashes", name.replace('_', "-")),
+        ("`admin_override`", "admin_override".to_owned()),
+    ];
+    names
+        .into_iter()
+        .filter(|(_, look_alike)| look_alike != name)
+        .collect()
+}
+
+/// `valid` with one value changed to another that passes as well: the last letter of a free
+/// string (one without an enum, a pattern or a format) made another.
+fn another_valid(schema: &Value, valid: &Map<String, Value>) -> Option<Map<String, Value>> {
+    let free = |name: &str| {
+        let property = &schema["properties"][name];
+        ["enum", "const", "pattern", "format", "$ref"]
+            .iter()
+            .all(|key| property.get(key).is_none())
+    };
+    let (name, value) = valid.iter().find_map(|(name, value)| {
+        let changed = match value {
+            Value::String(text) if !text.is_empty() && free(name) => {
+                let mut text = text.clone();
+                let last = text.pop()?;
+                text.push(if last == 'b' { 'c' } else { 'b' });
+                json!(text)
+            }
+            _ => return None,
+        };
+        Some((name.clone(), changed))
+    })?;
+    let mut other = valid.clone();
+    other.insert(name, value);
+    Some(other)
+}
