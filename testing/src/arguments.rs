@@ -43,7 +43,7 @@ pub(crate) fn hostile(
             arguments.insert(name.clone(), value);
             Value::Object(arguments).to_string()
         };
-        for (what, value, expected) in broken_values(property) {
+        for (what, value, expected) in broken_values(schema, property) {
             cases.push(Hostile {
                 what: format!("`{name}`: {what}"),
                 arguments: with(value),
@@ -127,7 +127,7 @@ fn nested(
         }
     }
     for (name, property) in properties {
-        for (what, value, expected) in broken_values(resolve(root, property)) {
+        for (what, value, expected) in broken_values(root, resolve(root, property)) {
             push(
                 format!("`{path}.{name}`: {what}"),
                 name,
@@ -323,7 +323,7 @@ fn type_range(format: &str) -> Option<(i128, i128)> {
 }
 
 /// The values of `property` that must be refused, each with what it breaks and its code.
-fn broken_values(property: &Value) -> Vec<(String, Value, RejectionCode)> {
+fn broken_values(root: &Value, property: &Value) -> Vec<(String, Value, RejectionCode)> {
     let mut broken = Vec::new();
     let kinds = types(property);
     let enumerated = property["enum"].as_array();
@@ -393,6 +393,32 @@ fn broken_values(property: &Value) -> Vec<(String, Value, RejectionCode)> {
                 format!("one character shorter than {minimum}"),
                 json!(short),
                 RejectionCode::ConstraintViolation,
+            ));
+        }
+    }
+    if kinds.contains(&"array") {
+        let items = resolve(root, &property["items"]);
+        let item = crate::valid::valid_value(root, items);
+        if let (Some(maximum), Some(item)) = (property["maxItems"].as_u64(), &item) {
+            let count = usize::try_from(maximum).unwrap_or(usize::MAX - 1) + 1;
+            broken.push((
+                format!("{count} elements, one more than it takes"),
+                Value::Array(vec![item.clone(); count]),
+                RejectionCode::ConstraintViolation,
+            ));
+        }
+        if let (true, Some(item)) = (property["uniqueItems"] == true, &item) {
+            broken.push((
+                "an element twice in a set".to_owned(),
+                json!([item, item]),
+                RejectionCode::InvalidValue,
+            ));
+        }
+        for (what, value, expected) in broken_values(root, items) {
+            broken.push((
+                format!("an element that is {what}"),
+                json!([value]),
+                expected,
             ));
         }
     }

@@ -13,7 +13,8 @@ pub(crate) fn valid_arguments(schema: &Value) -> Option<Map<String, Value>> {
     }
 }
 
-fn valid_value(root: &Value, property: &Value) -> Option<Value> {
+/// A value `property` accepts (`root` holds the definitions its `$ref`s name).
+pub(crate) fn valid_value(root: &Value, property: &Value) -> Option<Value> {
     let property = property["$ref"]
         .as_str()
         .and_then(|reference| reference.strip_prefix("#/$defs/"))
