@@ -128,7 +128,7 @@ impl RedTeam {
                 };
                 let one = |arguments: &Map<String, Value>| Step {
                     tool: name.to_owned(),
-                    id: "1",
+                    id: "1".to_owned(),
                     arguments: Value::Object(arguments.clone()),
                 };
                 let control = dispatch(&registry, ctx, &next_task(), &[one(&valid)]).await;
@@ -142,7 +142,7 @@ impl RedTeam {
                 for case in arguments::hostile(schema, &valid, registry.limits()) {
                     let step = Step {
                         tool: name.to_owned(),
-                        id: "1",
+                        id: "1".to_owned(),
                         arguments: Value::String(case.arguments.clone()),
                     };
                     let got = dispatch(&registry, ctx, &next_task(), &[step]).await;
@@ -155,8 +155,7 @@ impl RedTeam {
                         got,
                     });
                 }
-                let reveals = registry.reveals_denied_tools();
-                for probe in probes::probes(contract, schema, ctx, &valid, reveals) {
+                for probe in probes::probes(contract, schema, ctx, &valid, &registry) {
                     let by = probe.caller.as_ref().unwrap_or(ctx);
                     let got = dispatch(&registry, by, &next_task(), &probe.steps).await;
                     let last = probe.steps.last().map(|step| step.arguments.to_string());

@@ -2,7 +2,7 @@
 //! caller without the tool's role, another tenant, another environment, an invented or
 //! look-alike tool name, a call id used again with other arguments.
 
-use portcullis_core::{CallContext, RejectionCode, ToolContract};
+use portcullis_core::{CallContext, Registry, RejectionCode, ToolContract};
 use serde_json::{Map, Value, json};
 
 /// A case of one or more calls in one task, of which the last must get `expected`.
@@ -17,15 +17,15 @@ pub(crate) struct Probe {
 /// One call of a probe: `id` is the call's id within its task.
 pub(crate) struct Step {
     pub(crate) tool: String,
-    pub(crate) id: &'static str,
+    pub(crate) id: String,
     pub(crate) arguments: Value,
 }
 
 impl Step {
-    fn new(tool: &str, id: &'static str, arguments: &Map<String, Value>) -> Step {
+    fn new(tool: &str, id: impl Into<String>, arguments: &Map<String, Value>) -> Step {
         Step {
             tool: tool.to_owned(),
-            id,
+            id: id.into(),
             arguments: Value::Object(arguments.clone()),
         }
     }
@@ -38,8 +38,9 @@ pub(crate) fn probes(
     schema: &Value,
     caller: &CallContext,
     valid: &Map<String, Value>,
-    reveals: bool,
+    registry: &Registry,
 ) -> Vec<Probe> {
+    let reveals = registry.reveals_denied_tools();
     let name = contract.name();
     let one = |what: String,
                caller: Option<CallContext>,
@@ -138,6 +139,27 @@ pub(crate) fn probes(
             caller: None,
             steps: vec![Step::new(name, "1", valid), Step::new(name, "1", &other)],
             expected: RejectionCode::CallIdReused,
+        });
+    }
+    // The same refused call, sent again and again: the task stops. Past a few hundred the
+    // probe would cost more than it tells.
+    if let Some(limit) = registry
+        .refusal_limit()
+        .filter(|limit| limit.refusals <= 500)
+    {
+        let mut refused = valid.clone();
+        refused.insert("is_admin".to_owned(), json!(true));
+        let steps = (0..=limit.refusals)
+            .map(|attempt| Step::new(name, attempt.to_string(), &refused))
+            .collect();
+        probes.push(Probe {
+            what: format!(
+                "a refused call sent {} times in one task",
+                limit.refusals + 1
+            ),
+            caller: None,
+            steps,
+            expected: RejectionCode::TooManyRefusals,
         });
     }
     probes

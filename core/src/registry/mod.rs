@@ -216,6 +216,12 @@ impl Registry {
         self.inner.settings.reveal_denied_tools
     }
 
+    /// The refusals a task may collect before it is stopped
+    /// ([`refusal_limit`](RegistryBuilder::refusal_limit)); `None`: no limit.
+    pub fn refusal_limit(&self) -> Option<RefusalLimit> {
+        self.inner.settings.refusal_limit
+    }
+
     /// Whether the registry was built for `profile`.
     pub fn serves(&self, profile: Profile) -> bool {
         self.inner.settings.profiles.contains(&profile)
