@@ -126,12 +126,13 @@ impl RedTeam {
                     sequence += 1;
                     format!("red-team-{sequence}")
                 };
-                let one = |arguments: &Map<String, Value>| Step {
-                    tool: name.to_owned(),
-                    id: "1".to_owned(),
-                    arguments: Value::Object(arguments.clone()),
-                };
-                let control = dispatch(&registry, ctx, &next_task(), &[one(&valid)]).await;
+                let control = dispatch(
+                    &registry,
+                    ctx,
+                    &next_task(),
+                    &[Step::new(name, "1", &valid)],
+                )
+                .await;
                 if !control.passed() {
                     report.unusable(format!(
                         "`{name}` as {caller}: the valid call is refused ({control}); give one \
@@ -140,11 +141,7 @@ impl RedTeam {
                     continue;
                 }
                 for case in arguments::hostile(schema, &valid, registry.limits()) {
-                    let step = Step {
-                        tool: name.to_owned(),
-                        id: "1".to_owned(),
-                        arguments: Value::String(case.arguments.clone()),
-                    };
+                    let step = Step::text(name, &case.arguments);
                     let got = dispatch(&registry, ctx, &next_task(), &[step]).await;
                     report.push(Finding {
                         tool: name.to_owned(),

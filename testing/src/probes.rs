@@ -22,11 +22,21 @@ pub(crate) struct Step {
 }
 
 impl Step {
-    fn new(tool: &str, id: impl Into<String>, arguments: &Map<String, Value>) -> Step {
+    /// A call of `tool` with `arguments`, sent as a value.
+    pub(crate) fn new(tool: &str, id: impl Into<String>, arguments: &Map<String, Value>) -> Step {
         Step {
             tool: tool.to_owned(),
             id: id.into(),
             arguments: Value::Object(arguments.clone()),
+        }
+    }
+
+    /// A call of `tool` whose arguments are the JSON text `text`, sent as it is.
+    pub(crate) fn text(tool: &str, text: &str) -> Step {
+        Step {
+            tool: tool.to_owned(),
+            id: "1".to_owned(),
+            arguments: Value::String(text.to_owned()),
         }
     }
 }
