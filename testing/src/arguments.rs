@@ -288,7 +288,7 @@ fn other_value(value: &Value) -> Value {
 }
 
 /// `property` itself, or the definition its `$ref` names.
-fn resolve<'a>(schema: &'a Value, property: &'a Value) -> &'a Value {
+pub(crate) fn resolve<'a>(schema: &'a Value, property: &'a Value) -> &'a Value {
     property["$ref"]
         .as_str()
         .and_then(|reference| reference.strip_prefix("#/$defs/"))

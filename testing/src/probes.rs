@@ -101,11 +101,7 @@ pub(crate) fn probes(
     }
     if let Some(argument) = contract.environment_argument() {
         let property = &schema["properties"][argument];
-        let definition = property["$ref"]
-            .as_str()
-            .and_then(|reference| reference.strip_prefix("#/$defs/"))
-            .and_then(|name| schema["$defs"].get(name))
-            .unwrap_or(property);
+        let definition = crate::arguments::resolve(schema, property);
         let own = caller.environment();
         let another = definition["enum"]
             .as_array()

@@ -15,11 +15,7 @@ pub(crate) fn valid_arguments(schema: &Value) -> Option<Map<String, Value>> {
 
 /// A value `property` accepts (`root` holds the definitions its `$ref`s name).
 pub(crate) fn valid_value(root: &Value, property: &Value) -> Option<Value> {
-    let property = property["$ref"]
-        .as_str()
-        .and_then(|reference| reference.strip_prefix("#/$defs/"))
-        .and_then(|name| root["$defs"].get(name))
-        .unwrap_or(property);
+    let property = crate::arguments::resolve(root, property);
     if let Some(constant) = property.get("const") {
         return Some(constant.clone());
     }
