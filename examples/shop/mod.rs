@@ -201,7 +201,8 @@ pub fn cancel_order(order_id: u64) -> Result<String, ToolError> {
 pub fn embargo(
     request: &portcullis::PolicyRequest<'_>,
 ) -> Result<portcullis::Decision, portcullis::PolicyError> {
-    if request.arguments["address"]["country"] == "KP" {
+    let country = request.arguments["address"]["country"].as_str();
+    if country.is_some_and(|country| country.eq_ignore_ascii_case("KP")) {
         return Ok(portcullis::Decision::deny(
             "embargo",
             "the shop does not deliver to embargoed countries",

@@ -20,8 +20,30 @@ pub(crate) struct Hostile {
     pub(crate) expected: RejectionCode,
 }
 
-/// Names a model (or an injected text) may add to claim a power it does not have.
-const CLAIMS_OF_POWER: [&str; 5] = ["role", "admin", "is_admin", "tenant", "override"];
+/// Names a model (or an injected text) may add to claim a power it does not have, or to
+/// talk its way past a check.
+const CLAIMS_OF_POWER: [&str; 20] = [
+    "role",
+    "roles",
+    "admin",
+    "is_admin",
+    "tenant",
+    "tenant_id",
+    "environment",
+    "actor",
+    "user",
+    "reviewer",
+    "override",
+    "sudo",
+    "bypass",
+    "force",
+    "approved",
+    "approval",
+    "confirm",
+    "dry_run",
+    "skip_checks",
+    "__proto__",
+];
 
 /// Every hostile argument text for a tool whose input schema is `schema`, starting from
 /// `valid`, a call's arguments that pass every gate.
@@ -31,134 +53,51 @@ pub(crate) fn hostile(
     limits: DecodeLimits,
 ) -> Vec<Hostile> {
     let mut cases = Vec::new();
-    shape(schema, valid, limits, &mut cases);
-    let properties = schema["properties"]
-        .as_object()
-        .cloned()
-        .unwrap_or_default();
-    for (name, property) in &properties {
-        let property = resolve(schema, property);
-        let with = |value: Value| {
-            let mut arguments = valid.clone();
-            arguments.insert(name.clone(), value);
-            Value::Object(arguments).to_string()
-        };
-        for (what, value, expected) in broken_values(schema, property) {
-            cases.push(Hostile {
-                what: format!("`{name}`: {what}"),
-                arguments: with(value),
-                expected,
-            });
-        }
-        for (what, raw, expected) in raw_number_forms(property).into_iter().flatten() {
-            cases.push(Hostile {
-                what: format!("`{name}`: {what}"),
-                arguments: with_raw(valid, name, &raw, false),
-                expected,
-            });
-        }
-        if let Some(Value::Object(inner)) = valid.get(name) {
-            let arguments = Value::Object(valid.clone());
-            let at = format!("/{}", escape(name));
-            nested(schema, property, inner, &at, &arguments, &mut cases);
-        }
-    }
+    whole(schema, valid, limits, &mut cases);
+    let top = Place {
+        path: String::new(),
+        before: String::new(),
+        after: String::new(),
+    };
+    object(schema, schema, valid, &top, &mut cases);
     cases
 }
 
-/// Cases inside an object argument (at JSON pointer `at` of `arguments`, whose valid value
-/// there is `valid`): each of its fields broken as a top-level argument is, one of its
-/// required fields left out, a field it does not declare; and so on into its own objects.
-fn nested(
-    root: &Value,
-    object: &Value,
-    valid: &Map<String, Value>,
-    at: &str,
-    arguments: &Value,
-    cases: &mut Vec<Hostile>,
-) {
-    let Some(properties) = object["properties"].as_object() else {
-        return;
-    };
-    let mut push = |what: String, field: &str, value: Option<Value>, expected| {
-        let mut changed = valid.clone();
-        match value {
-            Some(value) => changed.insert(field.to_owned(), value),
-            None => changed.remove(field),
-        };
-        let mut whole = arguments.clone();
-        if let Some(slot) = whole.pointer_mut(at) {
-            *slot = Value::Object(changed);
-        }
-        cases.push(Hostile {
-            what,
-            arguments: whole.to_string(),
-            expected,
-        });
-    };
-    let path = at.replace('/', ".");
-    let path = path.trim_start_matches('.');
-    for name in object["required"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-    {
-        push(
-            format!("`{path}.{name}` left out"),
-            name,
-            None,
-            RejectionCode::MissingArgument,
-        );
-    }
-    if object["additionalProperties"] == false {
-        let unknown = properties
-            .keys()
-            .map(|name| format!("{name}_"))
-            .chain(CLAIMS_OF_POWER.iter().map(|name| (*name).to_owned()))
-            .filter(|name| !properties.contains_key(name));
-        for name in unknown {
-            push(
-                format!("`{path}.{name}`, a field it does not declare"),
-                &name,
-                Some(json!(true)),
-                RejectionCode::UnknownArgument,
-            );
+/// Where an object sits in the arguments: its path for a person, and the arguments' text
+/// before and after it, so that a case can write the object's own text, which alone can name
+/// a key twice or spell a number its own way.
+struct Place {
+    /// `address.` for the object of the argument `address`; empty at the top.
+    path: String,
+    before: String,
+    after: String,
+}
+
+impl Place {
+    /// The place of the object member `name` of `object`, itself at `self`.
+    fn inside(&self, object: &Map<String, Value>, name: &str) -> Place {
+        const HOLE: &str = "\u{0}red-team-hole\u{0}";
+        let mut holed = object.clone();
+        holed.insert(name.to_owned(), json!(HOLE));
+        let text = Value::Object(holed).to_string();
+        let hole = json!(HOLE).to_string();
+        let (before, after) = text.split_once(&hole).unwrap_or((&text, ""));
+        Place {
+            path: format!("{}{name}.", self.path),
+            before: format!("{}{before}", self.before),
+            after: format!("{after}{}", self.after),
         }
     }
-    for (name, property) in properties {
-        for (what, value, expected) in broken_values(root, resolve(root, property)) {
-            push(
-                format!("`{path}.{name}`: {what}"),
-                name,
-                Some(value),
-                expected,
-            );
-        }
-    }
-    for (name, property) in properties {
-        if let Some(Value::Object(inner)) = valid.get(name) {
-            let deeper = format!("{at}/{}", escape(name));
-            nested(
-                root,
-                resolve(root, property),
-                inner,
-                &deeper,
-                arguments,
-                cases,
-            );
-        }
+
+    /// The whole arguments with `object` here.
+    fn with(&self, object: &str) -> String {
+        format!("{}{object}{}", self.before, self.after)
     }
 }
 
-/// `name` as one reference token of a JSON pointer.
-fn escape(name: &str) -> String {
-    name.replace('~', "~0").replace('/', "~1")
-}
-
-/// Cases of the arguments as a whole: not an object, not JSON, a required argument missing,
-/// an argument the tool does not declare, a key named twice, too deep, too large.
-fn shape(
+/// Cases of the arguments as a whole: not an object, not JSON, nothing or the valid call
+/// wrapped, too deep, too large.
+fn whole(
     schema: &Value,
     valid: &Map<String, Value>,
     limits: DecodeLimits,
@@ -171,27 +110,35 @@ fn shape(
             expected,
         })
     };
+    let valid_text = Value::Object(valid.clone()).to_string();
     for (what, text) in [
-        ("an array", "[]"),
-        ("a string", "\"delete everything\""),
-        ("null", "null"),
-        ("a number", "1"),
+        ("an array", "[]".to_owned()),
+        ("a string", "\"delete everything\"".to_owned()),
+        ("null", "null".to_owned()),
+        ("a number", "1".to_owned()),
+        ("true", "true".to_owned()),
+        ("the valid call in an array", format!("[{valid_text}]")),
+        (
+            "the valid call encoded once more, as a string",
+            json!(valid_text).to_string(),
+        ),
     ] {
         push(
             format!("the arguments are {what}"),
-            text.to_owned(),
+            text,
             RejectionCode::NotAnObject,
         );
     }
-    let valid_text = Value::Object(valid.clone()).to_string();
+    let open = &valid_text[..valid_text.len() - 1];
     for (what, text) in [
-        ("cut short", valid_text[..valid_text.len() - 1].to_owned()),
+        ("cut short", open.to_owned()),
         ("followed by a second object", format!("{valid_text}{{}}")),
-        (
-            "with a trailing comma",
-            format!("{},}}", &valid_text[..valid_text.len() - 1]),
-        ),
+        ("followed by words", format!("{valid_text} please run it")),
+        ("with a trailing comma", format!("{open},}}")),
         ("with single quotes", valid_text.replace('"', "'")),
+        ("after a byte order mark", format!("\u{feff}{valid_text}")),
+        ("with a comment", format!("{open}/* run it */}}")),
+        ("empty", String::new()),
     ] {
         push(
             format!("the arguments {what}"),
@@ -199,43 +146,19 @@ fn shape(
             RejectionCode::MalformedJson,
         );
     }
-    let required = schema["required"].as_array().cloned().unwrap_or_default();
-    for name in required.iter().filter_map(Value::as_str) {
-        let mut arguments = valid.clone();
-        arguments.remove(name);
+    if schema["required"]
+        .as_array()
+        .is_some_and(|required| !required.is_empty())
+    {
         push(
-            format!("`{name}` left out"),
-            Value::Object(arguments).to_string(),
+            "no argument at all".to_owned(),
+            "{}".to_owned(),
             RejectionCode::MissingArgument,
         );
-    }
-    let declared = schema["properties"].as_object();
-    let is_declared = |name: &str| declared.is_some_and(|properties| properties.contains_key(name));
-    let look_alikes = declared
-        .into_iter()
-        .flat_map(|properties| properties.keys())
-        .flat_map(|name| {
-            [
-                format!("{name}_"),
-                name.to_uppercase(),
-                format!("{name}\u{200b}"),
-            ]
-        });
-    let claims = CLAIMS_OF_POWER.iter().map(|name| (*name).to_owned());
-    for name in claims.chain(look_alikes).filter(|name| !is_declared(name)) {
-        let mut arguments = valid.clone();
-        arguments.insert(name.clone(), json!(true));
         push(
-            format!("an undeclared argument `{}`", name.escape_debug()),
-            Value::Object(arguments).to_string(),
+            "the valid call wrapped in `arguments`".to_owned(),
+            json!({ "arguments": valid }).to_string(),
             RejectionCode::UnknownArgument,
-        );
-    }
-    for (name, value) in valid {
-        push(
-            format!("`{name}` named twice, with two values"),
-            with_raw(valid, name, &other_value(value).to_string(), true),
-            RejectionCode::DuplicateKey,
         );
     }
     let depth = limits.max_depth + 1;
@@ -260,6 +183,144 @@ fn shape(
     );
 }
 
+/// Cases of one object (the arguments, or an object in them, at `place`) whose schema is
+/// `schema` and whose valid value is `valid`: each required member left out, members it does
+/// not declare (claims of power, look-alikes of its own names), each member named twice, each
+/// member's value broken; and so on into the objects among its members, and into each variant
+/// of a member that is a union of objects (an enum with data).
+fn object(
+    root: &Value,
+    schema: &Value,
+    valid: &Map<String, Value>,
+    place: &Place,
+    cases: &mut Vec<Hostile>,
+) {
+    let path = &place.path;
+    let mut push = |what: String, object: String, expected| {
+        cases.push(Hostile {
+            what,
+            arguments: place.with(&object),
+            expected,
+        })
+    };
+    let required = schema["required"].as_array().cloned().unwrap_or_default();
+    for name in required.iter().filter_map(Value::as_str) {
+        let mut object = valid.clone();
+        object.remove(name);
+        push(
+            format!("`{path}{name}` left out"),
+            Value::Object(object).to_string(),
+            RejectionCode::MissingArgument,
+        );
+    }
+    let properties = schema["properties"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    // The arguments take no member they do not declare; an object in them, where it says so.
+    if path.is_empty() || schema["additionalProperties"] == false {
+        let look_alikes = properties.keys().flat_map(|name| {
+            [
+                format!("{name}_"),
+                name.to_uppercase(),
+                format!("{name}\u{200b}"),
+                format!(" {name}"),
+                camel_case(name),
+                cyrillic_look_alike(name),
+                full_width(name),
+                format!("{name}\u{0}"),
+            ]
+        });
+        let claims = CLAIMS_OF_POWER.iter().map(|name| (*name).to_owned());
+        let mut undeclared: Vec<String> = claims.chain(look_alikes).collect();
+        undeclared.dedup();
+        for name in undeclared
+            .iter()
+            .filter(|name| !properties.contains_key(*name))
+        {
+            let mut object = valid.clone();
+            object.insert(name.clone(), json!(true));
+            push(
+                format!(
+                    "`{path}{}`, a member it does not declare",
+                    name.escape_debug()
+                ),
+                Value::Object(object).to_string(),
+                RejectionCode::UnknownArgument,
+            );
+        }
+    }
+    for (name, value) in valid {
+        let other = other_value(value).to_string();
+        let escaped: String = name
+            .chars()
+            .map(|c| format!("\\u{:04x}", u32::from(c)))
+            .collect();
+        for (how, text) in [
+            ("with two values", with_raw(valid, name, &other, true)),
+            (
+                "with the same value",
+                with_raw(valid, name, &value.to_string(), true),
+            ),
+            (
+                "once spelt in JSON escapes",
+                with_raw_key(valid, &format!("\"{escaped}\""), &other),
+            ),
+        ] {
+            push(
+                format!("`{path}{name}` named twice, {how}"),
+                text,
+                RejectionCode::DuplicateKey,
+            );
+        }
+    }
+    for (name, property) in &properties {
+        let property = resolve(root, property);
+        for (what, value, expected) in broken_values(root, property) {
+            let mut object = valid.clone();
+            object.insert(name.clone(), value);
+            push(
+                format!("`{path}{name}`: {what}"),
+                Value::Object(object).to_string(),
+                expected,
+            );
+        }
+        for (what, raw, expected) in raw_number_forms(property) {
+            push(
+                format!("`{path}{name}`: {what}"),
+                with_raw(valid, name, &raw, false),
+                expected,
+            );
+        }
+    }
+    for (name, property) in &properties {
+        let property = resolve(root, property);
+        let inner = place.inside(valid, name);
+        let variants = variants(root, property);
+        if variants.is_empty()
+            && let Some(Value::Object(member)) = valid.get(name)
+        {
+            object(root, property, member, &inner, cases);
+        }
+        for variant in variants {
+            if let Some(Value::Object(member)) = crate::valid::valid_value(root, variant) {
+                object(root, variant, &member, &inner, cases);
+            }
+        }
+    }
+}
+
+/// The object variants of a union (`oneOf`, `anyOf`): the variants of an enum with data.
+fn variants<'a>(root: &'a Value, property: &'a Value) -> Vec<&'a Value> {
+    ["oneOf", "anyOf"]
+        .iter()
+        .filter_map(|union| property[*union].as_array())
+        .flatten()
+        .map(|variant| resolve(root, variant))
+        .filter(|variant| variant["type"] == "object")
+        .collect()
+}
+
 /// `valid` with `name` set to `raw`, JSON text written as it is (a number's spelling, a nesting
 /// no `Value` is built for), or named a second time if `valid` has it already.
 fn with_raw(valid: &Map<String, Value>, name: &str, raw: &str, again: bool) -> String {
@@ -267,10 +328,50 @@ fn with_raw(valid: &Map<String, Value>, name: &str, raw: &str, again: bool) -> S
     if !again {
         arguments.remove(name);
     }
-    let text = Value::Object(arguments).to_string();
+    with_raw_key(&arguments, &Value::from(name).to_string(), raw)
+}
+
+/// `arguments` with one more member, its key and value both JSON text written as they are.
+fn with_raw_key(arguments: &Map<String, Value>, key: &str, raw: &str) -> String {
+    let text = Value::Object(arguments.clone()).to_string();
     let open = &text[..text.len() - 1];
     let comma = if open.len() > 1 { "," } else { "" };
-    format!("{open}{comma}{}:{raw}}}", Value::from(name))
+    format!("{open}{comma}{key}:{raw}}}")
+}
+
+/// `snake_case` as `camelCase`.
+fn camel_case(name: &str) -> String {
+    let mut parts = name.split('_');
+    let first = parts.next().unwrap_or_default().to_owned();
+    parts.fold(first, |mut camel, part| {
+        let mut chars = part.chars();
+        if let Some(initial) = chars.next() {
+            camel.extend(initial.to_uppercase());
+            camel.push_str(chars.as_str());
+        }
+        camel
+    })
+}
+
+/// `text` with its Latin letters that have a Cyrillic twin written as the twin.
+pub(crate) fn cyrillic_look_alike(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            'a' => 'а',
+            'e' => 'е',
+            'o' => 'о',
+            'c' => 'с',
+            'p' => 'р',
+            'x' => 'х',
+            'y' => 'у',
+            'A' => 'А',
+            'E' => 'Е',
+            'O' => 'О',
+            'C' => 'С',
+            'P' => 'Р',
+            other => other,
+        })
+        .collect()
 }
 
 /// Another value of the same JSON type as `value`, so that a key named twice disagrees with
@@ -296,12 +397,22 @@ pub(crate) fn resolve<'a>(schema: &'a Value, property: &'a Value) -> &'a Value {
         .unwrap_or(property)
 }
 
-/// The JSON types `property` accepts; empty when it does not say (a union, a `$ref` left).
+/// The JSON types `property` accepts; empty when it does not say (a union of which a variant
+/// does not say, a `$ref` left).
 fn types(property: &Value) -> Vec<&str> {
     match &property["type"] {
         Value::String(kind) => vec![kind.as_str()],
         Value::Array(kinds) => kinds.iter().filter_map(Value::as_str).collect(),
-        _ => Vec::new(),
+        _ => {
+            let variants = ["oneOf", "anyOf"]
+                .iter()
+                .find_map(|union| property[*union].as_array());
+            let kinds: Vec<Vec<&str>> = variants.into_iter().flatten().map(types).collect();
+            if kinds.iter().any(Vec::is_empty) {
+                return Vec::new();
+            }
+            kinds.into_iter().flatten().collect()
+        }
     }
 }
 
@@ -326,7 +437,9 @@ fn type_range(format: &str) -> Option<(i128, i128)> {
 fn broken_values(root: &Value, property: &Value) -> Vec<(String, Value, RejectionCode)> {
     let mut broken = Vec::new();
     let kinds = types(property);
-    let enumerated = property["enum"].as_array();
+    // A constant is an enum of one value (the tag of an enum with data, say).
+    let constant = property.get("const").map(|value| vec![value.clone()]);
+    let enumerated = property["enum"].as_array().or(constant.as_ref());
     let wrong: [(&str, Value, &[&str]); 7] = [
         ("null", Value::Null, &["null"]),
         ("a boolean", json!(true), &["boolean"]),
@@ -336,53 +449,65 @@ fn broken_values(root: &Value, property: &Value) -> Vec<(String, Value, Rejectio
         ("an array", json!([]), &["array"]),
         ("an object", json!({}), &["object"]),
     ];
-    // A union without a `type` (an enum with data) says too little to predict the code.
+    // A union of which a variant has no `type` says too little to predict the code. An enum
+    // with data is read from an array too (serde takes an internally tagged enum's tag from
+    // its first element), so an array there is refused for its tag, not its type.
+    let union = property.get("type").is_none();
     if !kinds.is_empty() {
         for (what, value, accepted_as) in wrong {
-            if !accepted_as.iter().any(|kind| kinds.contains(kind)) {
+            let accepted = accepted_as.iter().any(|kind| kinds.contains(kind));
+            let tag_first = union && value.is_array();
+            if !(accepted || tag_first) {
                 broken.push((what.to_owned(), value, RejectionCode::InvalidType));
             }
         }
     }
-    if kinds.contains(&"integer") {
-        let range = property["format"].as_str().and_then(type_range);
-        let minimum = property["minimum"].as_i64().map(i128::from);
-        let maximum = property["maximum"]
-            .as_u64()
-            .map(i128::from)
-            .or(property["maximum"].as_i64().map(i128::from));
-        if let Some((low, high)) = range {
-            for (what, value) in [("one above", high + 1), ("one below", low - 1)] {
+    if kinds.contains(&"integer")
+        && let Some((low, high)) = property["format"].as_str().and_then(type_range)
+    {
+        for (what, value) in [
+            ("one above what its type holds", high + 1),
+            ("one below what its type holds", low - 1),
+            (
+                "38 digits, more than any integer type holds",
+                10i128.pow(38) - 1,
+            ),
+        ] {
+            broken.push((
+                format!("{what} ({value})"),
+                number(value),
+                RejectionCode::InvalidValue,
+            ));
+        }
+        for (what, value) in past_bounds(property, low, high) {
+            for (how, text) in [
+                ("in quotes", value.to_string()),
+                ("in full-width digits", full_width(&value.to_string())),
+            ] {
                 broken.push((
-                    format!("{what} what its type holds ({value})"),
-                    number(value),
-                    RejectionCode::InvalidValue,
+                    format!("{what} {how}"),
+                    json!(text),
+                    RejectionCode::InvalidType,
                 ));
             }
-            if let Some(maximum) = maximum.filter(|maximum| *maximum < high) {
-                broken.push((
-                    format!("one above its maximum ({})", maximum + 1),
-                    number(maximum + 1),
-                    RejectionCode::ConstraintViolation,
-                ));
-            }
-            if let Some(minimum) = minimum.filter(|minimum| *minimum > low) {
-                broken.push((
-                    format!("one below its minimum ({})", minimum - 1),
-                    number(minimum - 1),
-                    RejectionCode::ConstraintViolation,
-                ));
-            }
+            broken.push((what, number(value), RejectionCode::ConstraintViolation));
         }
     }
     if kinds.contains(&"string") && enumerated.is_none() {
         if let Some(maximum) = property["maxLength"].as_u64() {
-            let long = "a".repeat(usize::try_from(maximum).unwrap_or(usize::MAX) + 1);
-            broken.push((
-                format!("one character longer than {maximum}"),
-                json!(long),
-                RejectionCode::ConstraintViolation,
-            ));
+            let count = usize::try_from(maximum).unwrap_or(usize::MAX - LONG) + 1;
+            for (what, letter, count) in [
+                ("one character longer", "a", count),
+                ("one two-byte letter longer", "é", count),
+                ("one emoji longer", "🙂", count),
+                ("64 KiB longer", "a", count + LONG),
+            ] {
+                broken.push((
+                    format!("{what} than {maximum}"),
+                    json!(letter.repeat(count)),
+                    RejectionCode::ConstraintViolation,
+                ));
+            }
         }
         if let Some(minimum) = property["minLength"]
             .as_u64()
@@ -394,6 +519,13 @@ fn broken_values(root: &Value, property: &Value) -> Vec<(String, Value, Rejectio
                 json!(short),
                 RejectionCode::ConstraintViolation,
             ));
+            if minimum > 1 {
+                broken.push((
+                    format!("empty, where it takes at least {minimum} characters"),
+                    json!(""),
+                    RejectionCode::ConstraintViolation,
+                ));
+            }
         }
     }
     if kinds.contains(&"array") {
@@ -424,10 +556,19 @@ fn broken_values(root: &Value, property: &Value) -> Vec<(String, Value, Rejectio
     }
     if let Some(allowed) = enumerated {
         let strings: Vec<&str> = allowed.iter().filter_map(Value::as_str).collect();
-        for (what, value) in spellings_beside(&strings) {
+        for value in &strings {
+            for (what, spelling) in spellings_beside(value, &strings) {
+                broken.push((
+                    format!("`{value}` with {what}, outside its values"),
+                    json!(spelling),
+                    RejectionCode::InvalidValue,
+                ));
+            }
+        }
+        if !strings.is_empty() {
             broken.push((
-                format!("{what}, outside its values"),
-                json!(value),
+                "a made-up value".to_owned(),
+                json!("anything_else"),
                 RejectionCode::InvalidValue,
             ));
         }
@@ -435,50 +576,41 @@ fn broken_values(root: &Value, property: &Value) -> Vec<(String, Value, Rejectio
     broken
 }
 
-/// Spellings of `allowed`'s first value that are none of `allowed`: another case, a space
-/// around it, an invisible or a right-to-left character in it, a Cyrillic look-alike letter,
-/// full-width letters, a NUL; and a value made up.
-fn spellings_beside(allowed: &[&str]) -> Vec<(&'static str, String)> {
-    let Some(first) = allowed.first() else {
-        return Vec::new();
-    };
-    let look_alike: String = first
-        .chars()
-        .map(|c| match c {
-            'a' => 'а',
-            'e' => 'е',
-            'o' => 'о',
-            'c' => 'с',
-            'p' => 'р',
-            'E' => 'Е',
-            'O' => 'О',
-            'A' => 'А',
-            other => other,
-        })
-        .collect();
-    let full_width: String = first
-        .chars()
-        .map(|c| {
-            if c.is_ascii_graphic() {
-                char::from_u32(u32::from(c) - 0x21 + 0xFF01).unwrap_or(c)
-            } else {
-                c
-            }
-        })
-        .collect();
+/// How much longer than its maximum the longest over-long string is: 64 KiB.
+const LONG: usize = 64 * 1024;
+
+/// Spellings of `value` that are none of `allowed`: another case, a space around it, an
+/// invisible, joining or right-to-left character in it, a combining accent, Cyrillic
+/// look-alike letters, full-width letters, a line break, a NUL, quotes around it.
+fn spellings_beside(value: &str, allowed: &[&str]) -> Vec<(&'static str, String)> {
     let spellings = [
-        ("another case", swap_case(first)),
-        ("a trailing space", format!("{first} ")),
-        ("a zero-width space", format!("{first}\u{200b}")),
-        ("a right-to-left mark", format!("\u{200f}{first}")),
-        ("a Cyrillic look-alike", look_alike),
-        ("full-width letters", full_width),
-        ("a NUL", format!("{first}\u{0}")),
-        ("a made-up value", "anything_else".to_owned()),
+        ("another case", swap_case(value)),
+        ("a trailing space", format!("{value} ")),
+        ("a leading space", format!(" {value}")),
+        ("a zero-width space", format!("{value}\u{200b}")),
+        ("a word joiner", format!("\u{2060}{value}")),
+        ("a soft hyphen", format!("{value}\u{ad}")),
+        ("a right-to-left mark", format!("\u{200f}{value}")),
+        ("a combining accent", format!("{value}\u{301}")),
+        ("Cyrillic look-alike letters", cyrillic_look_alike(value)),
+        ("full-width letters", full_width(value)),
+        ("a line break", format!("{value}\n")),
+        ("a NUL", format!("{value}\u{0}")),
+        ("quotes around it", format!("\"{value}\"")),
     ];
     spellings
         .into_iter()
         .filter(|(_, spelling)| !allowed.contains(&spelling.as_str()))
+        .collect()
+}
+
+/// `text` with its ASCII letters, digits and signs written full-width (`ａ`, `１`).
+fn full_width(text: &str) -> String {
+    text.chars()
+        .map(|c| match c.is_ascii_graphic() {
+            true => char::from_u32(u32::from(c) - 0x21 + 0xFF01).unwrap_or(c),
+            false => c,
+        })
         .collect()
 }
 
@@ -496,31 +628,96 @@ fn number(value: i128) -> Value {
     serde_json::from_str(&value.to_string()).expect("an integer is JSON")
 }
 
-/// Spellings of numbers past an integer argument's maximum that only the text can carry: an
-/// integral float and an exponent (`51.0`, `5.1e1`).
-fn raw_number_forms(property: &Value) -> Option<Vec<(String, String, RejectionCode)>> {
-    if !types(property).contains(&"integer") {
-        return None;
-    }
-    let (_, high) = property["format"].as_str().and_then(type_range)?;
+/// The integers of `property`'s type (`low` to `high`) that its declared bounds forbid: one
+/// past each bound, far past it, and the type's own limit.
+fn past_bounds(property: &Value, low: i128, high: i128) -> Vec<(String, i128)> {
+    let minimum = property["minimum"].as_i64().map(i128::from);
     let maximum = property["maximum"]
         .as_u64()
         .map(i128::from)
-        .filter(|maximum| *maximum < high)?;
-    let above = maximum + 1;
-    let digits = above.to_string();
-    let exponent =
-        format!("{}.{}e{}", &digits[..1], &digits[1..], digits.len() - 1).replace(".e", "e");
-    Some(vec![
+        .or(property["maximum"].as_i64().map(i128::from));
+    let mut past = Vec::new();
+    if let Some(maximum) = maximum.filter(|maximum| *maximum < high) {
+        past.push((
+            format!("one above its maximum ({})", maximum + 1),
+            maximum + 1,
+        ));
+        let far = maximum.saturating_mul(1000).max(maximum + 2);
+        if far < high {
+            past.push((format!("far above its maximum ({far})"), far));
+        }
+        if high > maximum + 1 {
+            past.push((format!("the largest its type holds ({high})"), high));
+        }
+    }
+    if let Some(minimum) = minimum.filter(|minimum| *minimum > low) {
+        past.push((
+            format!("one below its minimum ({})", minimum - 1),
+            minimum - 1,
+        ));
+        if low < minimum - 1 {
+            past.push((format!("the smallest its type holds ({low})"), low));
+        }
+    }
+    past
+}
+
+/// Spellings of numbers that only the text can carry: those JSON does not write (`NaN`, hex,
+/// a plus sign, ...), and the integers one past an integer argument's bounds as an integral
+/// float, in exponents, and for zero as its negative. Past 2^53 a float no longer holds every
+/// integer, so such bounds get no float spellings.
+fn raw_number_forms(property: &Value) -> Vec<(String, String, RejectionCode)> {
+    let kinds = types(property);
+    if !kinds.contains(&"integer") && !kinds.contains(&"number") {
+        return Vec::new();
+    }
+    let mut forms: Vec<_> = [
+        ("NaN", "not a number"),
+        ("Infinity", "infinity"),
+        ("0x10", "hexadecimal"),
+        ("+5", "a plus sign"),
+        ("05", "a leading zero"),
+        ("1_000", "digits grouped"),
+    ]
+    .into_iter()
+    .map(|(raw, what)| {
         (
-            format!("{above}.0, an integral float past its maximum"),
-            format!("{above}.0"),
-            RejectionCode::ConstraintViolation,
-        ),
-        (
-            format!("{exponent}, an exponent past its maximum"),
-            exponent,
-            RejectionCode::ConstraintViolation,
-        ),
-    ])
+            format!("{raw}, {what}, which JSON does not write"),
+            raw.to_owned(),
+            RejectionCode::MalformedJson,
+        )
+    })
+    .collect();
+    let Some((low, high)) = property["format"].as_str().and_then(type_range) else {
+        return forms;
+    };
+    let exact = 1i128 << 53;
+    for (bound, value) in past_bounds(property, low, high)
+        .into_iter()
+        .filter(|(bound, value)| bound.starts_with("one ") && value.abs() <= exact)
+    {
+        let digits = value.abs().to_string();
+        let sign = if value < 0 { "-" } else { "" };
+        let mantissa = format!("{}.{}", &digits[..1], &digits[1..]);
+        let mantissa = mantissa.trim_end_matches('.');
+        let mut spellings = vec![
+            format!("{value}.0"),
+            format!("{sign}{mantissa}e{}", digits.len() - 1),
+            format!("{value}E0"),
+            format!("{value}e+0"),
+        ];
+        match value {
+            0 => spellings.extend(["-0".to_owned(), "-0.0".to_owned()]),
+            _ => spellings.push(format!("{value}0e-1")),
+        }
+        let bound = bound.split(" (").next().unwrap_or_default().to_owned();
+        for spelling in spellings {
+            forms.push((
+                format!("{spelling}, {bound}"),
+                spelling,
+                RejectionCode::ConstraintViolation,
+            ));
+        }
+    }
+    forms
 }

@@ -33,6 +33,7 @@
 #![deny(missing_docs)]
 
 mod arguments;
+mod corpus;
 mod probes;
 mod report;
 mod valid;
@@ -52,15 +53,17 @@ pub fn red_team(builder: RegistryBuilder) -> RedTeam {
         builder,
         callers: BTreeMap::new(),
         valid: BTreeMap::new(),
+        corpus: Vec::new(),
     }
 }
 
-/// A red-team run being set up: who calls, and a valid call for a tool whose schema says too
-/// little to write one.
+/// A red-team run being set up: who calls, a valid call for a tool whose schema says too
+/// little to write one, and the user's own cases.
 pub struct RedTeam {
     builder: RegistryBuilder,
     callers: BTreeMap<String, CallContext>,
     valid: BTreeMap<String, Map<String, Value>>,
+    corpus: Vec<Result<corpus::Case, String>>,
 }
 
 impl RedTeam {
@@ -78,7 +81,18 @@ impl RedTeam {
         self
     }
 
-    /// Runs every case, each as the first call of a task of its own, and reports what each got.
+    /// Adds the user's own cases, one JSON object per line: `{"caller": "support", "tool":
+    /// "refund_payment", "arguments": {...}, "expect": "policy_denied", "what": "..."}`, where
+    /// `caller` names one given to [`caller`](RedTeam::caller), `arguments` is an object (or
+    /// its JSON text, sent as it is), `expect` is the refusal's code or `"waits"`, and `what`
+    /// (optional) says what the case breaks. A line that cannot be read is reported, and
+    /// fails the run.
+    pub fn corpus(mut self, json_lines: &str) -> Self {
+        self.corpus.extend(corpus::read(json_lines));
+        self
+    }
+
+    /// Runs every case, each in a task of its own, and reports what each got.
     pub async fn run(self) -> Report {
         let registry = self
             .builder
@@ -94,80 +108,148 @@ impl RedTeam {
                 return report;
             }
         };
+        let mut run = Run {
+            registry: &registry,
+            report,
+            tasks: 0,
+        };
         if self.callers.is_empty() {
-            report.unusable("no caller: name one with `caller`".to_owned());
+            run.report
+                .unusable("no caller: name one with `caller`".to_owned());
         }
-        let mut sequence = 0u64;
         for (caller, ctx) in &self.callers {
             let tools = registry.export_json_schema(ctx);
             if tools.as_array().is_none_or(Vec::is_empty) {
-                report.unusable(format!("{caller} may use no tool"));
+                run.report.unusable(format!("{caller} may use no tool"));
             }
             for tool in tools.as_array().into_iter().flatten() {
-                let name = tool["name"].as_str().unwrap_or_default();
-                let schema = &tool["input_schema"];
-                let valid = self
-                    .valid
-                    .get(name)
-                    .cloned()
-                    .or_else(|| valid::valid_arguments(schema));
-                let Some(valid) = valid else {
-                    report.unusable(format!(
-                        "`{name}`: its schema says too little to write a valid call; give one \
-                         with `valid_call`"
-                    ));
-                    continue;
-                };
-                let Some(contract) = registry.contract(name) else {
-                    continue;
-                };
-                let valid = within_reach(contract, ctx, valid);
-                let mut next_task = || {
-                    sequence += 1;
-                    format!("red-team-{sequence}")
-                };
-                let control = dispatch(
-                    &registry,
-                    ctx,
-                    &next_task(),
-                    &[Step::new(name, "1", &valid)],
-                )
-                .await;
-                if !control.passed() {
-                    report.unusable(format!(
-                        "`{name}` as {caller}: the valid call is refused ({control}); give one \
-                         that passes with `valid_call`"
-                    ));
-                    continue;
-                }
-                for case in arguments::hostile(schema, &valid, registry.limits()) {
-                    let step = Step::text(name, &case.arguments);
-                    let got = dispatch(&registry, ctx, &next_task(), &[step]).await;
-                    report.push(Finding {
-                        tool: name.to_owned(),
-                        caller: caller.clone(),
-                        case: case.what,
-                        arguments: case.arguments,
-                        expected: case.expected,
-                        got,
-                    });
-                }
-                for probe in probes::probes(contract, schema, ctx, &valid, &registry) {
-                    let by = probe.caller.as_ref().unwrap_or(ctx);
-                    let got = dispatch(&registry, by, &next_task(), &probe.steps).await;
-                    let last = probe.steps.last().map(|step| step.arguments.to_string());
-                    report.push(Finding {
-                        tool: name.to_owned(),
-                        caller: caller.clone(),
-                        case: probe.what,
-                        arguments: last.unwrap_or_default(),
-                        expected: probe.expected,
-                        got,
-                    });
-                }
+                run.attack(caller, ctx, tool, &self.valid).await;
             }
         }
-        report
+        for case in self.corpus {
+            match case {
+                Ok(case) => match self.callers.get(&case.caller) {
+                    Some(ctx) => run.corpus_case(ctx, case).await,
+                    None => run.report.unusable(format!(
+                        "corpus: `{}` names no caller of the run",
+                        case.caller
+                    )),
+                },
+                Err(why) => run.report.unusable(format!("corpus: {why}")),
+            }
+        }
+        run.report
+    }
+}
+
+/// A run under way: the registry it attacks and what it found.
+struct Run<'r> {
+    registry: &'r Registry,
+    report: Report,
+    /// The tasks begun so far: each case gets a task of its own.
+    tasks: u64,
+}
+
+impl Run<'_> {
+    /// Sends `steps` as `ctx` in a task of their own; what the last one got.
+    async fn send(&mut self, ctx: &CallContext, steps: &[Step]) -> Got {
+        self.tasks += 1;
+        dispatch(
+            self.registry,
+            ctx,
+            &format!("red-team-{}", self.tasks),
+            steps,
+        )
+        .await
+    }
+
+    /// Every case of the tool `tool` (an entry of the exported tool list) as `caller`.
+    async fn attack(
+        &mut self,
+        caller: &str,
+        ctx: &CallContext,
+        tool: &Value,
+        given: &BTreeMap<String, Map<String, Value>>,
+    ) {
+        let registry = self.registry;
+        let name = tool["name"].as_str().unwrap_or_default();
+        let schema = &tool["input_schema"];
+        let valid = given
+            .get(name)
+            .cloned()
+            .or_else(|| valid::valid_arguments(schema));
+        let (Some(valid), Some(contract)) = (valid, registry.contract(name)) else {
+            self.report.unusable(format!(
+                "`{name}`: its schema says too little to write a valid call; give one with \
+                 `valid_call`"
+            ));
+            return;
+        };
+        let valid = within_reach(contract, ctx, valid);
+        let control = self.send(ctx, &[Step::new(name, "1", &valid)]).await;
+        if !control.passed() {
+            self.report.unusable(format!(
+                "`{name}` as {caller}: the valid call is refused ({control}); give one that \
+                 passes with `valid_call`"
+            ));
+            return;
+        }
+        let finding = |case: String, arguments: String, expected: Got, got: Got| Finding {
+            tool: name.to_owned(),
+            caller: caller.to_owned(),
+            case,
+            arguments,
+            expected,
+            got,
+        };
+        if registry.always_waits(contract) {
+            self.report.push(finding(
+                "a valid call, which a human must decide".to_owned(),
+                Value::Object(valid.clone()).to_string(),
+                Got::Waits,
+                control,
+            ));
+        }
+        for case in arguments::hostile(schema, &valid, registry.limits()) {
+            let got = self.send(ctx, &[Step::text(name, &case.arguments)]).await;
+            let expected = Got::Refused(case.expected);
+            self.report
+                .push(finding(case.what, case.arguments, expected, got));
+        }
+        for probe in probes::probes(contract, schema, ctx, &valid, registry) {
+            let got = self
+                .send(probe.caller.as_ref().unwrap_or(ctx), &probe.steps)
+                .await;
+            let last = probe.steps.last().map(|step| step.arguments.to_string());
+            self.report.push(finding(
+                probe.what,
+                last.unwrap_or_default(),
+                probe.expected,
+                got,
+            ));
+        }
+    }
+
+    /// One case of the user's corpus.
+    async fn corpus_case(&mut self, ctx: &CallContext, case: corpus::Case) {
+        let step = Step {
+            tool: case.tool.clone(),
+            id: "1".to_owned(),
+            arguments: case.arguments.clone(),
+        };
+        let got = self.send(ctx, &[step]).await;
+        let arguments = match case.arguments {
+            Value::String(text) => text,
+            arguments => arguments.to_string(),
+        };
+        self.report.push(Finding {
+            tool: case.tool,
+            caller: case.caller,
+            case: case.what,
+            arguments,
+            expected: case.expected,
+            got,
+        });
     }
 }
 

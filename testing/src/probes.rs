@@ -1,8 +1,12 @@
 //! Cases about who calls, under which name, and how often, rather than with which values: a
 //! caller without the tool's role, another tenant, another environment, an invented or
-//! look-alike tool name, a call id used again with other arguments.
+//! look-alike tool name, a call id used again with other arguments, a waiting call sent again,
+//! one call more than the tool allows a task, a refused call sent until the task stops. Probes
+//! of many calls stop at 500: past a few hundred they cost more than they tell.
 
 use portcullis_core::{CallContext, Registry, RejectionCode, ToolContract};
+
+use crate::Got;
 use serde_json::{Map, Value, json};
 
 /// A case of one or more calls in one task, of which the last must get `expected`.
@@ -11,7 +15,7 @@ pub(crate) struct Probe {
     /// Who sends the calls; `None`: the caller the run names.
     pub(crate) caller: Option<CallContext>,
     pub(crate) steps: Vec<Step>,
-    pub(crate) expected: RejectionCode,
+    pub(crate) expected: Got,
 }
 
 /// One call of a probe: `id` is the call's id within its task.
@@ -59,7 +63,7 @@ pub(crate) fn probes(
         what,
         caller,
         steps: vec![Step::new(name, "1", arguments)],
-        expected,
+        expected: Got::Refused(expected),
     };
     let mut probes = Vec::new();
     if !contract.roles().is_empty() {
@@ -134,7 +138,7 @@ pub(crate) fn probes(
             what: format!("the tool named {what}"),
             caller: None,
             steps: vec![Step::new(&look_alike, "1", valid)],
-            expected: RejectionCode::UnknownTool,
+            expected: Got::Refused(RejectionCode::UnknownTool),
         });
     }
     if !contract.idempotent()
@@ -144,11 +148,29 @@ pub(crate) fn probes(
             what: "its call id used again with other arguments".to_owned(),
             caller: None,
             steps: vec![Step::new(name, "1", valid), Step::new(name, "1", &other)],
-            expected: RejectionCode::CallIdReused,
+            expected: Got::Refused(RejectionCode::CallIdReused),
         });
     }
-    // The same refused call, sent again and again: the task stops. Past a few hundred the
-    // probe would cost more than it tells.
+    if registry.always_waits(contract) {
+        probes.push(Probe {
+            what: "the waiting call sent again under its id".to_owned(),
+            caller: None,
+            steps: vec![Step::new(name, "1", valid), Step::new(name, "1", valid)],
+            expected: Got::Waits,
+        });
+    }
+    if let Some(limit) = contract.max_calls_per_task().filter(|limit| *limit <= 500) {
+        let steps = (0..=limit)
+            .map(|call| Step::new(name, call.to_string(), valid))
+            .collect();
+        probes.push(Probe {
+            what: format!("{} calls in one task, one more than it allows", limit + 1),
+            caller: None,
+            steps,
+            expected: Got::Refused(RejectionCode::BudgetCallsExceeded),
+        });
+    }
+    // The same refused call, sent again and again: the task stops.
     if let Some(limit) = registry
         .refusal_limit()
         .filter(|limit| limit.refusals <= 500)
@@ -165,32 +187,27 @@ pub(crate) fn probes(
             ),
             caller: None,
             steps,
-            expected: RejectionCode::TooManyRefusals,
+            expected: Got::Refused(RejectionCode::TooManyRefusals),
         });
     }
     probes
 }
 
-/// Names that read like `name` and are not it.
+/// Names that read like `name` and are not it, and names a model invents.
 fn look_alike_names(name: &str) -> Vec<(&'static str, String)> {
-    let cyrillic: String = name
-        .chars()
-        .map(|c| match c {
-            'a' => 'а',
-            'e' => 'е',
-            'o' => 'о',
-            'c' => 'с',
-            'p' => 'р',
-            other => other,
-        })
-        .collect();
     let names = [
         ("in upper case", name.to_uppercase()),
         ("with a trailing space", format!("{name} ")),
+        ("with a trailing line break", format!("{name}\n")),
         ("with a zero-width space", format!("{name}\u{200b}")),
-        ("with Cyrillic look-alike letters", cyrillic),
+        (
+            "with Cyrillic look-alike letters",
+            crate::arguments::cyrillic_look_alike(name),
+        ),
         ("with `_v2`", format!("{name}_v2")),
         ("with dashes", name.replace('_', "-")),
+        ("with a namespace", format!("functions.{name}")),
+        ("with parentheses", format!("{name}()")),
         ("`admin_override`", "admin_override".to_owned()),
     ];
     names

@@ -3,9 +3,11 @@
 use std::fmt;
 
 use portcullis_core::RejectionCode;
+use serde::{Deserialize, Serialize};
 
-/// What a case got from the gates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a case got from the gates, or must get.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Got {
     /// Refused with this code (`dry_run`: every gate passed, and only the dry run kept the tool
     /// from running).
@@ -28,7 +30,7 @@ impl fmt::Display for Got {
 }
 
 /// One case and what it got.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Finding {
     /// The tool called.
     pub tool: String,
@@ -38,8 +40,9 @@ pub struct Finding {
     pub case: String,
     /// The arguments sent, as JSON text.
     pub arguments: String,
-    /// The refusal the case must get.
-    pub expected: RejectionCode,
+    /// What the case must get: a refusal with its code, or, for a call a human must decide, to
+    /// wait.
+    pub expected: Got,
     /// What it got.
     pub got: Got,
 }
@@ -47,7 +50,7 @@ pub struct Finding {
 impl Finding {
     /// Whether the case got the refusal it must get.
     pub fn held(&self) -> bool {
-        self.got == Got::Refused(self.expected)
+        self.got == self.expected
     }
 }
 

@@ -11,6 +11,7 @@ use portcullis_testing::red_team;
 async fn every_hostile_case_against_the_shop_is_refused() {
     let report = red_team(shop::shop_tools().policy(shop::embargo))
         .caller("admin", shop::shop_admin())
+        .corpus(include_str!("shop_corpus.jsonl"))
         .run()
         .await;
     let mut per_tool = BTreeMap::<&str, usize>::new();
@@ -19,6 +20,10 @@ async fn every_hostile_case_against_the_shop_is_refused() {
     }
     println!("{per_tool:?}\n{report}");
     report.assert_all_refused();
+    assert_eq!(per_tool.len(), 4);
+    for (tool, cases) in per_tool {
+        assert!(cases >= 200, "{tool}: {cases} cases");
+    }
 }
 
 #[tokio::test]

@@ -59,8 +59,8 @@ use crate::registry::{Registered, Settings};
 use crate::schema::check::SchemaCheck;
 use crate::time::now_ms;
 use crate::{
-    CallContext, Gate, Outcome, PendingCall, Registry, Rejection, RejectionCode, ToolCall,
-    ToolContract,
+    CallContext, DecodeLimits, Gate, Outcome, PendingCall, Registry, Rejection, RejectionCode,
+    ToolCall, ToolContract,
 };
 
 /// How a call came to the gates.
@@ -108,11 +108,13 @@ impl Registry {
             contract,
         };
         // 1. resolve: a tool the caller may not use is refused and hinted at as a missing one.
+        let grants =
+            |contract: &ToolContract| !settings.checks(Gate::Resolve) || contract.grants(ctx);
         let known =
-            |entry: &Registered| settings.reveal_denied_tools || entry.tool.contract().grants(ctx);
+            |entry: &Registered| settings.reveal_denied_tools || grants(entry.tool.contract());
         let visible = |entry: &Registered| {
             let contract = entry.tool.contract();
-            contract.grants(ctx) && ctx.tool_choice().allows(contract.name())
+            grants(contract) && ctx.tool_choice().allows(contract.name())
         };
         let Registered { tool, check } = match resolve(self.tools(), &call.name, known, visible) {
             Ok(entry) => entry,
@@ -124,7 +126,9 @@ impl Registry {
             return refused(rejection, Some(contract));
         }
         // 4, first part: who is calling, before the arguments are read.
-        if let Err(rejection) = authorize_caller(contract, ctx) {
+        if settings.checks(Gate::Authorize)
+            && let Err(rejection) = authorize_caller(contract, ctx)
+        {
             return refused(rejection, Some(contract));
         }
         // 2 to 9.
@@ -167,7 +171,15 @@ async fn gates<'a>(tool: &'a dyn ErasedTool, passage: Passage<'a>) -> Result<Out
     let contract = tool.contract();
 
     // 2. decode: the typed arguments, once; the canonical arguments from them, when read.
-    let decoded = tool.decode(check, &call.arguments, &settings.limits)?;
+    let limits = match settings.checks(Gate::Decode) {
+        true => settings.limits,
+        false => DecodeLimits {
+            max_bytes: usize::MAX,
+            max_depth: DecodeLimits::MAX_DEPTH,
+            ..settings.limits
+        },
+    };
+    let decoded = tool.decode(check, &call.arguments, &limits)?;
     let bound = decoded.args;
     let write = || bound.canonical();
     let canonical = Canonical::new(&write, &facts.canonical);
@@ -179,14 +191,16 @@ async fn gates<'a>(tool: &'a dyn ErasedTool, passage: Passage<'a>) -> Result<Out
 
     // 3. validate
     let (violations, left_out) = (decoded.violations, &decoded.left_out);
-    validate(
-        bound.validate(),
-        violations,
-        contract,
-        ctx,
-        left_out,
-        &canonical,
-    )?;
+    if settings.checks(Gate::Validate) {
+        validate(
+            bound.validate(),
+            violations,
+            contract,
+            ctx,
+            left_out,
+            &canonical,
+        )?;
+    }
 
     // 4. authorize: what the arguments name, where their values came from (an approved call
     // was judged when it began to wait, and a human saw it since), then the policies and
@@ -196,13 +210,19 @@ async fn gates<'a>(tool: &'a dyn ErasedTool, passage: Passage<'a>) -> Result<Out
         edit: facts.edit.get(),
         found: &facts.sources,
     });
-    let untrusted = authorize(contract, &*bound, ctx, &canonical, &settings.rules, judge).await?;
+    let untrusted = match settings.checks(Gate::Authorize) {
+        true => authorize(contract, &*bound, ctx, &canonical, &settings.rules, judge).await?,
+        false => false,
+    };
 
     // 5. repeat: a call that may not run twice, or that may wait for a human, is claimed.
     let needs_approval = road == Road::Fresh
+        && settings.checks(Gate::Approve)
         && (untrusted || (settings.approvals).required(contract, bound.approval_required(ctx)));
-    let key = (road == Road::Fresh && (needs_approval || !contract.idempotent()))
-        .then(|| CallKey::new(ctx, contract.name(), &call.id));
+    let key = (road == Road::Fresh
+        && settings.checks(Gate::Repeat)
+        && (needs_approval || !contract.idempotent()))
+    .then(|| CallKey::new(ctx, contract.name(), &call.id));
     if let Some(key) = &key
         && let Some(earlier) = claim(passage, key, &canonical).await?
     {
@@ -240,7 +260,7 @@ async fn admit<'a>(
     let canonical = &Canonical::new(&write, &facts.canonical);
 
     // 6. budget: an approved call was counted when it began to wait.
-    let counted = settings.budget.applies_to(contract);
+    let counted = settings.checks(Gate::Budget) && settings.budget.applies_to(contract);
     let reserved = counted && road != Road::Approved;
     // Written before anything is reserved, so that nothing after can fail on them.
     if needs_approval {
@@ -411,6 +431,7 @@ async fn about_to_run(
     if let Some(log) = settings.audit.as_ref()
         && contract.audit_required()
         && !settings.dry_run
+        && settings.checks(Gate::Audit)
         && let Err(error) = log.about_to_run(ctx, call, contract, facts, None).await
     {
         tracing::error!(tool = contract.name(), %error, "the call could not be recorded before it ran, so it did not run");

@@ -25,9 +25,9 @@ use crate::gate::repeat::{InMemoryRepeatStore, RepeatStore};
 use crate::rollback::store::{DurableTransactions, TransactionStore};
 use crate::schema::check::SchemaCheck;
 use crate::{
-    ApprovalStore, Approver, BudgetLimits, BudgetStore, CallContext, ContractError, DecodeLimits,
-    InMemoryApprovalStore, InMemoryBudgetStore, InMemoryProvenanceStore, Policy, ProvenanceStore,
-    RefusalLimit, Rejection, Ticket, Tool, ToolContract,
+    Approval, ApprovalStore, Approver, BudgetLimits, BudgetStore, CallContext, ContractError,
+    DecodeLimits, Gate, InMemoryApprovalStore, InMemoryBudgetStore, InMemoryProvenanceStore,
+    Policy, ProvenanceStore, RefusalLimit, Rejection, Ticket, Tool, ToolContract,
 };
 
 /// Refusals a task may collect within a window before it is stopped, unless the registry says
@@ -94,6 +94,22 @@ pub(crate) struct Settings {
     pub(crate) transactions: Option<DurableTransactions>,
     /// The provider profiles the registry was built for, each checked against every tool.
     pub(crate) profiles: Vec<Profile>,
+    /// The gates a mutation test switched off.
+    #[cfg(feature = "mutation")]
+    switched_off: Vec<Gate>,
+}
+
+impl Settings {
+    /// Whether `gate` checks calls: always, unless a mutation test switched it off.
+    pub(crate) fn checks(&self, gate: Gate) -> bool {
+        #[cfg(feature = "mutation")]
+        return !self.switched_off.contains(&gate);
+        #[cfg(not(feature = "mutation"))]
+        {
+            let _ = gate;
+            true
+        }
+    }
 }
 
 impl Registry {
@@ -138,6 +154,8 @@ impl Registry {
                 dry_run: false,
                 transactions: None,
                 profiles: Vec::new(),
+                #[cfg(feature = "mutation")]
+                switched_off: Vec::new(),
             },
         }
     }
@@ -225,6 +243,14 @@ impl Registry {
     /// Whether the registry was built for `profile`.
     pub fn serves(&self, profile: Profile) -> bool {
         self.inner.settings.profiles.contains(&profile)
+    }
+
+    /// Whether every call of a tool with `contract` waits for a human's decision, whatever its
+    /// arguments: a critical tool, one whose contract requires approval, or one the registry's
+    /// defaults hold for a human (a tool the caller confirms, high risk where so configured).
+    pub fn always_waits(&self, contract: &ToolContract) -> bool {
+        let required = matches!(contract.approval(), Approval::Required);
+        self.inner.settings.approvals.required(contract, required)
     }
 
     /// The limits the decode gate applies.
@@ -573,6 +599,26 @@ impl RegistryBuilder {
     /// custom deserializers and validators; snapshot hooks are not.
     pub fn dry_run(mut self) -> Self {
         self.settings.dry_run = true;
+        self
+    }
+
+    /// Switches `gate`'s check off, for a mutation test of a red-team suite: a suite that
+    /// still passes over such a registry has no case for that gate. Resolve then lets a caller
+    /// use tools its roles do not grant; decode lifts its size and depth limits; validate,
+    /// authorize, repeat, budget, approve and audit do not run. Only with the feature
+    /// `mutation`, which only test crates enable (as a dev-dependency feature, which no build
+    /// of an application carries).
+    ///
+    /// # Panics
+    /// For [`Gate::Execute`]: a tool's body is not a check.
+    #[cfg(feature = "mutation")]
+    pub fn switch_off(mut self, gate: Gate) -> Self {
+        assert_ne!(
+            gate,
+            Gate::Execute,
+            "the execute gate runs the tool; it has no check to switch off"
+        );
+        self.settings.switched_off.push(gate);
         self
     }
 
