@@ -201,6 +201,7 @@ impl Run<'_> {
             arguments,
             expected,
             got,
+            gate: expected.gate(),
         };
         if registry.always_waits(contract) {
             self.report.push(finding(
@@ -221,12 +222,10 @@ impl Run<'_> {
                 .send(probe.caller.as_ref().unwrap_or(ctx), &probe.steps)
                 .await;
             let last = probe.steps.last().map(|step| step.arguments.to_string());
-            self.report.push(finding(
-                probe.what,
-                last.unwrap_or_default(),
-                probe.expected,
-                got,
-            ));
+            self.report.push(Finding {
+                gate: probe.gate,
+                ..finding(probe.what, last.unwrap_or_default(), probe.expected, got)
+            });
         }
     }
 
@@ -249,6 +248,7 @@ impl Run<'_> {
             arguments,
             expected: case.expected,
             got,
+            gate: case.expected.gate(),
         });
     }
 }

@@ -4,7 +4,7 @@
 //! one call more than the tool allows a task, a refused call sent until the task stops. Probes
 //! of many calls stop at 500: past a few hundred they cost more than they tell.
 
-use portcullis_core::{CallContext, Registry, RejectionCode, ToolContract};
+use portcullis_core::{CallContext, Gate, Registry, RejectionCode, ToolContract};
 
 use crate::Got;
 use serde_json::{Map, Value, json};
@@ -16,6 +16,8 @@ pub(crate) struct Probe {
     pub(crate) caller: Option<CallContext>,
     pub(crate) steps: Vec<Step>,
     pub(crate) expected: Got,
+    /// The gate whose check the probe tests.
+    pub(crate) gate: Gate,
 }
 
 /// One call of a probe: `id` is the call's id within its task.
@@ -64,6 +66,7 @@ pub(crate) fn probes(
         caller,
         steps: vec![Step::new(name, "1", arguments)],
         expected: Got::Refused(expected),
+        gate: expected.gate(),
     };
     let mut probes = Vec::new();
     if !contract.roles().is_empty() {
@@ -139,6 +142,7 @@ pub(crate) fn probes(
             caller: None,
             steps: vec![Step::new(&look_alike, "1", valid)],
             expected: Got::Refused(RejectionCode::UnknownTool),
+            gate: Gate::Resolve,
         });
     }
     if !contract.idempotent()
@@ -149,6 +153,7 @@ pub(crate) fn probes(
             caller: None,
             steps: vec![Step::new(name, "1", valid), Step::new(name, "1", &other)],
             expected: Got::Refused(RejectionCode::CallIdReused),
+            gate: Gate::Repeat,
         });
     }
     if registry.always_waits(contract) {
@@ -157,6 +162,8 @@ pub(crate) fn probes(
             caller: None,
             steps: vec![Step::new(name, "1", valid), Step::new(name, "1", valid)],
             expected: Got::Waits,
+            // The first call waits; the repeat gate keeps the second from being a new call.
+            gate: Gate::Repeat,
         });
     }
     if let Some(limit) = contract.max_calls_per_task().filter(|limit| *limit <= 500) {
@@ -168,6 +175,7 @@ pub(crate) fn probes(
             caller: None,
             steps,
             expected: Got::Refused(RejectionCode::BudgetCallsExceeded),
+            gate: Gate::Budget,
         });
     }
     // The same refused call, sent again and again: the task stops.
@@ -188,6 +196,7 @@ pub(crate) fn probes(
             caller: None,
             steps,
             expected: Got::Refused(RejectionCode::TooManyRefusals),
+            gate: Gate::Budget,
         });
     }
     probes

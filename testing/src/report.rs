@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use portcullis_core::RejectionCode;
+use portcullis_core::{Gate, RejectionCode};
 use serde::{Deserialize, Serialize};
 
 /// What a case got from the gates, or must get.
@@ -16,6 +16,17 @@ pub enum Got {
     Waits,
     /// The tool ran (a registry that does not run dry).
     Ran,
+}
+
+impl Got {
+    /// The gate that gives this answer: the refusal's, or approve's for a call that waits.
+    pub fn gate(self) -> Gate {
+        match self {
+            Got::Refused(code) => code.gate(),
+            Got::Waits => Gate::Approve,
+            Got::Ran => Gate::Execute,
+        }
+    }
 }
 
 impl fmt::Display for Got {
@@ -45,6 +56,8 @@ pub struct Finding {
     pub expected: Got,
     /// What it got.
     pub got: Got,
+    /// The gate whose check the case tests.
+    pub gate: Gate,
 }
 
 impl Finding {
