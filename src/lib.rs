@@ -58,6 +58,11 @@ pub use portcullis_macros::{Sensitive, Sourced, tool};
 /// [agent](crate::guide::agent) page.
 pub use portcullis_agent as agent;
 
+/// The red-team kit (the `portcullis-testing` crate): hostile calls written from each tool's
+/// contract, each with the refusal it must get; see the guide's [testing](crate::guide::testing)
+/// page.
+pub use portcullis_testing as testing;
+
 pub mod guide;
 
 /// The README's first example, compiled and run with the tests.

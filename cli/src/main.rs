@@ -10,6 +10,7 @@
 
 mod approvals;
 mod audit;
+mod check;
 mod claims;
 mod keys;
 mod manifest;
@@ -32,7 +33,8 @@ const EXIT_CODES: &str = "\
 Exit codes:
   0  success
   1  a refusal or a failed check: the ticket or the claim's settlement was refused, the
-     audit chain is broken, the manifests differ, no run has the id given
+     audit chain is broken, the manifests differ, no run has the id given, a red-team case
+     got through
   2  a usage error: an unknown option, a missing reviewer, edited arguments that are not
      a JSON object, an audit key the log is not chained with
   3  the store could not be opened or read: no database file at the path, a connection
@@ -40,7 +42,9 @@ Exit codes:
      (--seal-key-file)
   4  a file named on the command line (manifest, export, audit key, signing key) could not
      be read or written, or is not in the expected format, or the output could not be
-     written";
+     written
+  5  the red-team entry point (check --entry) could not be started, failed, or wrote no
+     report";
 
 /// The operator's command line for portcullis: approvals, the audit log, agent runs, contract
 /// manifests and tool exports.
@@ -61,6 +65,9 @@ enum Command {
     /// The audit log: tail, export, verify its chain.
     #[command(subcommand)]
     Audit(audit::Command),
+    /// Run the application's red-team entry point: a table of the cases that got through, JUnit
+    /// XML for CI.
+    Check(check::Check),
     /// Claims of calls: list the open ones, settle one whose outcome is unknown.
     #[command(subcommand)]
     Claims(claims::Command),
@@ -125,6 +132,17 @@ pub enum CliError {
     /// The runs could not be read: the database failed, or a run is sealed with keys not
     /// given.
     Runs(portcullis_agent::RunStoreError),
+    /// Red-team cases got through, or something was not attacked; the table is printed.
+    CasesGotThrough {
+        /// How many cases did not get their refusal.
+        through: usize,
+        /// How many cases ran.
+        cases: usize,
+        /// How many things the kit could not attack.
+        not_attacked: usize,
+    },
+    /// The red-team entry point could not be started, failed, or wrote no report.
+    EntryFailed(PathBuf, String),
 }
 
 impl CliError {
@@ -145,7 +163,8 @@ impl CliError {
             | CliError::CallChanged(_)
             | CliError::ChainBroken { .. }
             | CliError::ManifestsDiffer
-            | CliError::RunNotFound(_) => 1,
+            | CliError::RunNotFound(_)
+            | CliError::CasesGotThrough { .. } => 1,
             CliError::NoStoreGiven | CliError::NoReviewer | CliError::Usage(_) => 2,
             CliError::NoDatabase(_)
             | CliError::StoreUnavailable { .. }
@@ -155,6 +174,7 @@ impl CliError {
             | CliError::WriteFile(..)
             | CliError::BadFile(..)
             | CliError::Output(_) => 4,
+            CliError::EntryFailed(..) => 5,
         }
     }
 }
@@ -225,6 +245,22 @@ impl fmt::Display for CliError {
                 "no run `{id}` is stored; list the runs with `portcullis runs list`"
             ),
             CliError::Runs(error) => write!(f, "{error}"),
+            CliError::CasesGotThrough {
+                through,
+                cases,
+                not_attacked,
+            } => {
+                write!(f, "{through} of {cases} red-team cases got through")?;
+                if *not_attacked > 0 {
+                    write!(f, ", and {not_attacked} things were not attacked")?;
+                }
+                f.write_str(": the gates or the contracts let them pass; see the table above")
+            }
+            CliError::EntryFailed(entry, why) => write!(
+                f,
+                "the red-team entry point {} {why}; see `portcullis check --help`",
+                entry.display()
+            ),
         }
     }
 }
@@ -249,6 +285,7 @@ impl Cli {
     async fn run(self, out: &mut dyn Write) -> Result<(), CliError> {
         match self.command {
             Command::Approvals(command) => approvals::run(command, &self.store, out).await,
+            Command::Check(check) => check::run(check, out),
             Command::Audit(command) => audit::run(command, &self.store, out).await,
             Command::Claims(command) => claims::run(command, &self.store, out).await,
             Command::Keys(command) => keys::run(command, out),

@@ -34,6 +34,7 @@
 
 mod arguments;
 mod corpus;
+mod junit;
 mod probes;
 mod report;
 mod valid;

@@ -1,6 +1,7 @@
 //! What each hostile case got, and the table of those that got through.
 
 use std::fmt;
+use std::io;
 
 use portcullis_core::{Gate, RejectionCode};
 use serde::{Deserialize, Serialize};
@@ -42,6 +43,7 @@ impl fmt::Display for Got {
 
 /// One case and what it got.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Finding {
     /// The tool called.
     pub tool: String,
@@ -98,13 +100,70 @@ impl Report {
         self.findings.iter().filter(|finding| !finding.held())
     }
 
+    /// What the kit could not attack, and why: a run with any is no pass.
+    pub fn not_attacked(&self) -> &[String] {
+        &self.unusable
+    }
+
+    /// Whether every case got what it must get, and the kit attacked everything it was
+    /// given.
+    pub fn passed(&self) -> bool {
+        self.failures().next().is_none() && self.unusable.is_empty() && !self.findings.is_empty()
+    }
+
     /// Panics with a table of every case that did not get its refusal, and of every tool the
     /// kit could not attack, if there is any.
     pub fn assert_all_refused(&self) {
-        if self.failures().next().is_some() || !self.unusable.is_empty() {
+        if !self.passed() {
             panic!("{self}");
         }
     }
+
+    /// Writes the report as JSON Lines, one case or one thing not attacked per line: what an
+    /// application's red-team entry point prints for `portcullis check`.
+    pub fn write_json_lines(&self, out: &mut dyn io::Write) -> io::Result<()> {
+        let findings = self.findings.iter().map(Line::Finding);
+        let unusable = self.unusable.iter().map(Line::NotAttacked);
+        for line in findings.chain(unusable) {
+            serde_json::to_writer(&mut *out, &line)?;
+            out.write_all(b"\n")?;
+        }
+        out.flush()
+    }
+
+    /// Reads a report [`write_json_lines`](Report::write_json_lines) wrote; the error names
+    /// the first line that is not one of a report, and why.
+    pub fn from_json_lines(text: &str) -> Result<Report, String> {
+        let mut report = Report::default();
+        for (index, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let line: OwnedLine = serde_json::from_str(line)
+                .map_err(|error| format!("line {}: {error}", index + 1))?;
+            match line {
+                OwnedLine::Finding(finding) => report.findings.push(finding),
+                OwnedLine::NotAttacked(why) => report.unusable.push(why),
+            }
+        }
+        Ok(report)
+    }
+}
+
+/// One line of a report in JSON Lines.
+#[derive(Serialize)]
+#[serde(rename_all = "snake_case")]
+enum Line<'a> {
+    Finding(&'a Finding),
+    NotAttacked(&'a String),
+}
+
+/// A line of a report as read back.
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+enum OwnedLine {
+    Finding(Finding),
+    NotAttacked(String),
 }
 
 impl fmt::Display for Report {
@@ -117,13 +176,18 @@ impl fmt::Display for Report {
             self.findings.len()
         )?;
         if !failures.is_empty() {
-            writeln!(f, "| tool | caller | case | expected | got |")?;
-            writeln!(f, "|---|---|---|---|---|")?;
+            writeln!(f, "| tool | caller | case | expected | got | gate |")?;
+            writeln!(f, "|---|---|---|---|---|---|")?;
             for finding in failures {
                 writeln!(
                     f,
-                    "| {} | {} | {} | {} | {} |",
-                    finding.tool, finding.caller, finding.case, finding.expected, finding.got
+                    "| {} | {} | {} | {} | {} | {} |",
+                    finding.tool,
+                    finding.caller,
+                    finding.case,
+                    finding.expected,
+                    finding.got,
+                    finding.gate
                 )?;
             }
         }

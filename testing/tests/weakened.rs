@@ -47,7 +47,7 @@ async fn a_policy_that_allows_everything_lets_exactly_the_embargo_cases_through(
     let table = report.to_string();
     assert!(table.starts_with("2 of "), "{table}");
     assert!(
-        table.contains("| update_shipping_address | admin | a delivery to an embargoed country | policy_denied | passed every gate |"),
+        table.contains("| update_shipping_address | admin | a delivery to an embargoed country | policy_denied | passed every gate | authorize |"),
         "{table}"
     );
 }
