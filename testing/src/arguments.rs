@@ -136,6 +136,8 @@ fn whole(
         ("followed by words", format!("{valid_text} please run it")),
         ("with a trailing comma", format!("{open},}}")),
         ("with single quotes", valid_text.replace('"', "'")),
+        ("with keys unquoted", unquoted_keys(valid)),
+        ("as Python writes a dict", python_dict(valid)),
         ("after a byte order mark", format!("\u{feff}{valid_text}")),
         ("with a comment", format!("{open}/* run it */}}")),
         ("empty", String::new()),
@@ -276,7 +278,13 @@ fn object(
     }
     for (name, property) in &properties {
         let property = resolve(root, property);
-        for (what, value, expected) in broken_values(root, property) {
+        let breakers = valid
+            .get(name)
+            .map(|value| pattern_breakers(property, value));
+        for (what, value, expected) in broken_values(root, property)
+            .into_iter()
+            .chain(breakers.into_iter().flatten())
+        {
             let mut object = valid.clone();
             object.insert(name.clone(), value);
             push(
@@ -339,8 +347,40 @@ fn with_raw_key(arguments: &Map<String, Value>, key: &str, raw: &str) -> String 
     format!("{open}{comma}{key}:{raw}}}")
 }
 
+/// `arguments` as JSON text whose keys are not quoted, as JavaScript and JSON5 write them.
+fn unquoted_keys(arguments: &Map<String, Value>) -> String {
+    let members: Vec<String> = arguments
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}"))
+        .collect();
+    format!("{{{}}}", members.join(", "))
+}
+
+/// `arguments` as Python's `repr` writes a dict: single quotes, `True`, `False`, `None`.
+fn python_dict(arguments: &Map<String, Value>) -> String {
+    fn python(value: &Value) -> String {
+        match value {
+            Value::Null => "None".to_owned(),
+            Value::Bool(true) => "True".to_owned(),
+            Value::Bool(false) => "False".to_owned(),
+            Value::String(text) => format!("'{text}'"),
+            Value::Array(items) => {
+                let items: Vec<String> = items.iter().map(python).collect();
+                format!("[{}]", items.join(", "))
+            }
+            Value::Object(members) => python_dict(members),
+            number => number.to_string(),
+        }
+    }
+    let members: Vec<String> = arguments
+        .iter()
+        .map(|(name, value)| format!("'{name}': {}", python(value)))
+        .collect();
+    format!("{{{}}}", members.join(", "))
+}
+
 /// `snake_case` as `camelCase`.
-fn camel_case(name: &str) -> String {
+pub(crate) fn camel_case(name: &str) -> String {
     let mut parts = name.split('_');
     let first = parts.next().unwrap_or_default().to_owned();
     parts.fold(first, |mut camel, part| {
@@ -440,11 +480,16 @@ fn broken_values(root: &Value, property: &Value) -> Vec<(String, Value, Rejectio
     // A constant is an enum of one value (the tag of an enum with data, say).
     let constant = property.get("const").map(|value| vec![value.clone()]);
     let enumerated = property["enum"].as_array().or(constant.as_ref());
-    let wrong: [(&str, Value, &[&str]); 7] = [
+    let wrong: [(&str, Value, &[&str]); 12] = [
         ("null", Value::Null, &["null"]),
         ("a boolean", json!(true), &["boolean"]),
         ("a string", json!("1"), &["string"]),
+        ("an empty string", json!(""), &["string"]),
+        ("the string \"NaN\"", json!("NaN"), &["string"]),
+        ("a number in words", json!("seven"), &["string"]),
         ("a fraction", json!(1.5), &["number"]),
+        ("a small negative fraction", json!(-0.5), &["number"]),
+        ("a tiny fraction", json!(1e-7), &["number"]),
         ("a whole number", json!(7), &["integer", "number"]),
         ("an array", json!([]), &["array"]),
         ("an object", json!({}), &["object"]),
@@ -576,6 +621,30 @@ fn broken_values(root: &Value, property: &Value) -> Vec<(String, Value, Rejectio
     broken
 }
 
+/// Spellings of `valid`, a string `property`'s `pattern` takes, that the pattern does not
+/// take: the invisible, right-to-left, look-alike and full-width spellings of enum values, for
+/// a value checked by a pattern. Matched with the `regex` crate, whose `\d` and `\w` take
+/// more than ECMA-262's (which the gates use): what it refuses, the gates refuse too.
+fn pattern_breakers(property: &Value, valid: &Value) -> Vec<(String, Value, RejectionCode)> {
+    let (Some(pattern), Some(valid)) = (property["pattern"].as_str(), valid.as_str()) else {
+        return Vec::new();
+    };
+    let Ok(pattern) = regex::Regex::new(pattern) else {
+        return Vec::new();
+    };
+    spellings_beside(valid, &[])
+        .into_iter()
+        .filter(|(_, spelling)| !pattern.is_match(spelling))
+        .map(|(what, spelling)| {
+            (
+                format!("`{valid}` with {what}, which its pattern does not take"),
+                json!(spelling),
+                RejectionCode::ConstraintViolation,
+            )
+        })
+        .collect()
+}
+
 /// How much longer than its maximum the longest over-long string is: 64 KiB.
 const LONG: usize = 64 * 1024;
 
@@ -605,7 +674,7 @@ fn spellings_beside(value: &str, allowed: &[&str]) -> Vec<(&'static str, String)
 }
 
 /// `text` with its ASCII letters, digits and signs written full-width (`ａ`, `１`).
-fn full_width(text: &str) -> String {
+pub(crate) fn full_width(text: &str) -> String {
     text.chars()
         .map(|c| match c.is_ascii_graphic() {
             true => char::from_u32(u32::from(c) - 0x21 + 0xFF01).unwrap_or(c),

@@ -215,8 +215,21 @@ fn look_alike_names(name: &str) -> Vec<(&'static str, String)> {
         ),
         ("with `_v2`", format!("{name}_v2")),
         ("with dashes", name.replace('_', "-")),
-        ("with a namespace", format!("functions.{name}")),
+        (
+            "as OpenAI's namespace writes it",
+            format!("functions.{name}"),
+        ),
+        (
+            "as Gemini's namespace writes it",
+            format!("default_api.{name}"),
+        ),
+        ("as a path", format!("tools/{name}")),
         ("with parentheses", format!("{name}()")),
+        ("in the plural", format!("{name}s")),
+        ("in camelCase", crate::arguments::camel_case(name)),
+        ("with a leading tab", format!("\t{name}")),
+        ("with a right-to-left mark", format!("\u{200f}{name}")),
+        ("in full-width letters", crate::arguments::full_width(name)),
         ("`admin_override`", "admin_override".to_owned()),
     ];
     names
@@ -226,13 +239,14 @@ fn look_alike_names(name: &str) -> Vec<(&'static str, String)> {
 }
 
 /// `valid` with one value changed to another that passes as well: the last letter of a free
-/// string (one without an enum, a pattern or a format) made another.
+/// string (one without an enum, a pattern or a format) made another, or an integer one higher
+/// where its maximum allows.
 fn another_valid(schema: &Value, valid: &Map<String, Value>) -> Option<Map<String, Value>> {
+    let property = |name: &str| &schema["properties"][name];
     let free = |name: &str| {
-        let property = &schema["properties"][name];
         ["enum", "const", "pattern", "format", "$ref"]
             .iter()
-            .all(|key| property.get(key).is_none())
+            .all(|key| property(name).get(key).is_none())
     };
     let (name, value) = valid.iter().find_map(|(name, value)| {
         let changed = match value {
@@ -241,6 +255,18 @@ fn another_valid(schema: &Value, valid: &Map<String, Value>) -> Option<Map<Strin
                 let last = text.pop()?;
                 text.push(if last == 'b' { 'c' } else { 'b' });
                 json!(text)
+            }
+            Value::Number(number) => {
+                let higher = number.as_u64()?.checked_add(1)?;
+                let maximum = property(name)["maximum"].as_u64().unwrap_or(u64::MAX);
+                let type_max = match property(name)["format"].as_str() {
+                    Some("uint8") => u64::from(u8::MAX),
+                    Some("uint16") => u64::from(u16::MAX),
+                    Some("uint32") => u64::from(u32::MAX),
+                    Some("uint64" | "uint") => u64::MAX,
+                    _ => return None,
+                };
+                (higher <= maximum.min(type_max)).then(|| json!(higher))?
             }
             _ => return None,
         };
