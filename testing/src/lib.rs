@@ -40,10 +40,14 @@ mod report;
 mod valid;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use portcullis_core::audit::MemoryAuditSink;
-use portcullis_core::{CallContext, Outcome, Registry, RegistryBuilder, ToolCall, ToolContract};
-use probes::Step;
+use portcullis_core::{
+    CallContext, InMemoryProvenanceStore, Origin, Outcome, ProvenanceStore, Registry,
+    RegistryBuilder, SourceRecord, ToolCall, ToolContract,
+};
+use probes::{Probe, Step};
 use serde_json::{Map, Value};
 
 pub use report::{Finding, Got, Report};
@@ -95,9 +99,11 @@ impl RedTeam {
 
     /// Runs every case, each in a task of its own, and reports what each got.
     pub async fn run(self) -> Report {
+        let sources = Arc::new(InMemoryProvenanceStore::default());
         let registry = self
             .builder
             .isolated()
+            .provenance_store(Arc::clone(&sources))
             .dry_run()
             .audit(MemoryAuditSink::default())
             .build();
@@ -111,6 +117,7 @@ impl RedTeam {
         };
         let mut run = Run {
             registry: &registry,
+            sources,
             report,
             tasks: 0,
         };
@@ -146,12 +153,37 @@ impl RedTeam {
 /// A run under way: the registry it attacks and what it found.
 struct Run<'r> {
     registry: &'r Registry,
+    /// The registry's store of the tasks' sources, where a probe puts what its task read.
+    sources: Arc<InMemoryProvenanceStore>,
     report: Report,
     /// The tasks begun so far: each case gets a task of its own.
     tasks: u64,
 }
 
 impl Run<'_> {
+    /// Sends `probe`'s calls in a task of their own, which first read the probe's untrusted
+    /// text, if it has one; what the last call got.
+    async fn probe(&mut self, ctx: &CallContext, probe: &Probe) -> Got {
+        let ctx = probe.caller.as_ref().unwrap_or(ctx);
+        if let Some(text) = &probe.untrusted {
+            let source = SourceRecord {
+                origin: Origin::ToolOutput {
+                    tool: "red_team_untrusted_output".to_owned(),
+                    call_id: "0".to_owned(),
+                    trusted: false,
+                },
+                text: text.clone(),
+            };
+            let task = ctx
+                .clone()
+                .with_task_id(format!("red-team-{}", self.tasks + 1));
+            if let Err(refusal) = self.sources.record(&task, &source).await {
+                return Got::Refused(refusal.code());
+            }
+        }
+        self.send(ctx, &probe.steps).await
+    }
+
     /// Sends `steps` as `ctx` in a task of their own; what the last one got.
     async fn send(&mut self, ctx: &CallContext, steps: &[Step]) -> Got {
         self.tasks += 1;
@@ -219,9 +251,7 @@ impl Run<'_> {
                 .push(finding(case.what, case.arguments, expected, got));
         }
         for probe in probes::probes(contract, schema, ctx, &valid, registry) {
-            let got = self
-                .send(probe.caller.as_ref().unwrap_or(ctx), &probe.steps)
-                .await;
+            let got = self.probe(ctx, &probe).await;
             let last = probe.steps.last().map(|step| step.arguments.to_string());
             self.report.push(Finding {
                 gate: probe.gate,

@@ -1,8 +1,8 @@
-//! The kit against tools with a tenant, an environment and roles: who calls, and from where,
-//! is attacked as well as what is sent.
+//! The kit against tools with a tenant, an environment, roles and declared sources: who calls,
+//! from where, and where a value came from, are attacked as well as what is sent.
 
 use portcullis::prelude::*;
-use portcullis_testing::red_team;
+use portcullis_testing::{Got, red_team};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -66,4 +66,92 @@ async fn who_calls_and_from_where_is_attacked_too() {
         let wanted = (wanted.0, wanted.1.to_owned());
         assert!(expected.contains(&wanted), "{wanted:?} in {report}");
     }
+}
+
+/// Send money.
+#[tool(risk = "high", irreversible = "money leaves", on_untrusted = "approve")]
+fn send_money(
+    #[from(user, trusted)] recipient: String,
+    amount_cents: u64,
+    #[from(user, trusted, entities)] subject: String,
+) -> Result<String, ToolError> {
+    Ok(format!("{amount_cents} to {recipient}: {subject}"))
+}
+
+/// Change the password.
+#[tool(
+    risk = "high",
+    irreversible = "the old one is gone",
+    after_untrusted = "refuse"
+)]
+fn update_password(
+    #[from(user)]
+    #[validate(length(min = 8))]
+    password: String,
+) -> Result<(), ToolError> {
+    let _ = password;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_value_only_an_untrusted_output_named_is_attacked_too() {
+    let alice = CallContext::new("alice").with_request(
+        "Pay my rent, 95000 cents, to GB29NWBK60161331926819, and set my password to \
+         correct-horse-battery",
+    );
+    let report = red_team(Registry::builder().tool(SendMoney).tool(UpdatePassword))
+        .caller("alice", alice)
+        .valid_call(
+            "send_money",
+            serde_json::json!({"recipient": "GB29NWBK60161331926819", "amount_cents": 95000, "subject": "rent"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        )
+        .valid_call(
+            "update_password",
+            serde_json::json!({"password": "correct-horse-battery"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        )
+        .run()
+        .await;
+    let untrusted: Vec<_> = report
+        .findings()
+        .iter()
+        .filter(|finding| finding.case.contains("untrusted"))
+        .map(|finding| {
+            (
+                finding.tool.as_str(),
+                finding.case.as_str(),
+                finding.expected,
+                finding.got,
+            )
+        })
+        .collect();
+    report.assert_all_refused();
+    assert_eq!(
+        untrusted,
+        [
+            (
+                "send_money",
+                "`recipient` only an untrusted output named",
+                Got::Waits,
+                Got::Waits
+            ),
+            (
+                "update_password",
+                "`password` only an untrusted output named",
+                Got::Refused(RejectionCode::UntrustedValue),
+                Got::Refused(RejectionCode::UntrustedValue)
+            ),
+            (
+                "update_password",
+                "a call in a task that read an untrusted output",
+                Got::Refused(RejectionCode::UntrustedTask),
+                Got::Refused(RejectionCode::UntrustedTask)
+            ),
+        ]
+    );
 }

@@ -172,6 +172,30 @@ impl InMemoryProvenanceStore {
     }
 }
 
+/// A store shared by handle: give the registry one clone and keep another, to record what a
+/// task read from outside the registry's tools (a test's injected text, say).
+impl<S: ProvenanceStore> ProvenanceStore for Arc<S> {
+    fn record<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        source: &'a SourceRecord,
+    ) -> BoxFuture<'a, Result<u64, Rejection>> {
+        (**self).record(ctx, source)
+    }
+
+    fn since<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        after: u64,
+    ) -> BoxFuture<'a, Result<Vec<(u64, SourceRecord)>, Rejection>> {
+        (**self).since(ctx, after)
+    }
+
+    fn forget_task<'a>(&'a self, task: &'a str) -> BoxFuture<'a, ()> {
+        (**self).forget_task(task)
+    }
+}
+
 impl ProvenanceStore for InMemoryProvenanceStore {
     fn record<'a>(
         &'a self,
