@@ -181,11 +181,23 @@ impl Run<'_> {
                 return Got::Refused(refusal.code());
             }
         }
-        self.send(ctx, &probe.steps).await
+        let outcome = self.send(ctx, &probe.steps).await;
+        let got = Got::of(&outcome);
+        match &probe.like {
+            Some(like) if got == probe.expected => {
+                let other = self.send(ctx, std::slice::from_ref(like)).await;
+                let name = probe.steps.last().map(|step| step.tool.as_str());
+                match refused_alike(&outcome, name.unwrap_or_default(), &other, &like.tool) {
+                    true => got,
+                    false => Got::Revealed,
+                }
+            }
+            _ => got,
+        }
     }
 
-    /// Sends `steps` as `ctx` in a task of their own; what the last one got.
-    async fn send(&mut self, ctx: &CallContext, steps: &[Step]) -> Got {
+    /// Sends `steps` as `ctx` in a task of their own; the last one's outcome.
+    async fn send(&mut self, ctx: &CallContext, steps: &[Step]) -> Outcome {
         self.tasks += 1;
         dispatch(
             self.registry,
@@ -219,7 +231,7 @@ impl Run<'_> {
             return;
         };
         let valid = within_reach(contract, ctx, valid);
-        let control = self.send(ctx, &[Step::new(name, "1", &valid)]).await;
+        let control = Got::of(&self.send(ctx, &[Step::new(name, "1", &valid)]).await);
         if !control.passed() {
             self.report.unusable(format!(
                 "`{name}` as {caller}: the valid call is refused ({control}); give one that \
@@ -245,7 +257,7 @@ impl Run<'_> {
             ));
         }
         for case in arguments::hostile(schema, &valid, registry.limits()) {
-            let got = self.send(ctx, &[Step::text(name, &case.arguments)]).await;
+            let got = Got::of(&self.send(ctx, &[Step::text(name, &case.arguments)]).await);
             let expected = Got::Refused(case.expected);
             self.report
                 .push(finding(case.what, case.arguments, expected, got));
@@ -267,7 +279,7 @@ impl Run<'_> {
             id: "1".to_owned(),
             arguments: case.arguments.clone(),
         };
-        let got = self.send(ctx, &[step]).await;
+        let got = Got::of(&self.send(ctx, &[step]).await);
         let arguments = match case.arguments {
             Value::String(text) => text,
             arguments => arguments.to_string(),
@@ -303,10 +315,24 @@ fn within_reach(
     valid
 }
 
-/// Sends `steps` in order as `ctx`, in task `task`; what the last one got.
-async fn dispatch(registry: &Registry, ctx: &CallContext, task: &str, steps: &[Step]) -> Got {
+/// Whether `outcome`, of a call of the tool `name`, is refused as `other`, of a call of
+/// `other_name`, is: the same code, gate and message but for the name, and a hint that does
+/// not name the tool.
+fn refused_alike(outcome: &Outcome, name: &str, other: &Outcome, other_name: &str) -> bool {
+    let (Some(refusal), Some(other_refusal)) = (outcome.rejection(), other.rejection()) else {
+        return false;
+    };
+    let unnamed = |message: &str, name: &str| message.replace(&format!("{name:?}"), "\"…\"");
+    refusal.code() == other_refusal.code()
+        && refusal.retryable() == other_refusal.retryable()
+        && unnamed(refusal.message(), name) == unnamed(other_refusal.message(), other_name)
+        && !refusal.hint().unwrap_or_default().contains(name)
+}
+
+/// Sends `steps` in order as `ctx`, in task `task`; the last one's outcome.
+async fn dispatch(registry: &Registry, ctx: &CallContext, task: &str, steps: &[Step]) -> Outcome {
     let ctx = ctx.clone().with_task_id(task);
-    let mut got = Got::Ran;
+    let mut last = None;
     for step in steps {
         // A string is the arguments' JSON text as sent; anything else is sent as a value.
         let call = match &step.arguments {
@@ -317,12 +343,13 @@ async fn dispatch(registry: &Registry, ctx: &CallContext, task: &str, steps: &[S
                 ToolCall::new(format!("{task}-{}", step.id), &step.tool, arguments.clone())
             }
         };
-        got = Got::of(&registry.dispatch(&ctx, &call).await);
+        last = Some(registry.dispatch(&ctx, &call).await);
     }
-    got
+    last.expect("a probe sends at least one call")
 }
 
 impl Got {
+    /// What `outcome` is, for a case.
     fn of(outcome: &Outcome) -> Got {
         match (outcome.rejection(), outcome) {
             (Some(rejection), _) => Got::Refused(rejection.code()),
@@ -337,5 +364,39 @@ impl Got {
             self,
             Got::Ran | Got::Waits | Got::Refused(portcullis_core::RejectionCode::DryRun)
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use portcullis_core::{Rejection, RejectionCode};
+
+    use super::*;
+
+    fn unknown(message: &str, hint: &str) -> Outcome {
+        let refusal = Rejection::new(RejectionCode::UnknownTool, message).with_hint(hint);
+        Outcome::Rejected(refusal)
+    }
+
+    #[test]
+    fn a_refusal_that_tells_the_tool_exists_is_not_alike() {
+        let invented = unknown(
+            "there is no tool named \"pay_zz\"",
+            "the available tools are a",
+        );
+        let alike = unknown(
+            "there is no tool named \"pay\"",
+            "the available tools are a",
+        );
+        assert!(refused_alike(&alike, "pay", &invented, "pay_zz"));
+        let other_words = unknown("you may not use \"pay\"", "the available tools are a");
+        assert!(!refused_alike(&other_words, "pay", &invented, "pay_zz"));
+        let named = unknown(
+            "there is no tool named \"pay\"",
+            "ask for the role to use pay",
+        );
+        assert!(!refused_alike(&named, "pay", &invented, "pay_zz"));
+        let denied = Outcome::Rejected(Rejection::new(RejectionCode::RoleDenied, "no"));
+        assert!(!refused_alike(&denied, "pay", &invented, "pay_zz"));
     }
 }

@@ -17,6 +17,9 @@ pub enum Got {
     Waits,
     /// The tool ran (a registry that does not run dry).
     Ran,
+    /// Refused, but otherwise than a call of a tool that does not exist is: the refusal tells
+    /// a caller who may not use the tool that it exists.
+    Revealed,
 }
 
 impl Got {
@@ -26,6 +29,7 @@ impl Got {
             Got::Refused(code) => code.gate(),
             Got::Waits => Gate::Approve,
             Got::Ran => Gate::Execute,
+            Got::Revealed => Gate::Resolve,
         }
     }
 }
@@ -37,6 +41,7 @@ impl fmt::Display for Got {
             Got::Refused(code) => write!(f, "{code}"),
             Got::Waits => f.write_str("waits for approval"),
             Got::Ran => f.write_str("ran"),
+            Got::Revealed => f.write_str("refused unlike a tool that does not exist"),
         }
     }
 }
