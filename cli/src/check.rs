@@ -5,7 +5,7 @@
 //! report as JSON Lines (`Report::write_json_lines`); this command runs it, prints a table for
 //! people, writes JUnit XML for CI, and exits 1 when a case got through.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::Command;
@@ -133,11 +133,7 @@ fn print(report: &Report, out: &mut dyn Write) -> Result<(), CliError> {
         "{}",
         table::render(&["GATE", "CASES", "REFUSED"], &rows)
     )?;
-    let tools: BTreeSet<&str> = report
-        .findings()
-        .iter()
-        .map(|finding| finding.tool.as_str())
-        .collect();
+    let tools = report.cases_by_tool();
     writeln!(
         out,
         "{} of {} cases against {} tools got their refusal",

@@ -28,21 +28,31 @@ fn check(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `portcullis check` over the shop's entry point, `args` appended, with the JUnit XML it
+/// wrote.
+fn check_shop(args: &[&str]) -> (Output, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("red-team.xml");
+    let entry = entry();
+    let mut all = vec![
+        "--entry",
+        entry.to_str().unwrap(),
+        "--junit",
+        junit.to_str().unwrap(),
+    ];
+    all.extend(args);
+    let output = check(&all);
+    let xml = std::fs::read_to_string(&junit).unwrap_or_default();
+    (output, xml)
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
 #[test]
 fn a_shop_whose_every_case_is_refused_passes() {
-    let dir = tempfile::tempdir().unwrap();
-    let junit = dir.path().join("red-team.xml");
-    let entry = entry();
-    let output = check(&[
-        "--entry",
-        entry.to_str().unwrap(),
-        "--junit",
-        junit.to_str().unwrap(),
-    ]);
+    let (output, xml) = check_shop(&[]);
     let stdout = text(&output.stdout);
     assert_eq!(
         output.status.code(),
@@ -60,7 +70,6 @@ fn a_shop_whose_every_case_is_refused_passes() {
         last.ends_with("cases against 4 tools got their refusal"),
         "{stdout}"
     );
-    let xml = std::fs::read_to_string(&junit).unwrap();
     let document = roxmltree::Document::parse(&xml).unwrap();
     let root = document.root_element();
     assert_eq!(root.tag_name().name(), "testsuites");
@@ -70,17 +79,7 @@ fn a_shop_whose_every_case_is_refused_passes() {
 
 #[test]
 fn a_weakened_shop_fails_with_a_table_and_junit_naming_the_cases_that_got_through() {
-    let dir = tempfile::tempdir().unwrap();
-    let junit = dir.path().join("red-team.xml");
-    let entry = entry();
-    let output = check(&[
-        "--entry",
-        entry.to_str().unwrap(),
-        "--junit",
-        junit.to_str().unwrap(),
-        "--",
-        "--weakened",
-    ]);
+    let (output, xml) = check_shop(&["--", "--weakened"]);
     let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
     assert_eq!(output.status.code(), Some(1), "{stdout}{stderr}");
     assert!(
@@ -110,7 +109,6 @@ fn a_weakened_shop_fails_with_a_table_and_junit_naming_the_cases_that_got_throug
     }
     assert_eq!(table[4], "");
 
-    let xml = std::fs::read_to_string(&junit).unwrap();
     let document = roxmltree::Document::parse(&xml).unwrap();
     assert_eq!(document.root_element().attribute("failures"), Some("2"));
     let failed: Vec<(&str, &str, &str)> = document

@@ -1,5 +1,6 @@
 //! What each hostile case got, and the table of those that got through.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
 
@@ -98,6 +99,15 @@ impl Report {
     /// Every case and what it got.
     pub fn findings(&self) -> &[Finding] {
         &self.findings
+    }
+
+    /// How many cases each tool got, by name.
+    pub fn cases_by_tool(&self) -> BTreeMap<&str, usize> {
+        let mut by_tool = BTreeMap::new();
+        for finding in &self.findings {
+            *by_tool.entry(finding.tool.as_str()).or_default() += 1;
+        }
+        by_tool
     }
 
     /// The cases that did not get the refusal they must get.

@@ -1,6 +1,5 @@
 //! The kit against the README's tools, declared as the README declares them.
 
-use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
 use portcullis::prelude::*;
@@ -74,10 +73,7 @@ async fn every_hostile_case_against_the_readmes_tools_is_refused() {
     .valid_call("delete_database_record", valid.as_object().unwrap().clone())
     .run()
     .await;
-    let mut per_tool = BTreeMap::<&str, usize>::new();
-    for finding in report.findings() {
-        *per_tool.entry(finding.tool.as_str()).or_default() += 1;
-    }
+    let per_tool = report.cases_by_tool();
     println!("{per_tool:?}\n{report}");
     report.assert_all_refused();
     let breakers = report

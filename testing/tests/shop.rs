@@ -3,8 +3,6 @@
 #[path = "../../examples/shop/mod.rs"]
 mod shop;
 
-use std::collections::BTreeMap;
-
 use portcullis_testing::red_team;
 
 #[tokio::test]
@@ -14,10 +12,7 @@ async fn every_hostile_case_against_the_shop_is_refused() {
         .corpus(include_str!("shop_corpus.jsonl"))
         .run()
         .await;
-    let mut per_tool = BTreeMap::<&str, usize>::new();
-    for finding in report.findings() {
-        *per_tool.entry(finding.tool.as_str()).or_default() += 1;
-    }
+    let per_tool = report.cases_by_tool();
     println!("{per_tool:?}\n{report}");
     report.assert_all_refused();
     assert_eq!(per_tool.len(), 4);
