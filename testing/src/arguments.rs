@@ -538,6 +538,16 @@ fn broken_values(root: &Value, property: &Value) -> Vec<(String, Value, Rejectio
             broken.push((what, number(value), RejectionCode::ConstraintViolation));
         }
     }
+    if kinds.contains(&"number") && !kinds.contains(&"integer") {
+        for (what, value) in past_float_bounds(property) {
+            broken.push((
+                format!("{what} in quotes"),
+                json!(value.to_string()),
+                RejectionCode::InvalidType,
+            ));
+            broken.push((what, json!(value), RejectionCode::ConstraintViolation));
+        }
+    }
     if kinds.contains(&"string") && enumerated.is_none() {
         if let Some(maximum) = property["maxLength"].as_u64() {
             let count = usize::try_from(maximum).unwrap_or(usize::MAX - LONG) + 1;
@@ -700,11 +710,31 @@ fn number(value: i128) -> Value {
 /// The integers of `property`'s type (`low` to `high`) that its declared bounds forbid: one
 /// past each bound, far past it, and the type's own limit.
 fn past_bounds(property: &Value, low: i128, high: i128) -> Vec<(String, i128)> {
-    let minimum = property["minimum"].as_i64().map(i128::from);
-    let maximum = property["maximum"]
-        .as_u64()
-        .map(i128::from)
-        .or(property["maximum"].as_i64().map(i128::from));
+    // A bound may be written as a float (`1000.0`), as exclusive bounds are.
+    let bound = |key: &str| {
+        let bound = &property[key];
+        let integral = bound
+            .as_f64()
+            .filter(|bound| bound.fract() == 0.0 && bound.abs() < 9e15);
+        (bound.as_u64().map(i128::from))
+            .or(bound.as_i64().map(i128::from))
+            .or(integral.map(|bound| bound as i128))
+    };
+    // An exclusive bound is an inclusive one a step inside it; the tighter of the two holds.
+    let maximum = [
+        bound("maximum"),
+        bound("exclusiveMaximum").map(|bound| bound - 1),
+    ]
+    .into_iter()
+    .flatten()
+    .min();
+    let minimum = [
+        bound("minimum"),
+        bound("exclusiveMinimum").map(|bound| bound + 1),
+    ]
+    .into_iter()
+    .flatten()
+    .max();
     let mut past = Vec::new();
     if let Some(maximum) = maximum.filter(|maximum| *maximum < high) {
         past.push((
@@ -728,6 +758,43 @@ fn past_bounds(property: &Value, low: i128, high: i128) -> Vec<(String, i128)> {
             past.push((format!("the smallest its type holds ({low})"), low));
         }
     }
+    past
+}
+
+/// The numbers a fractional `property`'s declared bounds forbid: the next number past each
+/// bound, one past it, an exclusive bound itself.
+fn past_float_bounds(property: &Value) -> Vec<(String, f64)> {
+    let bound = |key: &str| property[key].as_f64().filter(|bound| bound.is_finite());
+    let mut past = Vec::new();
+    if let Some(maximum) = bound("maximum") {
+        past.push((
+            format!("just above its maximum ({maximum})"),
+            maximum.next_up(),
+        ));
+        past.push((format!("one above its maximum ({maximum})"), maximum + 1.0));
+    }
+    if let Some(minimum) = bound("minimum") {
+        past.push((
+            format!("just below its minimum ({minimum})"),
+            minimum.next_down(),
+        ));
+        past.push((format!("one below its minimum ({minimum})"), minimum - 1.0));
+    }
+    for key in ["exclusiveMaximum", "exclusiveMinimum"] {
+        if let Some(bound) = bound(key) {
+            past.push((format!("its {key} itself ({bound})"), bound));
+        }
+    }
+    // Past the largest float, `+ 1.0` is the same float: only a number past its bound counts.
+    let (high, low) = (bound("maximum"), bound("minimum"));
+    past.retain(|(_, value)| {
+        value.is_finite()
+            && (high.is_some_and(|high| *value > high)
+                || low.is_some_and(|low| *value < low)
+                || bound("exclusiveMaximum").is_some_and(|bound| *value >= bound)
+                || bound("exclusiveMinimum").is_some_and(|bound| *value <= bound))
+    });
+    past.dedup_by(|a, b| a.1 == b.1);
     past
 }
 

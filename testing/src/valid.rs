@@ -40,27 +40,35 @@ pub(crate) fn valid_value(root: &Value, property: &Value) -> Option<Value> {
     };
     match kind {
         "integer" | "number" => {
-            let low = property["minimum"]
-                .as_f64()
-                .or_else(|| {
-                    property["exclusiveMinimum"]
-                        .as_f64()
-                        .map(|bound| bound + 1.0)
-                })
-                .unwrap_or(0.0);
-            let high = property["maximum"]
-                .as_f64()
-                .or_else(|| {
-                    property["exclusiveMaximum"]
-                        .as_f64()
-                        .map(|bound| bound - 1.0)
-                })
-                .unwrap_or(f64::MAX);
-            let chosen = low.max(1.0).min(high).ceil();
-            Some(if kind == "integer" || chosen.fract() == 0.0 {
-                json!(chosen as i64)
-            } else {
-                json!(chosen)
+            let bound = |key: &str| property[key].as_f64();
+            let (low, high) = (bound("minimum"), bound("maximum"));
+            let (above, below) = (bound("exclusiveMinimum"), bound("exclusiveMaximum"));
+            let inside = |value: f64| {
+                low.is_none_or(|low| value >= low)
+                    && high.is_none_or(|high| value <= high)
+                    && above.is_none_or(|above| value > above)
+                    && below.is_none_or(|below| value < below)
+            };
+            let floor = low.or(above);
+            let ceiling = high.or(below);
+            // 1 where it may be; otherwise a whole number inside, or the middle of the range.
+            let candidates = [
+                Some(1.0),
+                floor.map(|floor| floor.floor() + 1.0),
+                low,
+                ceiling.map(|ceiling| ceiling.ceil() - 1.0),
+                high,
+                floor
+                    .zip(ceiling)
+                    .map(|(floor, ceiling)| (floor + ceiling) / 2.0),
+            ];
+            let chosen = candidates
+                .into_iter()
+                .flatten()
+                .find(|value| inside(*value) && (kind == "number" || value.fract() == 0.0))?;
+            Some(match chosen.fract() == 0.0 {
+                true => json!(chosen as i64),
+                false => json!(chosen),
             })
         }
         "string" if property.get("pattern").is_some() || property.get("format").is_some() => None,

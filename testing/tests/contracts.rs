@@ -155,3 +155,42 @@ async fn a_value_only_an_untrusted_output_named_is_attacked_too() {
         ]
     );
 }
+
+/// Convert an amount at a rate, with a fee.
+#[tool(risk = "medium")]
+fn convert(
+    #[validate(range(exclusive_min = 0.0, exclusive_max = 1.0))] fee_rate: f64,
+    #[validate(range(min = 0.5, max = 2.5))] rate: f64,
+    #[validate(range(min = -100, max = 100))] offset: i32,
+    #[validate(range(exclusive_min = 0, exclusive_max = 1000))] units: i64,
+    note: Option<String>,
+) -> Result<f64, ToolError> {
+    let _ = note;
+    Ok(f64::from(offset) + units as f64 * rate * (1.0 - fee_rate))
+}
+
+#[tokio::test]
+async fn fractions_signed_integers_and_exclusive_bounds_are_attacked_too() {
+    let report = red_team(Registry::builder().tool(Convert))
+        .caller("anyone", CallContext::new("anyone"))
+        .run()
+        .await;
+    report.assert_all_refused();
+    let cases: Vec<&str> = report
+        .findings()
+        .iter()
+        .map(|finding| finding.case.as_str())
+        .collect();
+    for case in [
+        "`fee_rate`: its exclusiveMaximum itself (1)",
+        "`fee_rate`: its exclusiveMinimum itself (0)",
+        "`rate`: just above its maximum (2.5)",
+        "`rate`: one below its minimum (0.5)",
+        "`offset`: one below its minimum (-101)",
+        "`offset`: the smallest its type holds (-2147483648)",
+        "`units`: one above its maximum (1000)",
+        "`units`: one below its minimum (0)",
+    ] {
+        assert!(cases.contains(&case), "{case} in {cases:#?}");
+    }
+}
