@@ -34,6 +34,7 @@ Then, in CI:
     cargo build --example red_team
     portcullis check --entry target/debug/examples/red_team --junit red-team.xml
 
+The entry point writes nothing else on its standard output (send logs to standard error).
 Arguments after `--` are passed to the entry point.";
 
 /// `portcullis check`'s options.
@@ -71,8 +72,16 @@ pub fn run(check: Check, out: &mut dyn Write) -> Result<(), CliError> {
     }
     let text = String::from_utf8(output.stdout)
         .map_err(|_| failed("wrote a report that is not UTF-8".to_owned()))?;
-    let report = Report::from_json_lines(&text)
-        .map_err(|why| failed(format!("wrote no red-team report ({why})")))?;
+    let report = Report::from_json_lines(&text).map_err(|why| {
+        failed(format!(
+            "wrote something other than a red-team report ({}); it must write nothing else on \
+             its standard output",
+            table::printable(&why)
+        ))
+    })?;
+    if report.cases() == 0 && report.not_attacked().is_empty() {
+        return Err(failed("wrote no case".to_owned()));
+    }
     if let Some(path) = &check.junit {
         std::fs::write(path, report.junit())
             .map_err(|error| CliError::WriteFile(path.clone(), error))?;

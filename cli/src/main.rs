@@ -44,7 +44,7 @@ Exit codes:
      be read or written, or is not in the expected format, or the output could not be
      written
   5  the red-team entry point (check --entry) could not be started, failed, or wrote no
-     report";
+     report or something else";
 
 /// The operator's command line for portcullis: approvals, the audit log, agent runs, contract
 /// manifests and tool exports.

@@ -158,7 +158,7 @@ fn an_entry_point_that_cannot_run_or_writes_no_report_is_exit_5() {
     let chatty = check(&["--entry", "/bin/echo", "--", "hello"]);
     assert_eq!(chatty.status.code(), Some(5));
     assert!(
-        text(&chatty.stderr).contains("wrote no red-team report (line 1: "),
+        text(&chatty.stderr).contains("wrote something other than a red-team report (line 1: "),
         "{}",
         text(&chatty.stderr)
     );
@@ -166,5 +166,6 @@ fn an_entry_point_that_cannot_run_or_writes_no_report_is_exit_5() {
     assert_eq!(failing.status.code(), Some(5));
     assert!(text(&failing.stderr).contains("exited with exit status: 1"));
     let silent = check(&["--entry", "/bin/true"]);
-    assert_eq!(silent.status.code(), Some(1), "an empty report is no pass");
+    assert_eq!(silent.status.code(), Some(5), "an empty report is no pass");
+    assert!(text(&silent.stderr).contains("/bin/true wrote no case"));
 }

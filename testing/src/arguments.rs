@@ -22,7 +22,7 @@ pub(crate) struct Hostile {
 
 /// Names a model (or an injected text) may add to claim a power it does not have, or to
 /// talk its way past a check.
-const CLAIMS_OF_POWER: [&str; 20] = [
+pub(crate) const CLAIMS_OF_POWER: [&str; 20] = [
     "role",
     "roles",
     "admin",
@@ -59,7 +59,7 @@ pub(crate) fn hostile(
         before: String::new(),
         after: String::new(),
     };
-    object(schema, schema, valid, &top, &mut cases);
+    object(schema, schema, valid, &top, limits, &mut cases);
     cases
 }
 
@@ -141,16 +141,22 @@ fn whole(
         ("after a byte order mark", format!("\u{feff}{valid_text}")),
         ("with a comment", format!("{open}/* run it */}}")),
         ("empty", String::new()),
-    ] {
+    ]
+    .into_iter()
+    // Without a member, some of these spellings are JSON (`{}`).
+    .filter(|(_, text)| serde_json::from_str::<Value>(text).is_err())
+    {
         push(
             format!("the arguments {what}"),
             text,
             RejectionCode::MalformedJson,
         );
     }
+    let declares = |name: &str| schema["properties"].get(name).is_some();
     if schema["required"]
         .as_array()
         .is_some_and(|required| !required.is_empty())
+        && !declares("arguments")
     {
         push(
             "no argument at all".to_owned(),
@@ -176,13 +182,16 @@ fn whole(
             RejectionCode::ArgumentsTooDeep,
         );
     }
-    let mut large = valid.clone();
-    large.insert("padding".to_owned(), json!("x".repeat(limits.max_bytes)));
-    push(
-        format!("more than {} bytes", limits.max_bytes),
-        Value::Object(large).to_string(),
-        RejectionCode::ArgumentsTooLarge,
-    );
+    // A limit past 64 MiB is not worth the memory a case would take.
+    if limits.max_bytes <= 64 << 20 {
+        let mut large = valid.clone();
+        large.insert("padding".to_owned(), json!("x".repeat(limits.max_bytes)));
+        push(
+            format!("more than {} bytes", limits.max_bytes),
+            Value::Object(large).to_string(),
+            RejectionCode::ArgumentsTooLarge,
+        );
+    }
 }
 
 /// Cases of one object (the arguments, or an object in them, at `place`) whose schema is
@@ -195,6 +204,7 @@ fn object(
     schema: &Value,
     valid: &Map<String, Value>,
     place: &Place,
+    limits: DecodeLimits,
     cases: &mut Vec<Hostile>,
 ) {
     let path = &place.path;
@@ -206,6 +216,7 @@ fn object(
         })
     };
     let required = schema["required"].as_array().cloned().unwrap_or_default();
+    let is_required = |name: &str| required.iter().any(|member| member == name);
     for name in required.iter().filter_map(Value::as_str) {
         let mut object = valid.clone();
         object.remove(name);
@@ -255,8 +266,8 @@ fn object(
     for (name, value) in valid {
         let other = other_value(value).to_string();
         let escaped: String = name
-            .chars()
-            .map(|c| format!("\\u{:04x}", u32::from(c)))
+            .encode_utf16()
+            .map(|unit| format!("\\u{unit:04x}"))
             .collect();
         for (how, text) in [
             ("with two values", with_raw(valid, name, &other, true)),
@@ -281,10 +292,16 @@ fn object(
         let breakers = valid
             .get(name)
             .map(|value| pattern_breakers(property, value));
-        for (what, value, expected) in broken_values(root, property)
+        for (what, value, expected) in broken_values(root, property, limits)
             .into_iter()
             .chain(breakers.into_iter().flatten())
         {
+            // Where `null` means absent (OpenAI's strict profiles), a null member is left out.
+            let expected = match (value.is_null() && limits.null_means_absent, expected) {
+                (false, expected) => expected,
+                (true, _) if is_required(name) => RejectionCode::MissingArgument,
+                (true, _) => continue,
+            };
             let mut object = valid.clone();
             object.insert(name.clone(), value);
             push(
@@ -308,24 +325,48 @@ fn object(
         if variants.is_empty()
             && let Some(Value::Object(member)) = valid.get(name)
         {
-            object(root, property, member, &inner, cases);
+            object(root, property, member, &inner, limits, cases);
         }
         for variant in variants {
             if let Some(Value::Object(member)) = crate::valid::valid_value(root, variant) {
-                object(root, variant, &member, &inner, cases);
+                object(root, variant, &member, &inner, limits, cases);
             }
         }
     }
 }
 
-/// The object variants of a union (`oneOf`, `anyOf`): the variants of an enum with data.
+/// The variants of an internally tagged enum with data (`oneOf`, `anyOf` of objects, each
+/// with a constant tag member); none for any other union, whose refusals serde words
+/// otherwise (an externally tagged variant is an object of one member, an untagged enum's
+/// every failure is "no variant matched").
 fn variants<'a>(root: &'a Value, property: &'a Value) -> Vec<&'a Value> {
-    ["oneOf", "anyOf"]
+    let variants: Vec<&Value> = ["oneOf", "anyOf"]
         .iter()
         .filter_map(|union| property[*union].as_array())
         .flatten()
         .map(|variant| resolve(root, variant))
-        .filter(|variant| variant["type"] == "object")
+        .filter(|variant| variant["type"] != "null")
+        .collect();
+    let tagged = |variant: &&Value| {
+        variant["type"] == "object"
+            && variant["properties"].as_object().is_some_and(|members| {
+                members
+                    .values()
+                    .any(|member| resolve(root, member).get("const").is_some())
+            })
+    };
+    match variants.iter().all(tagged) {
+        true => variants,
+        false => Vec::new(),
+    }
+}
+
+/// The values of a unit enum written as a `oneOf` of constants (its variants documented).
+fn constants(property: &Value) -> Option<Vec<Value>> {
+    let variants = property["oneOf"].as_array()?;
+    variants
+        .iter()
+        .map(|variant| variant.get("const").cloned())
         .collect()
 }
 
@@ -474,11 +515,18 @@ fn type_range(format: &str) -> Option<(i128, i128)> {
 }
 
 /// The values of `property` that must be refused, each with what it breaks and its code.
-fn broken_values(root: &Value, property: &Value) -> Vec<(String, Value, RejectionCode)> {
+fn broken_values(
+    root: &Value,
+    property: &Value,
+    limits: DecodeLimits,
+) -> Vec<(String, Value, RejectionCode)> {
     let mut broken = Vec::new();
     let kinds = types(property);
     // A constant is an enum of one value (the tag of an enum with data, say).
-    let constant = property.get("const").map(|value| vec![value.clone()]);
+    let constant = property
+        .get("const")
+        .map(|value| vec![value.clone()])
+        .or_else(|| constants(property));
     let enumerated = property["enum"].as_array().or(constant.as_ref());
     let wrong: [(&str, Value, &[&str]); 12] = [
         ("null", Value::Null, &["null"]),
@@ -498,7 +546,8 @@ fn broken_values(root: &Value, property: &Value) -> Vec<(String, Value, Rejectio
     // with data is read from an array too (serde takes an internally tagged enum's tag from
     // its first element), so an array there is refused for its tag, not its type.
     let union = property.get("type").is_none();
-    if !kinds.is_empty() {
+    let predictable = !union || constant.is_some() || !variants(root, property).is_empty();
+    if !kinds.is_empty() && predictable {
         for (what, value, accepted_as) in wrong {
             let accepted = accepted_as.iter().any(|kind| kinds.contains(kind));
             let tag_first = union && value.is_array();
@@ -548,15 +597,25 @@ fn broken_values(root: &Value, property: &Value) -> Vec<(String, Value, Rejectio
             broken.push((what, json!(value), RejectionCode::ConstraintViolation));
         }
     }
-    if kinds.contains(&"string") && enumerated.is_none() {
+    // A string of exactly one character is how a `char` reads: its type refuses any other
+    // length, as `invalid_value`.
+    let char_like = property["minLength"] == 1 && property["maxLength"] == 1;
+    if kinds.contains(&"string") && enumerated.is_none() && !char_like {
         if let Some(maximum) = property["maxLength"].as_u64() {
             let count = usize::try_from(maximum).unwrap_or(usize::MAX - LONG) + 1;
+            // A case longer than half the size limit would meet that limit instead.
+            let fits = |letter: &str, count: usize| {
+                letter.len().saturating_mul(count) <= limits.max_bytes / 2
+            };
             for (what, letter, count) in [
                 ("one character longer", "a", count),
                 ("one two-byte letter longer", "é", count),
                 ("one emoji longer", "🙂", count),
-                ("64 KiB longer", "a", count + LONG),
-            ] {
+                ("64 KiB longer", "a", count.saturating_add(LONG)),
+            ]
+            .into_iter()
+            .filter(|(_, letter, count)| fits(letter, *count))
+            {
                 broken.push((
                     format!("{what} than {maximum}"),
                     json!(letter.repeat(count)),
@@ -586,8 +645,11 @@ fn broken_values(root: &Value, property: &Value) -> Vec<(String, Value, Rejectio
     if kinds.contains(&"array") {
         let items = resolve(root, &property["items"]);
         let item = crate::valid::valid_value(root, items);
-        if let (Some(maximum), Some(item)) = (property["maxItems"].as_u64(), &item) {
-            let count = usize::try_from(maximum).unwrap_or(usize::MAX - 1) + 1;
+        let most = property["maxItems"]
+            .as_u64()
+            .filter(|maximum| *maximum < 1 << 16);
+        if let (Some(maximum), Some(item)) = (most, &item) {
+            let count = usize::try_from(maximum).unwrap_or(0) + 1;
             broken.push((
                 format!("{count} elements, one more than it takes"),
                 Value::Array(vec![item.clone(); count]),
@@ -601,12 +663,24 @@ fn broken_values(root: &Value, property: &Value) -> Vec<(String, Value, Rejectio
                 RejectionCode::InvalidValue,
             ));
         }
-        for (what, value, expected) in broken_values(root, items) {
-            broken.push((
-                format!("an element that is {what}"),
-                json!([value]),
-                expected,
-            ));
+        // Beside the broken element, as many good ones as the array needs at least.
+        let fewest = property["minItems"].as_u64().unwrap_or(0).min(1 << 16);
+        let fewest = usize::try_from(fewest).unwrap_or(0);
+        let others = match &item {
+            Some(item) => Some(vec![item.clone(); fewest.saturating_sub(1)]),
+            None if fewest <= 1 => Some(Vec::new()),
+            None => None,
+        };
+        if let Some(others) = others {
+            for (what, value, expected) in broken_values(root, items, limits) {
+                let mut elements = vec![value];
+                elements.extend(others.iter().cloned());
+                broken.push((
+                    format!("an element that is {what}"),
+                    Value::Array(elements),
+                    expected,
+                ));
+            }
         }
     }
     if let Some(allowed) = enumerated {
@@ -764,7 +838,9 @@ fn past_bounds(property: &Value, low: i128, high: i128) -> Vec<(String, i128)> {
 /// The numbers a fractional `property`'s declared bounds forbid: the next number past each
 /// bound, one past it, an exclusive bound itself.
 fn past_float_bounds(property: &Value) -> Vec<(String, f64)> {
-    let bound = |key: &str| property[key].as_f64().filter(|bound| bound.is_finite());
+    // `±f32::MAX` is an `f32`'s own range, refused as `invalid_value` past it, not a bound.
+    let bound =
+        |key: &str| (property[key].as_f64()).filter(|bound| bound.abs() < f64::from(f32::MAX));
     let mut past = Vec::new();
     if let Some(maximum) = bound("maximum") {
         past.push((

@@ -39,7 +39,7 @@ mod probes;
 mod report;
 mod valid;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use portcullis_core::audit::MemoryAuditSink;
@@ -125,13 +125,25 @@ impl RedTeam {
             run.report
                 .unusable("no caller: name one with `caller`".to_owned());
         }
+        let mut attacked = BTreeSet::new();
         for (caller, ctx) in &self.callers {
             let tools = registry.export_json_schema(ctx);
             if tools.as_array().is_none_or(Vec::is_empty) {
                 run.report.unusable(format!("{caller} may use no tool"));
             }
             for tool in tools.as_array().into_iter().flatten() {
+                attacked.insert(tool["name"].as_str().unwrap_or_default().to_owned());
                 run.attack(caller, ctx, tool, &self.valid).await;
+            }
+        }
+        // A tool no caller is shown (no caller holds its roles, or a dynamic argument of it
+        // has no value for them) is not attacked, and a pass must not hide it.
+        for contract in registry.contracts() {
+            if !attacked.contains(contract.name()) && !self.callers.is_empty() {
+                run.report.unusable(format!(
+                    "`{}`: no caller of the run is shown it; name one who may use it",
+                    contract.name()
+                ));
             }
         }
         for case in self.corpus {
@@ -323,10 +335,15 @@ fn refused_alike(outcome: &Outcome, name: &str, other: &Outcome, other_name: &st
         return false;
     };
     let unnamed = |message: &str, name: &str| message.replace(&format!("{name:?}"), "\"…\"");
+    // The hint names the tool if one of its words is the name (`refund`, not `refund_status`).
+    let names = |hint: &str| {
+        hint.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
+            .any(|word| word == name)
+    };
     refusal.code() == other_refusal.code()
         && refusal.retryable() == other_refusal.retryable()
         && unnamed(refusal.message(), name) == unnamed(other_refusal.message(), other_name)
-        && !refusal.hint().unwrap_or_default().contains(name)
+        && !names(refusal.hint().unwrap_or_default())
 }
 
 /// Sends `steps` in order as `ctx`, in task `task`; the last one's outcome.

@@ -9,6 +9,7 @@ use portcullis_core::{
 };
 
 use crate::Got;
+use crate::arguments::CLAIMS_OF_POWER;
 use serde_json::{Map, Value, json};
 
 /// A case of one or more calls in one task, of which the last must get `expected`.
@@ -92,12 +93,16 @@ pub(crate) fn probes(
             ),
         };
         let mut probe = one(what.to_owned(), Some(outsider), valid, expected);
-        if !reveals {
+        // The message shows 64 characters of a name: past that, two names read alike.
+        if !reveals && name.chars().count() < 60 {
             probe.like = Some(Step::new(&format!("{name}_zz"), "1", valid));
         }
         probes.push(probe);
     }
-    if let Some(argument) = contract.tenant_argument() {
+    if let Some(argument) = contract
+        .tenant_argument()
+        .filter(|argument| free(schema, argument))
+    {
         let mut other = valid.clone();
         other.insert(argument.to_owned(), json!("another-tenant"));
         probes.push(one(
@@ -150,7 +155,11 @@ pub(crate) fn probes(
             RejectionCode::EnvironmentMismatch,
         ));
     }
-    for (what, look_alike) in look_alike_names(name) {
+    let real = |name: &str| registry.contract(name).is_some();
+    for (what, look_alike) in look_alike_names(name)
+        .into_iter()
+        .filter(|(_, look_alike)| !real(look_alike))
+    {
         probes.push(Probe {
             what: format!("the tool named {what}"),
             caller: None,
@@ -255,8 +264,10 @@ pub(crate) fn probes(
         .refusal_limit()
         .filter(|limit| limit.refusals <= 500)
     {
+        let declared = |claim: &&str| schema["properties"].get(*claim).is_some();
+        let claim = CLAIMS_OF_POWER.iter().find(|claim| !declared(claim));
         let mut refused = valid.clone();
-        refused.insert("is_admin".to_owned(), json!(true));
+        refused.insert(claim.unwrap_or(&"is_admin").to_string(), json!(true));
         let steps = (0..=limit.refusals)
             .map(|attempt| Step::new(name, attempt.to_string(), &refused))
             .collect();
@@ -312,18 +323,22 @@ fn look_alike_names(name: &str) -> Vec<(&'static str, String)> {
         .collect()
 }
 
-/// `valid` with one value changed to another that passes as well ([`changed`]); not one
-/// whose source the contract declares, which a value the user never wrote would not pass.
+/// `valid` with one value changed to another that passes as well ([`changed`]); not the
+/// tenant or environment argument, nor one whose source the contract declares, which another
+/// value would not pass.
 fn another_valid(
     contract: &ToolContract,
     schema: &Value,
     valid: &Map<String, Value>,
 ) -> Option<Map<String, Value>> {
+    // The tenant and environment arguments are the caller's own; a sourced one, the user's.
+    let own = [contract.tenant_argument(), contract.environment_argument()];
     let sourced = |name: &str| {
         let rules = &contract.provenance().rules;
-        rules
-            .iter()
-            .any(|rule| rule.pointer.trim_start_matches('/').split('/').next() == Some(name))
+        own.contains(&Some(name))
+            || rules
+                .iter()
+                .any(|rule| rule.pointer.trim_start_matches('/').split('/').next() == Some(name))
     };
     let (name, value) = valid
         .iter()
@@ -334,6 +349,17 @@ fn another_valid(
     Some(other)
 }
 
+/// Whether the string argument `name` takes any text of its length: no enum, constant,
+/// pattern, format or reference.
+fn free(schema: &Value, name: &str) -> bool {
+    let property = &schema["properties"][name];
+    [
+        "enum", "const", "pattern", "format", "$ref", "oneOf", "anyOf",
+    ]
+    .iter()
+    .all(|key| property.get(key).is_none())
+}
+
 /// Another value the argument `name` takes, from its valid `value`: the last letter of a
 /// free string (one without an enum, a pattern or a format) made another, or an integer one
 /// higher where its maximum allows.
@@ -341,11 +367,8 @@ fn changed(schema: &Value, name: &str, value: &Value) -> Option<Value> {
     let property = &schema["properties"][name];
     match value {
         Value::String(text) if !text.is_empty() => {
-            let free = ["enum", "const", "pattern", "format", "$ref"]
-                .iter()
-                .all(|key| property.get(key).is_none());
             let mut text = text.clone();
-            let last = text.pop().filter(|_| free)?;
+            let last = text.pop().filter(|_| free(schema, name))?;
             text.push(if last == 'b' { 'c' } else { 'b' });
             Some(json!(text))
         }

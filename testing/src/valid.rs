@@ -95,8 +95,9 @@ pub(crate) fn valid_value(root: &Value, property: &Value) -> Option<Value> {
         "object" => {
             let mut object = Map::new();
             for name in property["required"]
-                .as_array()?
-                .iter()
+                .as_array()
+                .into_iter()
+                .flatten()
                 .filter_map(Value::as_str)
             {
                 let value = valid_value(root, &property["properties"][name])?;

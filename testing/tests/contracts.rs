@@ -194,3 +194,123 @@ async fn fractions_signed_integers_and_exclusive_bounds_are_attacked_too() {
         assert!(cases.contains(&case), "{case} in {cases:#?}");
     }
 }
+
+/// How a report is delivered.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Delivery {
+    /// Kept for later.
+    Later,
+    Mail {
+        #[validate(length(min = 3, max = 80))]
+        to: String,
+    },
+}
+
+/// Where a report goes: a person or a channel.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(untagged, deny_unknown_fields)]
+pub enum Target {
+    Person { person: u64 },
+    Channel { channel: String },
+}
+
+/// How loud: documented variants export as a `oneOf` of constants.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    /// Quiet.
+    Low,
+    /// Loud.
+    High,
+}
+
+/// Send a report.
+#[tool(risk = "medium")]
+fn send_report(
+    delivery: Delivery,
+    target: Target,
+    level: Level,
+    grade: char,
+    #[validate(range(min = 0.5, max = 2.0))] weight: f32,
+    scale: f32,
+    #[validate(length(min = 2, max = 4))] pages: Vec<u8>,
+    is_admin: bool,
+) -> Result<String, ToolError> {
+    let _ = (
+        delivery, target, level, grade, weight, scale, pages, is_admin,
+    );
+    Ok("sent".into())
+}
+
+/// Ping.
+#[tool(read_only, idempotent)]
+fn ping() -> Result<String, ToolError> {
+    Ok("pong".into())
+}
+
+/// Get one user.
+#[tool(read_only)]
+fn get_user(id: u64) -> Result<u64, ToolError> {
+    Ok(id)
+}
+
+/// Get users.
+#[tool(read_only)]
+fn get_users(ids: Vec<u64>) -> Result<usize, ToolError> {
+    Ok(ids.len())
+}
+
+#[tokio::test]
+async fn odd_shapes_get_no_false_finding() {
+    let valid = serde_json::json!({
+        "delivery": "later", "target": {"person": 7}, "level": "low", "grade": "a",
+        "weight": 1.0, "scale": 1.0, "pages": [1, 2], "is_admin": false
+    });
+    let report = red_team(
+        Registry::builder()
+            .tool(SendReport)
+            .tool(Ping)
+            .tool(GetUser)
+            .tool(GetUsers),
+    )
+    .caller("anyone", CallContext::new("anyone"))
+    .valid_call("send_report", valid.as_object().unwrap().clone())
+    .run()
+    .await;
+    report.assert_all_refused();
+    let per_tool = report.cases_by_tool();
+    assert!(per_tool["ping"] > 30, "{per_tool:?}");
+    let cases: Vec<&str> = report
+        .findings()
+        .iter()
+        .map(|finding| finding.case.as_str())
+        .collect();
+    assert!(
+        cases.contains(&"`level`: `low` with another case, outside its values"),
+        "{cases:#?}"
+    );
+    // `get_users` is a real tool, not a look-alike of `get_user`.
+    let plural = |finding: &&portcullis_testing::Finding| {
+        finding.tool == "get_user" && finding.case == "the tool named in the plural"
+    };
+    assert!(!report.findings().iter().any(|finding| plural(&finding)));
+}
+
+#[tokio::test]
+async fn a_registry_where_null_means_absent_gets_no_false_finding() {
+    let report = red_team(
+        Registry::builder()
+            .tool(PaySupplier)
+            .profile(portcullis::export::Profile::OpenAiChat { strict: true }),
+    )
+    .caller(
+        "payer",
+        CallContext::new("pam")
+            .with_roles(["payments"])
+            .with_tenant("t_001"),
+    )
+    .run()
+    .await;
+    report.assert_all_refused();
+}

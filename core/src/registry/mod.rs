@@ -606,8 +606,8 @@ impl RegistryBuilder {
     /// still passes over such a registry has no case for that gate. Resolve then lets a caller
     /// use tools its roles do not grant; decode lifts its size and depth limits; validate,
     /// authorize, repeat, budget, approve and audit do not run. Only with the feature
-    /// `mutation`, which only test crates enable (as a dev-dependency feature, which no build
-    /// of an application carries).
+    /// `mutation`, which only the red-team kit's dev-dependency enables: an application that
+    /// depends on portcullis never carries it.
     ///
     /// # Panics
     /// For [`Gate::Execute`]: a tool's body is not a check.
