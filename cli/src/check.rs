@@ -62,8 +62,8 @@ pub fn run(check: Check, out: &mut dyn Write) -> Result<(), CliError> {
         .map_err(|error| failed(format!("could not be started: {error}")))?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
-        let last: Vec<&str> = stderr.lines().rev().take(5).collect();
-        let last: Vec<&str> = last.into_iter().rev().collect();
+        let lines: Vec<&str> = stderr.lines().collect();
+        let last = &lines[lines.len().saturating_sub(5)..];
         return Err(failed(format!(
             "exited with {}: {}",
             output.status,

@@ -7,6 +7,8 @@
 //! (`uint8`, `int64`, ...), since the exported `maximum` of a `u8` is 255 whether or not a
 //! `#[validate(range)]` narrowed it.
 
+use std::collections::BTreeSet;
+
 use portcullis_core::{DecodeLimits, RejectionCode};
 use serde_json::{Map, Value, json};
 
@@ -198,7 +200,7 @@ fn whole(
 /// `schema` and whose valid value is `valid`: each required member left out, members it does
 /// not declare (claims of power, look-alikes of its own names), each member named twice, each
 /// member's value broken; and so on into the objects among its members, and into each variant
-/// of a member that is a union of objects (an enum with data).
+/// of an internally tagged enum with data ([`variants`]).
 fn object(
     root: &Value,
     schema: &Value,
@@ -245,11 +247,10 @@ fn object(
             ]
         });
         let claims = CLAIMS_OF_POWER.iter().map(|name| (*name).to_owned());
-        let mut undeclared: Vec<String> = claims.chain(look_alikes).collect();
-        undeclared.dedup();
-        for name in undeclared
-            .iter()
-            .filter(|name| !properties.contains_key(*name))
+        let mut seen = BTreeSet::new();
+        for name in claims
+            .chain(look_alikes)
+            .filter(|name| !properties.contains_key(name) && seen.insert(name.clone()))
         {
             let mut object = valid.clone();
             object.insert(name.clone(), json!(true));
@@ -573,7 +574,8 @@ fn broken_values(
                 RejectionCode::InvalidValue,
             ));
         }
-        for (what, value) in past_bounds(property, low, high) {
+        for Past { what, value, .. } in past_bounds(property, low, high) {
+            let what = format!("{what} ({value})");
             for (how, text) in [
                 ("in quotes", value.to_string()),
                 ("in full-width digits", full_width(&value.to_string())),
@@ -781,9 +783,18 @@ fn number(value: i128) -> Value {
     serde_json::from_str(&value.to_string()).expect("an integer is JSON")
 }
 
+/// An integer a declared bound forbids.
+struct Past {
+    /// Where it lies, for a person: "one above its maximum".
+    what: &'static str,
+    value: i128,
+    /// Whether it is the first integer past the bound.
+    next: bool,
+}
+
 /// The integers of `property`'s type (`low` to `high`) that its declared bounds forbid: one
 /// past each bound, far past it, and the type's own limit.
-fn past_bounds(property: &Value, low: i128, high: i128) -> Vec<(String, i128)> {
+fn past_bounds(property: &Value, low: i128, high: i128) -> Vec<Past> {
     // A bound may be written as a float (`1000.0`), as exclusive bounds are.
     let bound = |key: &str| {
         let bound = &property[key];
@@ -810,26 +821,21 @@ fn past_bounds(property: &Value, low: i128, high: i128) -> Vec<(String, i128)> {
     .flatten()
     .max();
     let mut past = Vec::new();
+    let mut push = |what, value, next| past.push(Past { what, value, next });
     if let Some(maximum) = maximum.filter(|maximum| *maximum < high) {
-        past.push((
-            format!("one above its maximum ({})", maximum + 1),
-            maximum + 1,
-        ));
+        push("one above its maximum", maximum + 1, true);
         let far = maximum.saturating_mul(1000).max(maximum + 2);
         if far < high {
-            past.push((format!("far above its maximum ({far})"), far));
+            push("far above its maximum", far, false);
         }
         if high > maximum + 1 {
-            past.push((format!("the largest its type holds ({high})"), high));
+            push("the largest its type holds", high, false);
         }
     }
     if let Some(minimum) = minimum.filter(|minimum| *minimum > low) {
-        past.push((
-            format!("one below its minimum ({})", minimum - 1),
-            minimum - 1,
-        ));
+        push("one below its minimum", minimum - 1, true);
         if low < minimum - 1 {
-            past.push((format!("the smallest its type holds ({low})"), low));
+            push("the smallest its type holds", low, false);
         }
     }
     past
@@ -842,34 +848,32 @@ fn past_float_bounds(property: &Value) -> Vec<(String, f64)> {
     let bound =
         |key: &str| (property[key].as_f64()).filter(|bound| bound.abs() < f64::from(f32::MAX));
     let mut past = Vec::new();
+    // Past the largest float, `+ 1.0` is the same float: only a number past its bound counts.
     if let Some(maximum) = bound("maximum") {
-        past.push((
-            format!("just above its maximum ({maximum})"),
-            maximum.next_up(),
-        ));
-        past.push((format!("one above its maximum ({maximum})"), maximum + 1.0));
+        for (what, value) in [
+            ("just above", maximum.next_up()),
+            ("one above", maximum + 1.0),
+        ] {
+            if value.is_finite() && value > maximum {
+                past.push((format!("{what} its maximum ({maximum})"), value));
+            }
+        }
     }
     if let Some(minimum) = bound("minimum") {
-        past.push((
-            format!("just below its minimum ({minimum})"),
-            minimum.next_down(),
-        ));
-        past.push((format!("one below its minimum ({minimum})"), minimum - 1.0));
+        for (what, value) in [
+            ("just below", minimum.next_down()),
+            ("one below", minimum - 1.0),
+        ] {
+            if value.is_finite() && value < minimum {
+                past.push((format!("{what} its minimum ({minimum})"), value));
+            }
+        }
     }
     for key in ["exclusiveMaximum", "exclusiveMinimum"] {
         if let Some(bound) = bound(key) {
             past.push((format!("its {key} itself ({bound})"), bound));
         }
     }
-    // Past the largest float, `+ 1.0` is the same float: only a number past its bound counts.
-    let (high, low) = (bound("maximum"), bound("minimum"));
-    past.retain(|(_, value)| {
-        value.is_finite()
-            && (high.is_some_and(|high| *value > high)
-                || low.is_some_and(|low| *value < low)
-                || bound("exclusiveMaximum").is_some_and(|bound| *value >= bound)
-                || bound("exclusiveMinimum").is_some_and(|bound| *value <= bound))
-    });
     past.dedup_by(|a, b| a.1 == b.1);
     past
 }
@@ -904,9 +908,9 @@ fn raw_number_forms(property: &Value) -> Vec<(String, String, RejectionCode)> {
         return forms;
     };
     let exact = 1i128 << 53;
-    for (bound, value) in past_bounds(property, low, high)
+    for Past { what, value, .. } in past_bounds(property, low, high)
         .into_iter()
-        .filter(|(bound, value)| bound.starts_with("one ") && value.abs() <= exact)
+        .filter(|past| past.next && past.value.abs() <= exact)
     {
         let digits = value.abs().to_string();
         let sign = if value < 0 { "-" } else { "" };
@@ -922,10 +926,9 @@ fn raw_number_forms(property: &Value) -> Vec<(String, String, RejectionCode)> {
             0 => spellings.extend(["-0".to_owned(), "-0.0".to_owned()]),
             _ => spellings.push(format!("{value}0e-1")),
         }
-        let bound = bound.split(" (").next().unwrap_or_default().to_owned();
         for spelling in spellings {
             forms.push((
-                format!("{spelling}, {bound}"),
+                format!("{spelling}, {what}"),
                 spelling,
                 RejectionCode::ConstraintViolation,
             ));

@@ -177,6 +177,7 @@ impl Run<'_> {
     /// text, if it has one; what the last call got.
     async fn probe(&mut self, ctx: &CallContext, probe: &Probe) -> Got {
         let ctx = probe.caller.as_ref().unwrap_or(ctx);
+        let task = self.next_task();
         if let Some(text) = &probe.untrusted {
             let source = SourceRecord {
                 origin: Origin::ToolOutput {
@@ -186,14 +187,12 @@ impl Run<'_> {
                 },
                 text: text.clone(),
             };
-            let task = ctx
-                .clone()
-                .with_task_id(format!("red-team-{}", self.tasks + 1));
-            if let Err(refusal) = self.sources.record(&task, &source).await {
+            let reader = ctx.clone().with_task_id(&task);
+            if let Err(refusal) = self.sources.record(&reader, &source).await {
                 return Got::Refused(refusal.code());
             }
         }
-        let outcome = self.send(ctx, &probe.steps).await;
+        let outcome = dispatch(self.registry, ctx, &task, &probe.steps).await;
         let got = Got::of(&outcome);
         match &probe.like {
             Some(like) if got == probe.expected => {
@@ -210,14 +209,14 @@ impl Run<'_> {
 
     /// Sends `steps` as `ctx` in a task of their own; the last one's outcome.
     async fn send(&mut self, ctx: &CallContext, steps: &[Step]) -> Outcome {
+        let task = self.next_task();
+        dispatch(self.registry, ctx, &task, steps).await
+    }
+
+    /// The id of a task no case used before.
+    fn next_task(&mut self) -> String {
         self.tasks += 1;
-        dispatch(
-            self.registry,
-            ctx,
-            &format!("red-team-{}", self.tasks),
-            steps,
-        )
-        .await
+        format!("red-team-{}", self.tasks)
     }
 
     /// Every case of the tool `tool` (an entry of the exported tool list) as `caller`.
