@@ -64,6 +64,7 @@ fn record(index: u64) -> AuditRecord {
         snapshot_after: None,
         snapshot_missing: None,
         sources: Vec::new(),
+        rulings: Vec::new(),
         budget_calls: 1,
         budget_cost: 1,
         duration_us: 180 + index % 50,

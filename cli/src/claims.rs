@@ -255,6 +255,7 @@ impl Settlement<'_> {
             snapshot_after: None,
             snapshot_missing: None,
             sources: Vec::new(),
+            rulings: Vec::new(),
             budget_calls: 0,
             budget_cost: 0,
             duration_us: 0,

@@ -16,10 +16,11 @@ use std::future::ready;
 use std::ops::Range;
 use std::sync::{Mutex, PoisonError};
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::future::BoxFuture;
-use crate::{CallContext, Risk, ToolContract};
+use crate::{BudgetUsage, CallContext, Risk, ToolContract, ValueSource};
 
 /// What a policy decides.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +34,37 @@ pub enum Decision {
         /// A sentence for the model.
         message: String,
     },
+    /// A versioned rule set decided (a Cedar policy set): the call's audit record names the
+    /// version and the rules that decided, whichever way. A refusal tells the model only that
+    /// a policy refused the call (`forbidden_by_policy`, or `no_policy_permits` when no rule
+    /// permitted it), never a rule's id or text.
+    Ruled(Ruling),
+}
+
+/// Which version of a rule set decided a call, by which of its rules: kept in the call's audit
+/// record ([`AuditRecord::rulings`](crate::AuditRecord::rulings)).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ruling {
+    /// The rule set that decided (`cedar`).
+    pub rule_set: String,
+    /// The version of the rule set that decided.
+    pub version: String,
+    /// Whether the call may go on.
+    pub allowed: bool,
+    /// The ids of the rules that decided: the rules that permitted an allowed call, those that
+    /// forbade a refused one; none for a call no rule permitted.
+    pub rules: Vec<String>,
+}
+
+impl Ruling {
+    /// The stable reason of a refusal by this ruling, which the model is shown.
+    pub(crate) fn refusal_reason(&self) -> &'static str {
+        if self.rules.is_empty() {
+            "no_policy_permits"
+        } else {
+            "forbidden_by_policy"
+        }
+    }
 }
 
 impl Decision {
@@ -78,6 +110,26 @@ pub struct PolicyRequest<'a> {
     /// integer is `1` here), names are those the model sees, and `#[sensitive]` values are
     /// present (a policy is code the application trusts). Never the model's raw text.
     pub arguments: &'a Value,
+    /// Where each value the contract declares `#[from(...)]` was found, when the provenance
+    /// gate judged the call (a call a reviewer approved was judged when it began to wait).
+    pub sources: Option<&'a [ValueSource]>,
+    /// What the task spent before this call, as the budget gate counts it, for a registry
+    /// with a policy that [reads the budget](Policy::reads_budget).
+    pub usage: Option<BudgetUsage>,
+}
+
+impl<'a> PolicyRequest<'a> {
+    /// A request of `ctx` to call the tool of `contract` with `arguments` (canonical), with no
+    /// provenance and no budget usage: for a policy's own tests.
+    pub fn new(ctx: &'a CallContext, contract: &'a ToolContract, arguments: &'a Value) -> Self {
+        PolicyRequest {
+            ctx,
+            contract,
+            arguments,
+            sources: None,
+            usage: None,
+        }
+    }
 }
 
 /// A registry-wide rule over every call. Implement it for asynchronous rules; a closure
@@ -106,6 +158,20 @@ pub trait Policy: Send + Sync + 'static {
         &'a self,
         request: PolicyRequest<'a>,
     ) -> BoxFuture<'a, Result<Decision, PolicyError>>;
+
+    /// Checks the policy against every tool of the registry being built, sorted by name; an
+    /// error fails the build ([`BuildError::Policy`](crate::BuildError::Policy)). A rule set
+    /// checks here that every rule names arguments the tools have, with their types.
+    fn prepare(&self, tools: &[&ToolContract]) -> Result<(), PolicyError> {
+        let _ = tools;
+        Ok(())
+    }
+
+    /// Whether the policy reads [`PolicyRequest::usage`]: the registry then counts every
+    /// task's calls and cost, and reads them before the policies run.
+    fn reads_budget(&self) -> bool {
+        false
+    }
 }
 
 impl<F> Policy for F
@@ -494,12 +560,7 @@ mod tests {
     fn decide(check: &ReadOnlyRequests, request: &str, contract: &ToolContract) -> Decision {
         let ctx = CallContext::new("a").with_request(request);
         let arguments = json!({});
-        let request = PolicyRequest {
-            ctx: &ctx,
-            contract,
-            arguments: &arguments,
-        };
-        now(check.evaluate(request))
+        now(check.evaluate(PolicyRequest::new(&ctx, contract, &arguments)))
     }
 
     fn now(mut future: BoxFuture<'_, Result<Decision, PolicyError>>) -> Decision {
@@ -560,12 +621,7 @@ mod tests {
         let ctx = CallContext::new("a");
         let arguments = json!({});
         let contract = contract(Risk::High, false);
-        let request = PolicyRequest {
-            ctx: &ctx,
-            contract: &contract,
-            arguments: &arguments,
-        };
-        let decision = now(check.evaluate(request));
+        let decision = now(check.evaluate(PolicyRequest::new(&ctx, &contract, &arguments)));
         assert!(matches!(decision, Decision::Deny { ref rule, .. } if rule == "request_unknown"));
     }
 

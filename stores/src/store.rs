@@ -8,10 +8,10 @@ use portcullis_core::audit::{
     AuditKey, AuditRecord, AuditSink, Checkpoint, Unchained, Verifier, VerifyError,
 };
 use portcullis_core::{
-    Abandoned, ApprovalStore, BoxFuture, BudgetLimits, BudgetStore, CallContext, CallKey, Charge,
-    Claim, ClaimState, Lease, OpenClaim, Outcome, PendingCall, PendingLimits, ProvenanceStore,
-    Recorded, RefusalLimit, Rejection, RepeatStore, SignedDecision, SourceRecord, StoredStep,
-    Ticket, TransactionStore,
+    Abandoned, ApprovalStore, BoxFuture, BudgetLimits, BudgetStore, BudgetUsage, CallContext,
+    CallKey, Charge, Claim, ClaimState, Lease, OpenClaim, Outcome, PendingCall, PendingLimits,
+    ProvenanceStore, Recorded, RefusalLimit, Rejection, RepeatStore, SignedDecision, SourceRecord,
+    StoredStep, Ticket, TransactionStore,
 };
 
 use crate::{OpenError, PostgresStore, PostgresTls, RunSummary, SealKeys, SqliteStore};
@@ -310,6 +310,10 @@ impl BudgetStore for Store {
         limit: &'a RefusalLimit,
     ) -> BoxFuture<'a, Result<u64, Rejection>> {
         on_store!(self, store => store.refusals(task, limit))
+    }
+
+    fn task_usage<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Result<BudgetUsage, Rejection>> {
+        on_store!(self, store => store.task_usage(task))
     }
 }
 

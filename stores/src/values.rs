@@ -179,6 +179,15 @@ pub(crate) fn window_start(now: i64, limit: &RefusalLimit) -> i64 {
 }
 
 /// The refusal of a call whose task's refusals could not be read.
+/// The refusal of a call whose task's spending could not be read for the policies.
+pub(crate) fn usage_unknown() -> Rejection {
+    Rejection::new(
+        RejectionCode::BudgetUnavailable,
+        "what the task spent could not be read, so no policy could judge the call",
+    )
+    .with_hint("try again later")
+}
+
 pub(crate) fn refusals_unknown() -> Rejection {
     Rejection::new(
         RejectionCode::BudgetUnavailable,

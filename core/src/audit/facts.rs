@@ -1,13 +1,13 @@
 //! What the gates learn of one call, for its audit record and for its caller.
 
-use std::sync::OnceLock;
 use std::sync::atomic::AtomicBool;
+use std::sync::{Mutex, OnceLock};
 
 use serde_json::Value;
 
 use super::Snapshots;
-use crate::ValueSource;
 use crate::gate::authorize::provenance::store::SourceRecord;
+use crate::{Ruling, ValueSource};
 
 /// What the gates learn of one call.
 #[derive(Default)]
@@ -30,4 +30,6 @@ pub(crate) struct Facts {
     pub(crate) sources: OnceLock<Vec<ValueSource>>,
     /// The source of a reviewer's edit, for the edited call's provenance.
     pub(crate) edit: OnceLock<SourceRecord>,
+    /// What the versioned rule sets among the policies ruled.
+    pub(crate) rulings: Mutex<Vec<Ruling>>,
 }

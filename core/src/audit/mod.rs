@@ -116,6 +116,11 @@ pub struct AuditRecord {
     /// from before this field still verify.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<crate::ValueSource>,
+    /// Which version of each versioned rule set (a Cedar policy set) decided the call, and by
+    /// which of its rules, on the decision's record. Absent otherwise, and then not written,
+    /// so records from before this field still verify.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rulings: Vec<crate::Ruling>,
     /// Calls the budget counted for this decision (0 or 1).
     pub budget_calls: u64,
     /// Cost the budget counted for this decision.
@@ -154,6 +159,7 @@ impl AuditRecord {
             snapshot_after: None,
             snapshot_missing: None,
             sources: Vec::new(),
+            rulings: Vec::new(),
             budget_calls: 0,
             budget_cost: 0,
             duration_us: 0,
@@ -650,8 +656,15 @@ pub struct RunStep<'a> {
 /// leaves them to it).
 fn decision_record(decided: &Decided<'_>) -> AuditRecord {
     let mut record = record_of(decided);
-    if let Some(sources) = decided.facts.and_then(|facts| facts.sources.get()) {
-        record.sources = sources.clone();
+    if let Some(facts) = decided.facts {
+        if let Some(sources) = facts.sources.get() {
+            record.sources = sources.clone();
+        }
+        record.rulings = facts
+            .rulings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
     }
     record
 }

@@ -48,7 +48,7 @@ use crate::digest::sha256_hex;
 use crate::future::Contained;
 use crate::gate::approve::decision::expired;
 use crate::gate::authorize::authorize_caller;
-use crate::gate::authorize::{Judge, authorize};
+use crate::gate::authorize::{Consulted, Judge, authorize};
 use crate::gate::bound::{BoundCall, ErasedTool, rebind};
 use crate::gate::decode::Canonical;
 use crate::gate::execute::{Execution, contained, dry_run, panicked};
@@ -211,7 +211,14 @@ async fn gates<'a>(tool: &'a dyn ErasedTool, passage: Passage<'a>) -> Result<Out
         found: &facts.sources,
     });
     let untrusted = match settings.checks(Gate::Authorize) {
-        true => authorize(contract, &*bound, ctx, &canonical, &settings.rules, judge).await?,
+        true => {
+            let consulted = Consulted {
+                rules: &settings.rules,
+                budget: &settings.budget,
+                rulings: &facts.rulings,
+            };
+            authorize(contract, &*bound, ctx, &canonical, consulted, judge).await?
+        }
         false => false,
     };
 

@@ -686,6 +686,27 @@ impl RegistryBuilder {
         settings.provenance.recording |= tools
             .iter()
             .any(|(_, entry)| entry.tool.contract().provenance().checks_calls());
+        let contracts: Vec<&ToolContract> = tools
+            .iter()
+            .map(|(_, entry)| entry.tool.contract())
+            .collect();
+        for policy in settings
+            .rules
+            .policies
+            .iter()
+            .chain(&settings.rules.intent_checks)
+        {
+            policy
+                .prepare(&contracts)
+                .map_err(|error| BuildError::Policy(error.to_string()))?;
+        }
+        drop(contracts);
+        // A policy that reads what a task spent needs every task counted: a limit no task
+        // reaches makes every store count.
+        if settings.rules.read_budget() {
+            let limits = &mut settings.budget.limits;
+            limits.max_calls_per_task.get_or_insert(u64::MAX);
+        }
         for profile in &settings.profiles {
             check_all(
                 *profile,
@@ -713,6 +734,9 @@ pub enum BuildError {
     Profile(ProfileError),
     /// The approval store was replaced, and the registry was not told which decisions count.
     DecisionTrustUndeclared,
+    /// A policy does not fit the registry's tools: a rule set names an argument no tool has,
+    /// or compares a value with one of another type (the rule set's own diagnostics).
+    Policy(String),
 }
 
 impl fmt::Display for BuildError {
@@ -727,6 +751,7 @@ impl fmt::Display for BuildError {
             BuildError::InvalidContract(error) => error.fmt(f),
             BuildError::InvalidLimits(reason) => f.write_str(reason),
             BuildError::Profile(error) => error.fmt(f),
+            BuildError::Policy(reason) => write!(f, "a policy does not fit the tools: {reason}"),
             BuildError::DecisionTrustUndeclared => f.write_str(
                 "an approval store outside the process needs `.keyring(...)`, so that only \
                  signed decisions count, or `.accept_unsigned_decisions()` for tests and local use",

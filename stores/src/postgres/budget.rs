@@ -3,12 +3,12 @@
 //! machines never overspend. The rules are core's ([`judge_charge`]), the same as in memory.
 
 use portcullis_core::{
-    BoxFuture, BudgetLimits, BudgetStore, Charge, RefusalLimit, Rejection, RejectionCode, Usage,
-    judge_charge,
+    BoxFuture, BudgetLimits, BudgetStore, BudgetUsage, Charge, RefusalLimit, Rejection,
+    RejectionCode, Usage, judge_charge,
 };
 
 use super::{Failure, PostgresStore, failed};
-use crate::values::{as_sql, from_sql, now_ms, refusals_unknown, window_start};
+use crate::values::{as_sql, from_sql, now_ms, refusals_unknown, usage_unknown, window_start};
 
 impl PostgresStore {
     /// Judges `charge` and records it if admitted; `Ok(Err(_))` is the budget's refusal.
@@ -236,6 +236,24 @@ impl PostgresStore {
         Ok(refusals)
     }
 
+    async fn spent(&self, task: &str) -> Result<BudgetUsage, Failure> {
+        let row = self
+            .client()
+            .await?
+            .query_opt(
+                "SELECT calls, cost FROM budget_tasks WHERE task = $1",
+                &[&task],
+            )
+            .await?;
+        Ok(match row {
+            Some(row) => BudgetUsage {
+                calls: from_sql(row.try_get::<_, i64>(0)?),
+                cost: from_sql(row.try_get::<_, i64>(1)?),
+            },
+            None => BudgetUsage::default(),
+        })
+    }
+
     async fn refusals_within(&self, task: &str, limit: &RefusalLimit) -> Result<i64, Failure> {
         let row = self
             .client()
@@ -315,6 +333,15 @@ impl BudgetStore for PostgresStore {
                     failed("read a task's refusals", &error);
                     refusals_unknown()
                 })
+        })
+    }
+
+    fn task_usage<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Result<BudgetUsage, Rejection>> {
+        Box::pin(async move {
+            self.spent(task).await.map_err(|error| {
+                failed("read what a task spent", &error);
+                usage_unknown()
+            })
         })
     }
 }

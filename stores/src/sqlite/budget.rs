@@ -5,14 +5,14 @@
 use std::future::ready;
 
 use portcullis_core::{
-    BoxFuture, BudgetLimits, BudgetStore, Charge, RefusalLimit, Rejection, RejectionCode, Usage,
-    judge_charge,
+    BoxFuture, BudgetLimits, BudgetStore, BudgetUsage, Charge, RefusalLimit, Rejection,
+    RejectionCode, Usage, judge_charge,
 };
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::{SqliteStore, as_sql, failed, from_sql, now_ms};
 use crate::seal::Sealing;
-use crate::values::{refusals_unknown, window_start};
+use crate::values::{refusals_unknown, usage_unknown, window_start};
 
 /// A task's row: calls, cost, and its last call's tool, arguments and times in a row.
 type TaskRow = (i64, i64, Option<String>, Option<String>, i64);
@@ -261,5 +261,29 @@ impl BudgetStore for SqliteStore {
             refusals_unknown()
         });
         Box::pin(ready(refusals))
+    }
+
+    fn task_usage<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Result<BudgetUsage, Rejection>> {
+        let read = self
+            .lock()
+            .query_row(
+                "SELECT calls, cost FROM budget_tasks WHERE task = ?1",
+                [task],
+                |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?)),
+            )
+            .optional();
+        let usage = match read {
+            Ok(row) => Ok(
+                row.map_or_else(BudgetUsage::default, |(calls, cost)| BudgetUsage {
+                    calls: from_sql(calls),
+                    cost: from_sql(cost),
+                }),
+            ),
+            Err(error) => {
+                failed("read what a task spent", &error);
+                Err(usage_unknown())
+            }
+        };
+        Box::pin(ready(usage))
     }
 }

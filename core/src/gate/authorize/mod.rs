@@ -10,14 +10,17 @@
 
 pub(crate) mod provenance;
 
+use std::sync::{Mutex, PoisonError};
+
 use serde_json::Value;
 
 use super::bound::BoundCall;
+use super::budget::Budget;
 use super::decode::Canonical;
 use crate::future::BoxFuture;
 use crate::future::Contained;
 use crate::{
-    CallContext, Decision, Policy, PolicyError, PolicyRequest, Rejection, RejectionCode,
+    CallContext, Decision, Policy, PolicyError, PolicyRequest, Rejection, RejectionCode, Ruling,
     ToolContract,
 };
 
@@ -36,6 +39,24 @@ pub(crate) struct Rules {
     pub(crate) intent_checks: Vec<Box<dyn Policy>>,
 }
 
+impl Rules {
+    /// Whether a policy or an intent check reads what the task spent.
+    pub(crate) fn read_budget(&self) -> bool {
+        self.policies
+            .iter()
+            .chain(&self.intent_checks)
+            .any(|policy| policy.reads_budget())
+    }
+}
+
+/// What the authorize gate consults beside the call: the registry's rules, the budget they may
+/// read, and where the rulings of versioned rule sets are kept for the audit.
+pub(crate) struct Consulted<'a> {
+    pub(crate) rules: &'a Rules,
+    pub(crate) budget: &'a Budget,
+    pub(crate) rulings: &'a Mutex<Vec<Ruling>>,
+}
+
 /// The authorize gate, once the arguments are valid: the `#[tenant]` and `#[environment]`
 /// arguments, where the declared values came from (with `judge`), then the tool's own policy,
 /// the registry's policies and its intent checks; the first refusal stands. Everything after
@@ -46,13 +67,19 @@ pub(crate) async fn authorize(
     bound: &dyn BoundCall<'_>,
     ctx: &CallContext,
     canonical: &Canonical<'_>,
-    rules: &Rules,
+    consulted: Consulted<'_>,
     judge: Option<Judge<'_>>,
 ) -> Result<bool, Rejection> {
+    let Consulted {
+        rules,
+        budget,
+        rulings,
+    } = consulted;
     if contract.tenant_argument().is_some() || contract.environment_argument().is_some() {
         authorize_arguments(contract, ctx, canonical.get()?)?;
     }
     let mut untrusted = false;
+    let mut sources = None;
     if let Some(judge) = judge {
         let judged = judge
             .provenance
@@ -69,31 +96,50 @@ pub(crate) async fn authorize(
         if let Some(refusal) = refusal {
             return Err(refusal);
         }
+        sources = judge.found.get().map(Vec::as_slice);
     }
     if let Some(decision) = bound.policy(ctx) {
-        verdict(decision, RejectionCode::PolicyDenied).await?;
+        verdict(decision, RejectionCode::PolicyDenied, rulings).await?;
     }
     if rules.policies.is_empty() && rules.intent_checks.is_empty() {
         return Ok(untrusted);
     }
+    let usage = match rules.read_budget() {
+        true => Some(budget.store.task_usage(ctx.task_id()).await?),
+        false => None,
+    };
     let request = PolicyRequest {
         ctx,
         contract,
         arguments: canonical.get()?,
+        sources,
+        usage,
     };
     for policy in &rules.policies {
-        verdict(policy.evaluate(request), RejectionCode::PolicyDenied).await?;
+        verdict(
+            policy.evaluate(request),
+            RejectionCode::PolicyDenied,
+            rulings,
+        )
+        .await?;
     }
     for check in &rules.intent_checks {
-        verdict(check.evaluate(request), RejectionCode::IntentMismatch).await?;
+        verdict(
+            check.evaluate(request),
+            RejectionCode::IntentMismatch,
+            rulings,
+        )
+        .await?;
     }
     Ok(untrusted)
 }
 
-/// Awaits one policy's decision; a denial, an error and a panic all refuse the call.
+/// Awaits one policy's decision; a denial, an error and a panic all refuse the call. The
+/// ruling of a versioned rule set is kept in `rulings`, whichever way it went.
 async fn verdict(
     decision: BoxFuture<'_, Result<Decision, PolicyError>>,
     code: RejectionCode,
+    rulings: &Mutex<Vec<Ruling>>,
 ) -> Result<(), Rejection> {
     let undecided = |reason: &str| {
         Rejection::new(
@@ -108,6 +154,22 @@ async fn verdict(
         Ok(Ok(Decision::Deny { rule, message })) => Err(Rejection::new(code, message)
             .with_reason(rule)
             .with_retryable(false)),
+        Ok(Ok(Decision::Ruled(ruling))) => {
+            let refusal = (!ruling.allowed).then(|| {
+                let message = match ruling.rules.is_empty() {
+                    true => "no policy permits this call",
+                    false => "a policy forbids this call",
+                };
+                Rejection::new(code, message)
+                    .with_reason(ruling.refusal_reason())
+                    .with_retryable(false)
+            });
+            rulings
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(ruling);
+            refusal.map_or(Ok(()), Err)
+        }
         Ok(Err(_)) => Err(undecided("policy_error")),
         Err(()) => Err(undecided("policy_panicked")),
     }

@@ -11,6 +11,8 @@ use std::future::ready;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use serde::{Deserialize, Serialize};
+
 use crate::future::BoxFuture;
 use crate::locked_parts::LockedParts;
 use crate::{Rejection, RejectionCode};
@@ -166,6 +168,28 @@ pub trait BudgetStore: Send + Sync + 'static {
         task: &'a str,
         limit: &'a RefusalLimit,
     ) -> BoxFuture<'a, Result<u64, Rejection>>;
+
+    /// What `task` spent so far: its reserved calls and their cost, for the policies that
+    /// read it ([`Policy::reads_budget`](crate::Policy::reads_budget)). A store that cannot
+    /// tell refuses (`budget_unavailable`), and the call is refused: the default, for a store
+    /// written before policies read budgets.
+    fn task_usage<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Result<BudgetUsage, Rejection>> {
+        let _ = task;
+        Box::pin(ready(Err(Rejection::new(
+            RejectionCode::BudgetUnavailable,
+            "the budget store cannot tell what the task spent, so no policy can judge it",
+        ))))
+    }
+}
+
+/// What a task spent so far, as the budget gate counts it: the calls it reserved (a call
+/// given back, rejected by a reviewer or expired, no longer counts) and their cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BudgetUsage {
+    /// The task's calls.
+    pub calls: u64,
+    /// The sum of their contracts' `cost`.
+    pub cost: u64,
 }
 
 /// What a store read of the usage a charge is judged against, in the same atomic step that
@@ -752,6 +776,17 @@ impl BudgetStore for InMemoryBudgetStore {
         limit: &'a RefusalLimit,
     ) -> BoxFuture<'a, Result<u64, Rejection>> {
         Box::pin(ready(self.count_within(task, limit)))
+    }
+
+    fn task_usage<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Result<BudgetUsage, Rejection>> {
+        let usage = self.state.tasks.lock(task).entries.get(task).map_or_else(
+            BudgetUsage::default,
+            |task| BudgetUsage {
+                calls: task.calls,
+                cost: task.cost,
+            },
+        );
+        Box::pin(ready(Ok(usage)))
     }
 }
 

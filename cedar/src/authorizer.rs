@@ -1,0 +1,255 @@
+//! The registry policy that asks Cedar: the current policy set, checked against the
+//! registry's tools, swapped whole while calls are served.
+
+use std::collections::HashSet;
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
+
+use cedar_policy::{
+    ActionConstraint, Authorizer, Decision as CedarDecision, Effect, EntityUid, ValidationMode,
+    Validator,
+};
+use portcullis_core::{
+    BoxFuture, Decision, Policy, PolicyError, PolicyRequest, Ruling, ToolContract,
+};
+
+use crate::policies::diagnostics;
+use crate::request::{Types, cedar_request};
+use crate::schema::Generated;
+use crate::{CedarError, CedarPolicies};
+
+/// A registry policy that lets Cedar decide every call: the `permit` and `forbid` policies of
+/// a [`CedarPolicies`] set, over the schema generated from the registry's tools.
+///
+/// Add it with [`RegistryBuilder::policy`](portcullis_core::RegistryBuilder::policy); the
+/// registry's `build` checks the set against the tools' schema, and a set that names an
+/// argument no tool has, or compares a value with one of another type, fails the build with
+/// Cedar's diagnostics. A clone shares the set: keep one to [`swap`](Cedar::swap) a new set in
+/// while the registry serves calls.
+///
+/// Cedar's decision stands, with one choice left to the registry: a call of a tool that no
+/// `permit` names in its scope (its action, an `in` list holding it or `call_tool`, or any
+/// action) is allowed unless a `forbid` matches, so that the policy team's rules cover the tools
+/// they name and the contracts' own gates the rest; [`default_deny`](Cedar::default_deny)
+/// refuses it instead, as Cedar alone would.
+///
+/// Every call's audit record names the version of the set that decided and the ids of the
+/// policies that did ([`AuditRecord::rulings`](portcullis_core::AuditRecord::rulings)); the
+/// model is told only `forbidden_by_policy` or `no_policy_permits`. A policy that errors on a
+/// call refuses it: Cedar would skip it, and a skipped `forbid` is an allowance.
+#[derive(Clone)]
+pub struct Cedar {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    current: RwLock<Arc<Live>>,
+    default_deny: bool,
+    /// The registry's tools as Cedar sees them, from the registry's build on.
+    tools: OnceLock<Generated>,
+    types: Types,
+    authorizer: Authorizer,
+}
+
+/// A policy set in service, with what is worked out from it once.
+struct Live {
+    policies: CedarPolicies,
+    /// The tools some `permit` names in its scope; `None`: every tool.
+    permitted: Option<HashSet<String>>,
+}
+
+impl Live {
+    fn new(policies: CedarPolicies) -> Self {
+        let permitted = permitted_tools(&policies);
+        Live {
+            policies,
+            permitted,
+        }
+    }
+
+    fn names_a_permit_for(&self, tool: &str) -> bool {
+        self.permitted
+            .as_ref()
+            .is_none_or(|permitted| permitted.contains(tool))
+    }
+}
+
+impl Cedar {
+    /// A policy that decides by `policies`.
+    pub fn new(policies: CedarPolicies) -> Self {
+        Cedar::with(policies, false)
+    }
+
+    fn with(policies: CedarPolicies, default_deny: bool) -> Self {
+        Cedar {
+            shared: Arc::new(Shared {
+                current: RwLock::new(Arc::new(Live::new(policies))),
+                default_deny,
+                tools: OnceLock::new(),
+                types: Types::new(),
+                authorizer: Authorizer::new(),
+            }),
+        }
+    }
+
+    /// Refuses a call of a tool no `permit` names (`no_policy_permits`), as Cedar alone does.
+    pub fn default_deny(self) -> Self {
+        let policies = self.live().policies.clone();
+        Cedar::with(policies, true)
+    }
+
+    /// The version of the set in service.
+    pub fn version(&self) -> String {
+        self.live().policies.version().to_owned()
+    }
+
+    /// The Cedar schema of the registry's tools, once the registry is built.
+    pub fn schema(&self) -> Option<&str> {
+        self.shared.tools.get().map(|tools| tools.text.as_str())
+    }
+
+    /// Checks `policies` against the registry's tools and puts them in service, all at once:
+    /// a call is decided by the set before or the set after, never by a mix, and its audit
+    /// record names which. A set that does not validate is refused, and the set in service
+    /// stays. Returns the version put in service. Before the registry is built, the set is
+    /// checked by the build.
+    pub fn swap(&self, policies: CedarPolicies) -> Result<String, CedarError> {
+        if let Some(tools) = self.shared.tools.get() {
+            validate(tools, &policies)?;
+        }
+        let version = policies.version().to_owned();
+        let live = Arc::new(Live::new(policies));
+        *self
+            .shared
+            .current
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = live;
+        Ok(version)
+    }
+
+    fn live(&self) -> Arc<Live> {
+        Arc::clone(
+            &self
+                .shared
+                .current
+                .read()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+    }
+
+    fn decide(&self, request: &PolicyRequest<'_>) -> Result<Decision, PolicyError> {
+        let tools =
+            self.shared.tools.get().ok_or_else(|| {
+                PolicyError::new("the Cedar policy was not prepared by a registry")
+            })?;
+        let live = self.live();
+        let (cedar_request, entities) = cedar_request(tools, &self.shared.types, request)?;
+        let response =
+            self.shared
+                .authorizer
+                .is_authorized(&cedar_request, &live.policies.set, &entities);
+        let version = live.policies.version();
+        let errors: Vec<String> = response
+            .diagnostics()
+            .errors()
+            .map(ToString::to_string)
+            .collect();
+        if !errors.is_empty() {
+            return Err(PolicyError::new(format!(
+                "Cedar policies {version}: {}",
+                errors.join("; ")
+            )));
+        }
+        let rules: Vec<String> = response
+            .diagnostics()
+            .reason()
+            .map(|id| id.to_string())
+            .collect();
+        let allowed = match response.decision() {
+            CedarDecision::Allow => true,
+            // No policy decided: no forbid matched, and no permit.
+            CedarDecision::Deny if rules.is_empty() => {
+                !self.shared.default_deny && !live.names_a_permit_for(request.contract.name())
+            }
+            CedarDecision::Deny => false,
+        };
+        Ok(Decision::Ruled(Ruling {
+            rule_set: "cedar".to_owned(),
+            version: version.to_owned(),
+            allowed,
+            rules,
+        }))
+    }
+}
+
+impl Policy for Cedar {
+    fn evaluate<'a>(
+        &'a self,
+        request: PolicyRequest<'a>,
+    ) -> BoxFuture<'a, Result<Decision, PolicyError>> {
+        Box::pin(std::future::ready(self.decide(&request)))
+    }
+
+    fn prepare(&self, tools: &[&ToolContract]) -> Result<(), PolicyError> {
+        let generated =
+            Generated::for_contracts(tools).map_err(|error| PolicyError::new(error.to_string()))?;
+        match self.shared.tools.get() {
+            Some(prepared) if prepared.text != generated.text => {
+                return Err(PolicyError::new(CedarError::OtherRegistry.to_string()));
+            }
+            Some(_) => {}
+            None => {
+                validate(&generated, &self.live().policies)
+                    .map_err(|error| PolicyError::new(error.to_string()))?;
+                let _ = self.shared.tools.set(generated);
+            }
+        }
+        Ok(())
+    }
+
+    fn reads_budget(&self) -> bool {
+        true
+    }
+}
+
+/// Checks every policy of `policies` against the tools' schema, strictly: a name the schema
+/// does not have, a comparison of values of two types, an attribute read without checking that
+/// an optional one is there, are each an error.
+fn validate(tools: &Generated, policies: &CedarPolicies) -> Result<(), CedarError> {
+    let result =
+        Validator::new(tools.schema.clone()).validate(&policies.set, ValidationMode::Strict);
+    if result.validation_passed() {
+        return Ok(());
+    }
+    let found: Vec<String> = result
+        .validation_errors()
+        .map(|error| diagnostics(error))
+        .collect();
+    Err(CedarError::Invalid(found.join("\n")))
+}
+
+/// The tools some `permit` of `policies` names in its scope; `None` when one names every tool.
+fn permitted_tools(policies: &CedarPolicies) -> Option<HashSet<String>> {
+    let mut permitted = HashSet::new();
+    let tool = |uid: &EntityUid| -> Option<String> {
+        (uid.type_name().to_string() == "Portcullis::Action")
+            .then(|| uid.id().unescaped().to_owned())
+    };
+    for policy in policies.set.policies() {
+        if policy.effect() != Effect::Permit {
+            continue;
+        }
+        match policy.action_constraint() {
+            ActionConstraint::Any => return None,
+            ActionConstraint::Eq(uid) => permitted.extend(tool(&uid)),
+            ActionConstraint::In(uids) => {
+                for uid in &uids {
+                    match tool(uid) {
+                        Some(name) if name == "call_tool" => return None,
+                        name => permitted.extend(name),
+                    }
+                }
+            }
+        }
+    }
+    Some(permitted)
+}

@@ -1,0 +1,139 @@
+//! The Cedar schema of a registry's tools: generated from their MCP descriptions by the Cedar
+//! project's generator, over portcullis' stub of the principal, the resource and the call.
+
+use cedar_policy_mcp_schema_generator::{RequestGenerator, SchemaGenerator, SchemaGeneratorConfig};
+use mcp_tools_sdk::description::ServerDescription;
+use portcullis_core::ToolContract;
+use portcullis_core::export::Profile;
+use serde_json::{Value, json};
+
+use crate::CedarError;
+
+/// What portcullis tells Cedar of every call beside its arguments: who calls (an `Actor`, a
+/// member of each of its roles, with its tenant), what is called (the registry), and the call
+/// itself (the environment it runs in, the tool's risk, what its task spent, where its values
+/// came from).
+pub(crate) const STUB: &str = r#"namespace Portcullis {
+  // A role the caller holds: `principal in Portcullis::Role::"finance"`.
+  entity Role;
+
+  // Who calls, by its actor id; a member of each of its roles.
+  @mcp_principal("Actor")
+  entity Actor in [Role] {
+    "tenant"?: String,
+  };
+
+  // The registry the tools are called through.
+  @mcp_resource("Registry")
+  entity Registry;
+
+  // The environment the call runs in (`production`), "" for none.
+  @mcp_context("environment")
+  type Environment = String;
+
+  // The tool's risk: "low", "medium", "high" or "critical".
+  @mcp_context("risk")
+  type Risk = String;
+
+  // What the call's task spent before it, as the budget gate counts it.
+  @mcp_context("budget")
+  type Budget = {
+    "calls": Long,
+    "cost": Long,
+  };
+
+  // Where the values the contract declares `#[from(...)]` were found, as JSON pointers into the
+  // arguments (`/recipient`): in the user's messages (or a reviewer's edit), in a trusted tool's
+  // output, only in an untrusted one, nowhere. `judged` is false where the provenance gate did
+  // not judge the call.
+  @mcp_context("provenance")
+  type Provenance = {
+    "judged": Bool,
+    "user": Set<String>,
+    "trusted": Set<String>,
+    "untrusted": Set<String>,
+    "nowhere": Set<String>,
+  };
+
+  // Every tool's action is one of these.
+  @mcp_action("call_tool")
+  action call_tool;
+}
+"#;
+
+/// The generator's settings: closed objects are records (`context.input.address.country`), not
+/// entities of their own.
+fn config() -> SchemaGeneratorConfig {
+    SchemaGeneratorConfig::default().objects_as_records(true)
+}
+
+/// The Cedar schema of a set of tools, with what turns their calls into Cedar requests.
+pub(crate) struct Generated {
+    /// The schema, as `.cedarschema` text.
+    pub(crate) text: String,
+    /// The schema, for validation and requests.
+    pub(crate) schema: cedar_policy::Schema,
+    /// Turns a tool's arguments into the request's `context.input`.
+    pub(crate) requests: RequestGenerator,
+}
+
+impl Generated {
+    /// The schema of `tools`, described as MCP describes them.
+    pub(crate) fn for_contracts(tools: &[&ToolContract]) -> Result<Self, CedarError> {
+        let descriptions = tools
+            .iter()
+            .map(|contract| {
+                Profile::Mcp
+                    .definition(contract)
+                    .map_err(|error| CedarError::Schema(error.to_string()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Self::for_mcp_tools(&descriptions)
+    }
+
+    /// The schema of tools as an MCP `tools/list` result lists them.
+    pub(crate) fn for_mcp_tools(tools: &[Value]) -> Result<Self, CedarError> {
+        let listed = json!({"result": {"tools": tools}}).to_string();
+        let description = ServerDescription::from_json_str(&listed)
+            .map_err(|error| CedarError::Schema(error.to_string()))?;
+        let mut generator = SchemaGenerator::from_cedarschema_str_with_config(STUB, config())
+            .map_err(|error| CedarError::Schema(error.to_string()))?;
+        generator
+            .add_actions_from_server_description(&description)
+            .map_err(|error| CedarError::Schema(error.to_string()))?;
+        let text = generator.get_schema_as_str();
+        let requests = generator
+            .new_request_generator()
+            .map_err(|error| CedarError::Schema(error.to_string()))?;
+        let (schema, _warnings) = cedar_policy::Schema::from_cedarschema_str(&text)
+            .map_err(|error| CedarError::Schema(error.to_string()))?;
+        Ok(Generated {
+            text,
+            schema,
+            requests,
+        })
+    }
+}
+
+/// The Cedar schema of `tools`, as `.cedarschema` text: what a policy team validates its
+/// policies against, and what [`Cedar`](crate::Cedar) validates them against when the registry
+/// is built.
+///
+/// Each tool is an action `Portcullis::Action::"<tool>"` in `Portcullis::Action::"call_tool"`,
+/// its arguments the record `context.input`; the caller is a `Portcullis::Actor`, a member of
+/// each of its roles (`Portcullis::Role::"finance"`), with an optional `tenant`; the resource
+/// the `Portcullis::Registry`; and the context also holds `environment`, `risk`, `budget` and
+/// `provenance`. Enumerations of strings are Cedar enumerated entity types
+/// (`Portcullis::refund_payment::Input::RefundReason::"fraudulent"`), as the generator makes
+/// them; an argument that may be `null` is a record of the choices (`typeChoice0` for the
+/// value).
+pub fn schema_for_contracts(tools: &[&ToolContract]) -> Result<String, CedarError> {
+    Generated::for_contracts(tools).map(|generated| generated.text)
+}
+
+/// The Cedar schema of the tools an MCP `tools/list` result lists, as
+/// [`schema_for_contracts`] writes it: for `portcullis tools cedar-schema`, which reads the
+/// application's MCP export.
+pub fn schema_for_mcp_tools(tools: &[Value]) -> Result<String, CedarError> {
+    Generated::for_mcp_tools(tools).map(|generated| generated.text)
+}
