@@ -4,9 +4,10 @@
 //! what the task spent, and where the declared values came from.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use cedar_policy_core::ast::{Eid, Entity, EntityType, EntityUID, RestrictedExpr};
-use cedar_policy_core::entities::{Entities, TCComputation};
+use cedar_policy_core::entities::TCComputation;
 use cedar_policy_core::extensions::Extensions;
 use cedar_policy_core::validator::CoreSchema;
 use mcp_tools_sdk::data::Input;
@@ -67,15 +68,18 @@ pub(crate) fn cedar_request(
         [],
         extensions,
     )
-    .map_err(|error| failed("the caller could not be described", &error))?
-    .into();
-    let entities = Entities::from_entities(
-        [actor],
-        None::<&CoreSchema<'_>>,
-        TCComputation::ComputeNow,
-        extensions,
-    )
     .map_err(|error| failed("the caller could not be described", &error))?;
+    // The roles have no parents: the actor's ancestors are its roles, known already.
+    let entities = generated
+        .actions
+        .clone()
+        .add_entities(
+            [Arc::new(actor)],
+            None::<&CoreSchema<'_>>,
+            TCComputation::AssumeAlreadyComputed,
+            extensions,
+        )
+        .map_err(|error| failed("the caller could not be described", &error))?;
     let call = json!({
         "params": {"name": request.contract.name(), "arguments": request.arguments}
     });

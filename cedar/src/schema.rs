@@ -1,6 +1,9 @@
 //! The Cedar schema of a registry's tools: generated from their MCP descriptions by the Cedar
 //! project's generator, over portcullis' stub of the principal, the resource and the call.
 
+use cedar_policy_core::entities::Entities;
+use cedar_policy_core::extensions::Extensions;
+use cedar_policy_core::validator::ValidatorSchema;
 use cedar_policy_mcp_schema_generator::{RequestGenerator, SchemaGenerator, SchemaGeneratorConfig};
 use mcp_tools_sdk::description::ServerDescription;
 use portcullis_core::ToolContract;
@@ -75,6 +78,9 @@ pub(crate) struct Generated {
     pub(crate) schema: cedar_policy::Schema,
     /// Turns a tool's arguments into the request's `context.input`.
     pub(crate) requests: RequestGenerator,
+    /// The actions, each a member of `call_tool`: every request's entities hold them, so that
+    /// `action in Portcullis::Action::"call_tool"` holds.
+    pub(crate) actions: Entities,
 }
 
 impl Generated {
@@ -105,12 +111,17 @@ impl Generated {
         let requests = generator
             .new_request_generator()
             .map_err(|error| CedarError::Schema(error.to_string()))?;
-        let (schema, _warnings) = cedar_policy::Schema::from_cedarschema_str(&text)
+        let (schema, _warnings) =
+            ValidatorSchema::from_cedarschema_str(&text, Extensions::all_available())
+                .map_err(|error| CedarError::Schema(error.to_string()))?;
+        let actions = schema
+            .action_entities()
             .map_err(|error| CedarError::Schema(error.to_string()))?;
         Ok(Generated {
             text,
-            schema,
+            schema: schema.into(),
             requests,
+            actions,
         })
     }
 }

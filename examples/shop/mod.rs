@@ -211,6 +211,75 @@ pub fn embargo(
     Ok(portcullis::Decision::Allow)
 }
 
+/// The shop's other rules, as Rust policies; `policies/shop.cedar` writes every rule of the
+/// shop, the embargo included, in Cedar. Refunds above 1,000.00 need a finance officer.
+pub fn large_refunds(
+    request: &portcullis::PolicyRequest<'_>,
+) -> Result<portcullis::Decision, portcullis::PolicyError> {
+    let cents = request.arguments["amount_cents"].as_u64().unwrap_or(0);
+    let finance = request.ctx.roles().iter().any(|role| role == "finance");
+    if request.contract.name() == "refund_payment" && cents > 100_000 && !finance {
+        return Ok(portcullis::Decision::deny(
+            "large_refunds",
+            "refunds above 1,000.00 need a finance officer",
+        ));
+    }
+    Ok(portcullis::Decision::Allow)
+}
+
+/// Payouts in production are paid in euros.
+pub fn euro_payouts_in_production(
+    request: &portcullis::PolicyRequest<'_>,
+) -> Result<portcullis::Decision, portcullis::PolicyError> {
+    let dollars = request.arguments["amount"]["currency"] == "USD";
+    if request.contract.name() == "schedule_payout"
+        && request.ctx.environment() == Some("production")
+        && dollars
+    {
+        return Ok(portcullis::Decision::deny(
+            "euro_payouts_in_production",
+            "payouts in production are paid in euros",
+        ));
+    }
+    Ok(portcullis::Decision::Allow)
+}
+
+/// The outlet's sales are final: no refund because the customer asked.
+pub fn outlet_sales_are_final(
+    request: &portcullis::PolicyRequest<'_>,
+) -> Result<portcullis::Decision, portcullis::PolicyError> {
+    if request.contract.name() == "refund_payment"
+        && request.ctx.tenant() == Some("outlet")
+        && request.arguments["reason"] == "requested_by_customer"
+    {
+        return Ok(portcullis::Decision::deny(
+            "outlet_sales_are_final",
+            "the outlet's sales are final",
+        ));
+    }
+    Ok(portcullis::Decision::Allow)
+}
+
+/// Orders below 1000 come from the old shop, whose addresses production does not change.
+pub fn old_orders_in_production(
+    request: &portcullis::PolicyRequest<'_>,
+) -> Result<portcullis::Decision, portcullis::PolicyError> {
+    let order = request.arguments["order_id"].as_u64();
+    if request.contract.name() == "update_shipping_address"
+        && request.ctx.environment() == Some("production")
+        && order.is_some_and(|order| order < 1000)
+    {
+        return Ok(portcullis::Decision::deny(
+            "old_orders_in_production",
+            "the old shop's orders keep their addresses",
+        ));
+    }
+    Ok(portcullis::Decision::Allow)
+}
+
+/// The shop's rules as Cedar, the same as [`embargo`] and the Rust rules above.
+pub const SHOP_CEDAR: &str = include_str!("policies/shop.cedar");
+
 /// Every shop tool in one registry builder, for a test or an example to add settings to.
 pub fn shop_tools() -> portcullis::RegistryBuilder {
     Registry::builder()
