@@ -1,5 +1,6 @@
 //! `portcullis tools export`: the tool list one provider is shown, as the application exported
-//! it.
+//! it; `portcullis tools cedar-schema`: the Cedar schema a policy team writes its policies
+//! against, generated from the MCP export.
 //!
 //! The command line has no tools: a provider's tool list is rendered by the registry that
 //! holds them (`Registry::export`, which also wraps the list as the provider's request takes it
@@ -8,7 +9,7 @@
 //! command reads it.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use clap::Subcommand;
@@ -58,14 +59,44 @@ pub enum Command {
         #[arg(long, value_parser = profile_name)]
         profile: String,
     },
+    /// Print the Cedar schema of the tools (`.cedarschema`), generated from the `mcp` export
+    /// of the exports file as the registry generates it when a `Cedar` policy is added: validate
+    /// policies against it (`cedar validate --schema ...`) before they go live.
+    #[command(after_long_help = WORKFLOW)]
+    CedarSchema {
+        /// The exports file the application wrote, holding the `mcp` profile (see below).
+        /// Export it with roles that see every tool: a tool the export leaves out is not in
+        /// the schema.
+        #[arg(long, value_name = "FILE")]
+        exports: PathBuf,
+    },
 }
 
 /// Runs one tools command.
 pub fn run(command: Command, out: &mut dyn Write) -> Result<(), CliError> {
-    let Command::Export { exports, profile } = command;
-    let bad = |why: String| CliError::BadFile(exports.clone(), why);
+    match command {
+        Command::Export { exports, profile } => {
+            let tools = exported(&exports, &profile)?;
+            write_json(out, &tools)
+        }
+        Command::CedarSchema { exports } => {
+            let tools = exported(&exports, Profile::Mcp.name())?;
+            let bad = |why: String| CliError::BadFile(exports.clone(), why);
+            let tools = tools
+                .as_array()
+                .ok_or_else(|| bad("its `mcp` export is not a list of tools".to_owned()))?;
+            let schema = portcullis_cedar::schema_for_mcp_tools(tools)
+                .map_err(|error| bad(error.to_string()))?;
+            Ok(out.write_all(schema.as_bytes())?)
+        }
+    }
+}
+
+/// The export of `profile` in the exports file `exports`.
+fn exported(exports: &Path, profile: &str) -> Result<Value, CliError> {
+    let bad = |why: String| CliError::BadFile(exports.to_owned(), why);
     let text = std::fs::read_to_string(&exports)
-        .map_err(|error| CliError::ReadFile(exports.clone(), error))?;
+        .map_err(|error| CliError::ReadFile(exports.to_owned(), error))?;
     let exports: Value = serde_json::from_str(&text).map_err(|error| {
         bad(format!(
             "not JSON ({error}); see `portcullis tools export --help`"
@@ -77,7 +108,7 @@ pub fn run(command: Command, out: &mut dyn Write) -> Result<(), CliError> {
                 .to_owned(),
         )
     })?;
-    let tools = exports.get(&profile).ok_or_else(|| {
+    let tools = exports.get(profile).ok_or_else(|| {
         let held: Vec<&str> = exports.keys().map(String::as_str).collect();
         bad(format!(
             "holds no export for `{profile}` (it holds: {}); have the application export that \
@@ -89,7 +120,7 @@ pub fn run(command: Command, out: &mut dyn Write) -> Result<(), CliError> {
             }
         ))
     })?;
-    write_json(out, tools)
+    Ok(tools.clone())
 }
 
 /// A profile name core knows, or `json-schema`.

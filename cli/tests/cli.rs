@@ -868,6 +868,45 @@ fn tools_export_prints_the_applications_export() {
     assert_eq!(code(&unknown), 2);
 }
 
+#[test]
+fn tools_cedar_schema_prints_the_schema_the_registry_validates_policies_against() {
+    let dir = directory("cedar-schema");
+    let registry = Registry::builder()
+        .tool(Transfer)
+        .profile(Profile::Mcp)
+        .build()
+        .unwrap();
+    let exported = registry
+        .export(&CallContext::new("export"), Profile::Mcp)
+        .unwrap();
+    let file = dir.path().join("tools.json");
+    std::fs::write(&file, json!({"mcp": exported}).to_string()).unwrap();
+    let output = portcullis(&["tools", "cedar-schema", "--exports", file.to_str().unwrap()]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let contracts: Vec<_> = registry.contracts().collect();
+    let expected = portcullis_cedar::schema_for_contracts(&contracts).unwrap();
+    assert_eq!(stdout(&output), expected);
+    assert!(
+        expected.contains(r#"action "transfer" in [Action::"call_tool"]"#),
+        "{expected}"
+    );
+
+    let other = dir.path().join("other.json");
+    std::fs::write(&other, json!({"openai-chat": []}).to_string()).unwrap();
+    let absent = portcullis(&[
+        "tools",
+        "cedar-schema",
+        "--exports",
+        other.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&absent), 4);
+    assert!(
+        stderr(&absent).contains("no export for `mcp`"),
+        "{}",
+        stderr(&absent)
+    );
+}
+
 /// A worker of the application that wires funds on the shared file, its claims leased for
 /// `lease`, its audit log keyed with `key`.
 fn wiring(database: &Path, lease: std::time::Duration, key: Option<&AuditKey>) -> Registry {
