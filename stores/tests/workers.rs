@@ -79,6 +79,7 @@ on_both!(
     a_call_sent_to_several_workers_runs_once,
     several_workers_write_one_verifiable_audit_chain,
     workers_share_one_budget,
+    a_policy_reads_what_a_task_spent_on_every_worker,
     recover_compensates_a_crashed_workers_transaction_once,
     a_store_that_fails_refuses_and_nothing_runs,
     opening_an_existing_store_creates_nothing,
@@ -473,6 +474,71 @@ async fn workers_share_one_budget(backend: Backend) {
     );
 }
 
+/// A policy over what the task spent: a task spends at most 4 (two lookups).
+struct SpendingCap;
+
+impl portcullis::Policy for SpendingCap {
+    fn evaluate<'a>(
+        &'a self,
+        request: portcullis::PolicyRequest<'a>,
+    ) -> portcullis::BoxFuture<'a, Result<portcullis::Decision, portcullis::PolicyError>> {
+        let spent = request.usage.map(|usage| (usage.calls, usage.cost));
+        Box::pin(async move {
+            match spent {
+                Some((_, cost)) if cost < 4 => Ok(portcullis::Decision::Allow),
+                Some((calls, cost)) => Ok(portcullis::Decision::deny(
+                    "spending_cap",
+                    format!("the task spent {cost} in {calls} calls"),
+                )),
+                None => Err(portcullis::PolicyError::new("no usage")),
+            }
+        })
+    }
+
+    fn reads_budget(&self) -> bool {
+        true
+    }
+}
+
+/// A policy that reads what a task spent sees the calls every worker counted, with no budget
+/// limit set: the registry counts every task for it.
+async fn a_policy_reads_what_a_task_spent_on_every_worker(backend: Backend) {
+    let mut workers = Vec::new();
+    for _ in 0..2 {
+        let store = backend.open().await;
+        let worker = Registry::builder()
+            .tool(FindSupplier)
+            .policy(SpendingCap)
+            .budget_store(store)
+            .build()
+            .unwrap();
+        workers.push(worker);
+    }
+    let ctx = CallContext::new("agent").with_task_id(format!("spending-{}", backend.tag()));
+    let call =
+        |index: usize| ToolCall::new(format!("s{index}"), "find_supplier", json!({"name": "x"}));
+    let first = workers[0].dispatch(&ctx, &call(0)).await;
+    let second = workers[1].dispatch(&ctx, &call(1)).await;
+    assert!(
+        first.is_completed() && second.is_completed(),
+        "{first:?} {second:?}"
+    );
+    let third = workers[0].dispatch(&ctx, &call(2)).await;
+    let refusal = third.rejection().unwrap();
+    assert_eq!(refusal.code(), RejectionCode::PolicyDenied);
+    assert_eq!(refusal.reason(), Some("spending_cap"));
+    assert_eq!(refusal.message(), "the task spent 4 in 2 calls");
+    let other_task = ctx
+        .clone()
+        .with_task_id(format!("spending-other-{}", backend.tag()));
+    assert!(
+        workers[1]
+            .dispatch(&other_task, &call(3))
+            .await
+            .is_completed()
+    );
+}
+
 /// The amounts charged and refunded, one entry per run; this test's amounts are its own.
 static CHARGES: Mutex<Vec<i64>> = Mutex::new(Vec::new());
 
@@ -578,6 +644,7 @@ async fn a_store_that_fails_refuses_and_nothing_runs(backend: Backend) {
     })
     .await;
     let audit = with(|builder, store| builder.audit(store)).await;
+    let spending = with(|builder, store| builder.policy(SpendingCap).budget_store(store)).await;
     let approvals =
         with(|builder, store| builder.approval_store(store).accept_unsigned_decisions()).await;
     let pending = approvals
@@ -600,6 +667,7 @@ async fn a_store_that_fails_refuses_and_nothing_runs(backend: Backend) {
         (&claims, "c1", RejectionCode::ClaimsUnavailable),
         (&budget, "c2", RejectionCode::BudgetUnavailable),
         (&audit, "c3", RejectionCode::AuditUnavailable),
+        (&spending, "c4", RejectionCode::BudgetUnavailable),
     ];
     for (registry, id, code) in refused {
         assert_eq!(registry.dispatch(&ctx, &send(id)).await.code(), Some(code));

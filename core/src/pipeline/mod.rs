@@ -215,6 +215,7 @@ async fn gates<'a>(tool: &'a dyn ErasedTool, passage: Passage<'a>) -> Result<Out
             let consulted = Consulted {
                 rules: &settings.rules,
                 budget: &settings.budget,
+                sources: &facts.sources,
                 rulings: &facts.rulings,
             };
             authorize(contract, &*bound, ctx, &canonical, consulted, judge).await?

@@ -275,11 +275,18 @@ impl Registry {
         let mut call = pending_call(&pending);
         let ctx = &pending.ctx;
         let (road, resolution, original_arguments) = match edited {
-            None => (
-                Road::Approved,
-                format!("approved by {}, {signed}", reviewer.id()),
-                None,
-            ),
+            None => {
+                // Judged when the call began to wait, and seen by the reviewer since: the
+                // policies read the same findings, and the record of the run keeps them.
+                if !pending.ticket.sources.is_empty() {
+                    let _ = facts.sources.set(pending.ticket.sources.clone());
+                }
+                (
+                    Road::Approved,
+                    format!("approved by {}, {signed}", reviewer.id()),
+                    None,
+                )
+            }
             Some(arguments) => {
                 // What the reviewer typed is theirs: a source of the edited call, and of the
                 // task's later calls.

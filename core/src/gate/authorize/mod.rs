@@ -10,7 +10,7 @@
 
 pub(crate) mod provenance;
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use serde_json::Value;
 
@@ -21,7 +21,7 @@ use crate::future::BoxFuture;
 use crate::future::Contained;
 use crate::{
     CallContext, Decision, Policy, PolicyError, PolicyRequest, Rejection, RejectionCode, Ruling,
-    ToolContract,
+    ToolContract, ValueSource,
 };
 
 /// The provenance gate, for a call it judges.
@@ -50,10 +50,12 @@ impl Rules {
 }
 
 /// What the authorize gate consults beside the call: the registry's rules, the budget they may
-/// read, and where the rulings of versioned rule sets are kept for the audit.
+/// read, where the declared values were found (by the provenance gate now, or when an approved
+/// call began to wait), and where the rulings of versioned rule sets are kept for the audit.
 pub(crate) struct Consulted<'a> {
     pub(crate) rules: &'a Rules,
     pub(crate) budget: &'a Budget,
+    pub(crate) sources: &'a OnceLock<Vec<ValueSource>>,
     pub(crate) rulings: &'a Mutex<Vec<Ruling>>,
 }
 
@@ -73,13 +75,13 @@ pub(crate) async fn authorize(
     let Consulted {
         rules,
         budget,
+        sources,
         rulings,
     } = consulted;
     if contract.tenant_argument().is_some() || contract.environment_argument().is_some() {
         authorize_arguments(contract, ctx, canonical.get()?)?;
     }
     let mut untrusted = false;
-    let mut sources = None;
     if let Some(judge) = judge {
         let judged = judge
             .provenance
@@ -96,7 +98,6 @@ pub(crate) async fn authorize(
         if let Some(refusal) = refusal {
             return Err(refusal);
         }
-        sources = judge.found.get().map(Vec::as_slice);
     }
     if let Some(decision) = bound.policy(ctx) {
         verdict(decision, RejectionCode::PolicyDenied, rulings).await?;
@@ -112,7 +113,7 @@ pub(crate) async fn authorize(
         ctx,
         contract,
         arguments: canonical.get()?,
-        sources,
+        sources: sources.get().map(Vec::as_slice),
         usage,
     };
     for policy in &rules.policies {
