@@ -63,6 +63,11 @@ pub use portcullis_agent as agent;
 /// page.
 pub use portcullis_testing as testing;
 
+/// Cedar policies over the tools' contracts (the `portcullis-cedar` crate, with the feature
+/// `cedar`): see the guide's [cedar](crate::guide::cedar) page.
+#[cfg(feature = "cedar")]
+pub use portcullis_cedar as cedar;
+
 pub mod guide;
 
 /// The README's first example, compiled and run with the tests.

@@ -1,12 +1,12 @@
 //! The registry policy that asks Cedar: the current policy set, checked against the
 //! registry's tools, swapped whole while calls are served.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 use cedar_policy::{
-    ActionConstraint, Authorizer, Decision as CedarDecision, Effect, EntityUid, ValidationMode,
-    Validator,
+    ActionConstraint, Authorizer, Decision as CedarDecision, Effect, EntityUid,
+    Policy as CedarPolicy, PolicySet, ValidationMode, Validator,
 };
 use portcullis_core::{
     BoxFuture, Decision, Policy, PolicyError, PolicyRequest, Ruling, ToolContract,
@@ -50,26 +50,29 @@ struct Shared {
     authorizer: Authorizer,
 }
 
-/// A policy set in service, with what is worked out from it once.
+/// A policy set in service, with what is worked out from it once: for each of the registry's
+/// tools, the policies whose scope can take its calls. A policy whose scope names other
+/// actions is never satisfied by a call of the tool, nor evaluated past its scope, so leaving
+/// it out changes no decision, and a call is evaluated against only its tool's policies.
 struct Live {
     policies: CedarPolicies,
-    /// The tools some `permit` names in its scope; `None`: every tool.
-    permitted: Option<HashSet<String>>,
+    by_tool: HashMap<String, Scoped>,
+}
+
+/// The policies of one tool.
+struct Scoped {
+    policies: PolicySet,
+    /// Whether a `permit` among them names the tool in its scope.
+    named_by_a_permit: bool,
 }
 
 impl Live {
-    fn new(policies: CedarPolicies) -> Self {
-        let permitted = permitted_tools(&policies);
-        Live {
-            policies,
-            permitted,
-        }
-    }
-
-    fn names_a_permit_for(&self, tool: &str) -> bool {
-        self.permitted
-            .as_ref()
-            .is_none_or(|permitted| permitted.contains(tool))
+    fn new(policies: CedarPolicies, tools: &[String]) -> Self {
+        let by_tool = tools
+            .iter()
+            .map(|tool| (tool.clone(), scoped(&policies, tool)))
+            .collect();
+        Live { policies, by_tool }
     }
 }
 
@@ -82,7 +85,7 @@ impl Cedar {
     fn with(policies: CedarPolicies, default_deny: bool) -> Self {
         Cedar {
             shared: Arc::new(Shared {
-                current: RwLock::new(Arc::new(Live::new(policies))),
+                current: RwLock::new(Arc::new(Live::new(policies, &[]))),
                 default_deny,
                 tools: OnceLock::new(),
                 types: Types::new(),
@@ -113,17 +116,22 @@ impl Cedar {
     /// stays. Returns the version put in service. Before the registry is built, the set is
     /// checked by the build.
     pub fn swap(&self, policies: CedarPolicies) -> Result<String, CedarError> {
-        if let Some(tools) = self.shared.tools.get() {
+        let tools = self.shared.tools.get();
+        if let Some(tools) = tools {
             validate(tools, &policies)?;
         }
         let version = policies.version().to_owned();
-        let live = Arc::new(Live::new(policies));
+        let names = tools.map_or(&[][..], |tools| &tools.names);
+        self.put_in_service(Live::new(policies, names));
+        Ok(version)
+    }
+
+    fn put_in_service(&self, live: Live) {
         *self
             .shared
             .current
             .write()
-            .unwrap_or_else(PoisonError::into_inner) = live;
-        Ok(version)
+            .unwrap_or_else(PoisonError::into_inner) = Arc::new(live);
     }
 
     fn live(&self) -> Arc<Live> {
@@ -142,11 +150,16 @@ impl Cedar {
                 PolicyError::new("the Cedar policy was not prepared by a registry")
             })?;
         let live = self.live();
+        let tool = request.contract.name();
+        let scoped = live
+            .by_tool
+            .get(tool)
+            .ok_or_else(|| PolicyError::new(format!("`{tool}` is not a tool of the registry")))?;
         let (cedar_request, entities) = cedar_request(tools, &self.shared.types, request)?;
         let response =
             self.shared
                 .authorizer
-                .is_authorized(&cedar_request, &live.policies.set, &entities);
+                .is_authorized(&cedar_request, &scoped.policies, &entities);
         let version = live.policies.version();
         let errors: Vec<String> = response
             .diagnostics()
@@ -168,7 +181,7 @@ impl Cedar {
             CedarDecision::Allow => true,
             // No policy decided: no forbid matched, and no permit.
             CedarDecision::Deny if rules.is_empty() => {
-                !self.shared.default_deny && !live.names_a_permit_for(request.contract.name())
+                !self.shared.default_deny && !scoped.named_by_a_permit
             }
             CedarDecision::Deny => false,
         };
@@ -198,8 +211,10 @@ impl Policy for Cedar {
             }
             Some(_) => {}
             None => {
-                validate(&generated, &self.live().policies)
+                let policies = self.live().policies.clone();
+                validate(&generated, &policies)
                     .map_err(|error| PolicyError::new(error.to_string()))?;
+                self.put_in_service(Live::new(policies, &generated.names));
                 let _ = self.shared.tools.set(generated);
             }
         }
@@ -227,29 +242,28 @@ fn validate(tools: &Generated, policies: &CedarPolicies) -> Result<(), CedarErro
     Err(CedarError::Invalid(found.join("\n")))
 }
 
-/// The tools some `permit` of `policies` names in its scope; `None` when one names every tool.
-fn permitted_tools(policies: &CedarPolicies) -> Option<HashSet<String>> {
-    let mut permitted = HashSet::new();
-    let tool = |uid: &EntityUid| -> Option<String> {
-        (uid.type_name().to_string() == "Portcullis::Action")
-            .then(|| uid.id().unescaped().to_owned())
+/// The policies of `policies` whose scope can take a call of `tool`.
+fn scoped(policies: &CedarPolicies, tool: &str) -> Scoped {
+    let action = |uid: &EntityUid, name: &str| {
+        uid.type_name().to_string() == "Portcullis::Action" && uid.id().unescaped() == name
     };
-    for policy in policies.set.policies() {
-        if policy.effect() != Effect::Permit {
-            continue;
-        }
-        match policy.action_constraint() {
-            ActionConstraint::Any => return None,
-            ActionConstraint::Eq(uid) => permitted.extend(tool(&uid)),
-            ActionConstraint::In(uids) => {
-                for uid in &uids {
-                    match tool(uid) {
-                        Some(name) if name == "call_tool" => return None,
-                        name => permitted.extend(name),
-                    }
-                }
-            }
-        }
+    let takes = |policy: &CedarPolicy| match policy.action_constraint() {
+        ActionConstraint::Any => true,
+        ActionConstraint::Eq(uid) => action(&uid, tool),
+        ActionConstraint::In(uids) => uids
+            .iter()
+            .any(|uid| action(uid, tool) || action(uid, "call_tool")),
+    };
+    let mut scoped = Scoped {
+        policies: PolicySet::new(),
+        named_by_a_permit: false,
+    };
+    for policy in policies.set.policies().filter(|policy| takes(policy)) {
+        scoped.named_by_a_permit |= policy.effect() == Effect::Permit;
+        scoped
+            .policies
+            .add(policy.clone())
+            .expect("the policies of a set have distinct ids");
     }
-    Some(permitted)
+    scoped
 }

@@ -12,7 +12,7 @@ use cedar_policy_core::extensions::Extensions;
 use cedar_policy_core::validator::CoreSchema;
 use mcp_tools_sdk::data::Input;
 use portcullis_core::{Origin, PolicyError, PolicyRequest, ValueSource};
-use serde_json::json;
+use serde_json::Value;
 use smol_str::SmolStr;
 
 use crate::schema::Generated;
@@ -80,10 +80,12 @@ pub(crate) fn cedar_request(
             extensions,
         )
         .map_err(|error| failed("the caller could not be described", &error))?;
-    let call = json!({
-        "params": {"name": request.contract.name(), "arguments": request.arguments}
-    });
-    let input = Input::from_json_str(&call.to_string())
+    let call = format!(
+        r#"{{"params":{{"name":{},"arguments":{}}}}}"#,
+        Value::from(request.contract.name()),
+        request.arguments
+    );
+    let input = Input::from_json_str(&call)
         .map_err(|error| failed("the arguments could not be read", &error))?;
     let usage = request.usage.unwrap_or_default();
     let context = [

@@ -74,6 +74,8 @@ fn config() -> SchemaGeneratorConfig {
 pub(crate) struct Generated {
     /// The schema, as `.cedarschema` text.
     pub(crate) text: String,
+    /// The tools' names.
+    pub(crate) names: Vec<String>,
     /// The schema, for validation and requests.
     pub(crate) schema: cedar_policy::Schema,
     /// Turns a tool's arguments into the request's `context.input`.
@@ -117,8 +119,13 @@ impl Generated {
         let actions = schema
             .action_entities()
             .map_err(|error| CedarError::Schema(error.to_string()))?;
+        let names = description
+            .tool_descriptions()
+            .map(|tool| tool.name().to_owned())
+            .collect();
         Ok(Generated {
             text,
+            names,
             schema: schema.into(),
             requests,
             actions,

@@ -380,3 +380,82 @@ async fn a_swap_under_eight_tasks_decides_each_call_by_exactly_one_recorded_vers
         "both sets decided calls"
     );
 }
+
+#[tokio::test]
+async fn a_forbid_that_errors_refuses_instead_of_being_skipped() {
+    // Cedar skips a policy whose evaluation fails: here the forbid overflows, and Cedar alone
+    // would let the permit allow the call.
+    let rules = r#"
+        @id("everyone") permit(principal, action, resource);
+        @id("overflowing_limit")
+        forbid(principal, action == Portcullis::Action::"transfer", resource)
+        when { context.input.amount_cents * 1000000000000 > 5 };
+    "#;
+    let cedar = Cedar::new(CedarPolicies::from_text(rules).unwrap());
+    let audit = MemoryAuditSink::default();
+    let registry = registry(&cedar, &audit);
+    let call = transfer_call("1", "acme", 10_000_000, "EUR");
+    let refused = registry.dispatch(&caller("finance", "acme"), &call).await;
+    assert_eq!(
+        code(&refused),
+        Some((RejectionCode::PolicyDenied, Some("policy_error".to_owned())))
+    );
+}
+
+#[tokio::test]
+async fn an_integer_cedar_cannot_hold_is_refused() {
+    let cedar = Cedar::new(CedarPolicies::from_text(RULES).unwrap());
+    let audit = MemoryAuditSink::default();
+    let registry = registry(&cedar, &audit);
+    // u64 holds it; a Cedar Long does not. The clerk's limit cannot be read past, so the call
+    // is refused rather than judged on a number Cedar does not have.
+    let call = transfer_call("1", "acme", u64::MAX, "EUR");
+    let refused = registry.dispatch(&caller("finance", "acme"), &call).await;
+    assert_eq!(
+        code(&refused),
+        Some((RejectionCode::PolicyDenied, Some("policy_error".to_owned())))
+    );
+}
+
+#[tokio::test]
+async fn names_are_data_not_cedar() {
+    let cedar = Cedar::new(CedarPolicies::from_text(RULES).unwrap());
+    let audit = MemoryAuditSink::default();
+    let registry = registry(&cedar, &audit);
+    // A role or a tenant spelt as Cedar syntax is only a string: no role, no tenant, matches.
+    let forged = CallContext::new(r#"x" in [Portcullis::Role::"finance"]"#)
+        .with_roles([
+            "clerk",
+            r#"clerk", Portcullis::Role::"finance"#,
+            "Finance",
+            "finance ",
+        ])
+        .with_tenant(r#"acme" || true || ""#);
+    let refused = registry
+        .dispatch(&forged, &transfer_call("1", "acme", 60_000, "EUR"))
+        .await;
+    assert_eq!(code(&refused), forbidden());
+    let forged = forged.with_tenant("acme");
+    let refused = registry
+        .dispatch(&forged, &transfer_call("2", "acme", 60_000, "EUR"))
+        .await;
+    assert_eq!(code(&refused), not_permitted(), "no role is finance");
+}
+
+/// Look an order up.
+#[tool(read_only, name = "orders-lookup")]
+fn lookup_order(order_id: u64) -> Result<u64, ToolError> {
+    Ok(order_id)
+}
+
+#[test]
+fn a_tool_cedar_cannot_name_fails_the_build() {
+    let built = Registry::builder()
+        .tool(LookupOrder)
+        .policy(Cedar::new(CedarPolicies::from_text(RULES).unwrap()))
+        .build();
+    let Err(BuildError::Policy(reason)) = built else {
+        panic!("{:?}", built.map(drop));
+    };
+    assert!(reason.contains("cannot be described in Cedar"), "{reason}");
+}

@@ -11,6 +11,7 @@
 //! | [gates] | follow a call through the gates; what the canonical arguments are; how numbers are read |
 //! | [attribute] | declare a tool with `#[tool]`: every key, every parameter form, what is a compile error |
 //! | [policies] | refuse a call by a rule of yours; check that a call fits what the user asked |
+//! | [cedar] | let a policy team decide calls in Cedar, validated against the tools, swapped live |
 //! | [provenance] | keep a value an injected text supplied out of a payment |
 //! | [budgets] | cap a task's calls and cost, stop loops, rate-limit an actor, stop a retrier |
 //! | [approvals] | make a payout wait for finance; signed decisions and who may decide |
@@ -34,6 +35,9 @@ pub mod attribute {}
 
 #[doc = include_str!("policies.md")]
 pub mod policies {}
+
+#[doc = include_str!("cedar.md")]
+pub mod cedar {}
 
 #[doc = include_str!("provenance.md")]
 pub mod provenance {}
