@@ -25,7 +25,11 @@ fn every_profile_exports_the_shop_as_its_snapshot_says() {
     let registry = shop_registry();
     for profile in Profile::ALL {
         let tools = registry.export(&shop::shop_admin(), profile).unwrap();
-        insta::assert_json_snapshot!(profile.name(), tools);
+        // Members in key order whatever map serde_json keeps: a crate of the build (Cedar's)
+        // turns on `preserve_order`, which keeps them in the order they were written.
+        insta::with_settings!({sort_maps => true}, {
+            insta::assert_json_snapshot!(profile.name(), tools);
+        });
     }
 }
 

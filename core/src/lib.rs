@@ -65,7 +65,7 @@ pub use gate::authorize::provenance::store::{
     sources_unavailable,
 };
 pub use gate::budget::store::{
-    Admitted, BudgetCapacity, BudgetLimits, BudgetStore, BudgetUsage, Charge, CircuitBreaker,
+    Admitted, BudgetCapacity, BudgetLimits, BudgetStore, Charge, CircuitBreaker,
     InMemoryBudgetStore, RateLimit, RefusalLimit, Usage, judge_charge,
 };
 pub use gate::repeat::{
@@ -73,7 +73,9 @@ pub use gate::repeat::{
     existing_claim, may_settle,
 };
 pub use outcome::{Outcome, Ticket};
-pub use policy::{Decision, Policy, PolicyError, PolicyRequest, ReadOnlyRequests, Ruling};
+pub use policy::{
+    BudgetUsage, Decision, Policy, PolicyError, PolicyRequest, ReadOnlyRequests, Ruling,
+};
 pub use registry::{
     BuildError, DEFAULT_CLAIM_LEASE, DEFAULT_REFUSAL_LIMIT, Registry, RegistryBuilder,
 };

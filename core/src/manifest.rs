@@ -49,7 +49,9 @@ impl Registry {
     /// ```
     pub fn manifest(&self) -> Value {
         let tools: Vec<Value> = self.contracts().map(entry).collect();
-        json!({ "portcullis_manifest": FORMAT, "tools": tools })
+        // Members in key order whatever map serde_json keeps, so that the manifest is written
+        // the same by every build.
+        sorted(&json!({ "portcullis_manifest": FORMAT, "tools": tools }))
     }
 }
 
@@ -271,10 +273,10 @@ impl Manifest {
     }
 }
 
-/// The manifest as its lock file holds it: members in key order whatever map serde_json keeps,
-/// so that a build with `preserve_order` (turned on by a dependency) writes the same file.
+/// The manifest as its lock file holds it: pretty JSON, its members in key order as
+/// [`Registry::manifest`] writes them.
 fn lock_text(manifest: &Value) -> String {
-    let mut text = serde_json::to_string_pretty(&sorted(manifest)).unwrap_or_default();
+    let mut text = serde_json::to_string_pretty(manifest).unwrap_or_default();
     text.push('\n');
     text
 }

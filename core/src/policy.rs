@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::future::BoxFuture;
-use crate::{BudgetUsage, CallContext, Risk, ToolContract, ValueSource};
+use crate::{CallContext, Risk, ToolContract, ValueSource};
 
 /// What a policy decides.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,6 +96,18 @@ impl fmt::Display for PolicyError {
 }
 
 impl std::error::Error for PolicyError {}
+
+/// What a task spent before a call, as the budget gate counts it: the calls it reserved (a call
+/// given back, rejected by a reviewer or expired, no longer counts) and their cost; for the
+/// policies that [read it](Policy::reads_budget), from
+/// [`BudgetStore::task_usage`](crate::BudgetStore::task_usage).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BudgetUsage {
+    /// The task's calls.
+    pub calls: u64,
+    /// The sum of their contracts' `cost`.
+    pub cost: u64,
+}
 
 /// The call a registry-wide policy judges.
 #[derive(Debug, Clone, Copy)]

@@ -236,10 +236,14 @@ fn applies_to(keyword: &str, node_type: &Value) -> bool {
     }
 }
 
-/// Appends `{minimum: 1, maximum: 10}` to the description, as Anthropic's own SDK writes it.
+/// Appends `{maximum: 10, minimum: 1}` to the description, as Anthropic's own SDK writes it,
+/// the keywords in their alphabetical order whatever order the map keeps (serde_json keeps
+/// insertion order when a crate in the build turns on `preserve_order`).
 fn describe(output: &mut Map<String, Value>, constraints: &Map<String, Value>) {
-    let listed: Vec<String> = constraints
-        .iter()
+    let mut listed: Vec<(&String, &Value)> = constraints.iter().collect();
+    listed.sort_unstable_by_key(|(key, _)| *key);
+    let listed: Vec<String> = listed
+        .into_iter()
         .map(|(key, value)| format!("{key}: {value}"))
         .collect();
     let note = format!("{{{}}}", listed.join(", "));

@@ -163,10 +163,12 @@ fn strict_node(node: &Value, definitions: &Definitions<'_>) -> Result<Value, Str
                 }
                 strict_properties.insert(name.clone(), strict);
             }
-            output.insert(
-                "required".into(),
-                Value::Array(strict_properties.keys().cloned().map(Value::from).collect()),
-            );
+            // In the names' order whatever order the map keeps (with `preserve_order`, the
+            // order of declaration), so that every build exports the same list.
+            let mut names: Vec<&String> = strict_properties.keys().collect();
+            names.sort_unstable();
+            let required = names.into_iter().cloned().map(Value::from).collect();
+            output.insert("required".into(), Value::Array(required));
             output.insert("properties".into(), Value::Object(strict_properties));
         }
     }

@@ -212,9 +212,14 @@ async fn gates<'a>(tool: &'a dyn ErasedTool, passage: Passage<'a>) -> Result<Out
     });
     let untrusted = match settings.checks(Gate::Authorize) {
         true => {
+            // What the task spent, for the policies that read it: before the call reserves.
+            let usage = match settings.rules.read_budget() {
+                true => Some(settings.budget.store.task_usage(ctx.task_id()).await?),
+                false => None,
+            };
             let consulted = Consulted {
                 rules: &settings.rules,
-                budget: &settings.budget,
+                usage,
                 sources: &facts.sources,
                 rulings: &facts.rulings,
             };

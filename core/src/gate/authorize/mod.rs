@@ -15,13 +15,12 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 use serde_json::Value;
 
 use super::bound::BoundCall;
-use super::budget::Budget;
 use super::decode::Canonical;
 use crate::future::BoxFuture;
 use crate::future::Contained;
 use crate::{
-    CallContext, Decision, Policy, PolicyError, PolicyRequest, Rejection, RejectionCode, Ruling,
-    ToolContract, ValueSource,
+    BudgetUsage, CallContext, Decision, Policy, PolicyError, PolicyRequest, Rejection,
+    RejectionCode, Ruling, ToolContract, ValueSource,
 };
 
 /// The provenance gate, for a call it judges.
@@ -49,12 +48,13 @@ impl Rules {
     }
 }
 
-/// What the authorize gate consults beside the call: the registry's rules, the budget they may
-/// read, where the declared values were found (by the provenance gate now, or when an approved
-/// call began to wait), and where the rulings of versioned rule sets are kept for the audit.
+/// What the authorize gate consults beside the call: the registry's rules, what the task spent
+/// (read for the policies that read it), where the declared values were found (by the
+/// provenance gate now, or when an approved call began to wait), and where the rulings of
+/// versioned rule sets are kept for the audit.
 pub(crate) struct Consulted<'a> {
     pub(crate) rules: &'a Rules,
-    pub(crate) budget: &'a Budget,
+    pub(crate) usage: Option<BudgetUsage>,
     pub(crate) sources: &'a OnceLock<Vec<ValueSource>>,
     pub(crate) rulings: &'a Mutex<Vec<Ruling>>,
 }
@@ -74,7 +74,7 @@ pub(crate) async fn authorize(
 ) -> Result<bool, Rejection> {
     let Consulted {
         rules,
-        budget,
+        usage,
         sources,
         rulings,
     } = consulted;
@@ -105,10 +105,6 @@ pub(crate) async fn authorize(
     if rules.policies.is_empty() && rules.intent_checks.is_empty() {
         return Ok(untrusted);
     }
-    let usage = match rules.read_budget() {
-        true => Some(budget.store.task_usage(ctx.task_id()).await?),
-        false => None,
-    };
     let request = PolicyRequest {
         ctx,
         contract,
@@ -171,7 +167,11 @@ async fn verdict(
                 .push(ruling);
             refusal.map_or(Ok(()), Err)
         }
-        Ok(Err(_)) => Err(undecided("policy_error")),
+        Ok(Err(error)) => {
+            // The model is told only that no policy could decide; the operator, why.
+            tracing::warn!(%error, "a policy could not decide on a call, which is refused");
+            Err(undecided("policy_error"))
+        }
         Err(()) => Err(undecided("policy_panicked")),
     }
 }

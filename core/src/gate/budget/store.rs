@@ -11,11 +11,9 @@ use std::future::ready;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
 use crate::future::BoxFuture;
 use crate::locked_parts::LockedParts;
-use crate::{Rejection, RejectionCode};
+use crate::{BudgetUsage, Rejection, RejectionCode};
 
 /// The limits the budget gate enforces; every one is off unless set.
 ///
@@ -180,16 +178,6 @@ pub trait BudgetStore: Send + Sync + 'static {
             "the budget store cannot tell what the task spent, so no policy can judge it",
         ))))
     }
-}
-
-/// What a task spent so far, as the budget gate counts it: the calls it reserved (a call
-/// given back, rejected by a reviewer or expired, no longer counts) and their cost.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BudgetUsage {
-    /// The task's calls.
-    pub calls: u64,
-    /// The sum of their contracts' `cost`.
-    pub cost: u64,
 }
 
 /// What a store read of the usage a charge is judged against, in the same atomic step that
