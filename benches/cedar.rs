@@ -19,7 +19,6 @@
 #[path = "workload/estimates.rs"]
 mod estimates;
 #[path = "../examples/shop/mod.rs"]
-#[allow(dead_code)]
 mod shop;
 #[allow(dead_code)]
 mod workload;

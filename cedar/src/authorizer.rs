@@ -33,7 +33,7 @@ use crate::{CedarError, CedarPolicies};
 /// refuses it instead, as Cedar alone would.
 ///
 /// Every call's audit record names the version of the set that decided and the ids of the
-/// policies that did ([`AuditRecord::rulings`](portcullis_core::AuditRecord::rulings)); the
+/// policies that did ([`AuditRecord::rulings`](portcullis_core::audit::AuditRecord::rulings)); the
 /// model is told only `forbidden_by_policy` or `no_policy_permits`. A policy that errors on a
 /// call refuses it: Cedar would skip it, and a skipped `forbid` is an allowance.
 #[derive(Clone)]

@@ -42,7 +42,7 @@ pub enum Decision {
 }
 
 /// Which version of a rule set decided a call, by which of its rules: kept in the call's audit
-/// record ([`AuditRecord::rulings`](crate::AuditRecord::rulings)).
+/// record ([`AuditRecord::rulings`](crate::audit::AuditRecord::rulings)).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ruling {
     /// The rule set that decided (`cedar`).
