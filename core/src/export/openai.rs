@@ -155,20 +155,23 @@ fn strict_node(node: &Value, definitions: &Definitions<'_>) -> Result<Value, Str
             .map(|names| names.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
         if let Some(Value::Object(properties)) = input.get("properties") {
+            // In the names' order whatever order the map keeps (with `preserve_order`, the
+            // order of declaration), so that every build exports the same text; the required
+            // list follows the properties, as OpenAI's SDK writes it.
+            let mut names: Vec<&String> = properties.keys().collect();
+            names.sort_unstable();
             let mut strict_properties = Map::new();
-            for (name, property) in properties {
-                let mut strict = strict_node(property, definitions)?;
+            for name in names {
+                let mut strict = strict_node(&properties[name], definitions)?;
                 if !required.contains(&name.as_str()) {
                     strict = nullable(strict);
                 }
                 strict_properties.insert(name.clone(), strict);
             }
-            // In the names' order whatever order the map keeps (with `preserve_order`, the
-            // order of declaration), so that every build exports the same list.
-            let mut names: Vec<&String> = strict_properties.keys().collect();
-            names.sort_unstable();
-            let required = names.into_iter().cloned().map(Value::from).collect();
-            output.insert("required".into(), Value::Array(required));
+            output.insert(
+                "required".into(),
+                Value::Array(strict_properties.keys().cloned().map(Value::from).collect()),
+            );
             output.insert("properties".into(), Value::Object(strict_properties));
         }
     }
