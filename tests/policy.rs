@@ -266,6 +266,11 @@ async fn a_policy_that_fails_or_panics_denies() {
     let registry = Registry::builder()
         .tool(DeleteRecord)
         .policy(AskTheLedger)
+        // A closure decides when the gate asks for its future: its panic comes before any poll.
+        .policy(|request: &PolicyRequest<'_>| {
+            assert_ne!(request.arguments["record_id"], 999, "a closure that fails");
+            Ok(Decision::Allow)
+        })
         .build()
         .unwrap();
     let ctx = caller("admin", "development");
@@ -302,6 +307,13 @@ async fn a_policy_that_fails_or_panics_denies() {
     assert_eq!(
         refusal(&outcome),
         (Some(RejectionCode::PolicyDenied), Some("policy_panicked"))
+    );
+
+    let outcome = registry.dispatch(&ctx, &call(999)).await;
+    assert_eq!(
+        refusal(&outcome),
+        (Some(RejectionCode::PolicyDenied), Some("policy_panicked")),
+        "not the tool's panic: the tool did not run"
     );
 
     let outcome = registry.dispatch(&ctx, &call(8)).await;

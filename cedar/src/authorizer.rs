@@ -2,10 +2,11 @@
 //! registry's tools, swapped whole while calls are served.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 use cedar_policy::{
-    ActionConstraint, Authorizer, Decision as CedarDecision, Effect, EntityUid,
+    ActionConstraint, AuthorizationError, Authorizer, Decision as CedarDecision, Effect, EntityUid,
     Policy as CedarPolicy, PolicySet, ValidationMode, Validator,
 };
 use portcullis_core::{
@@ -43,7 +44,7 @@ pub struct Cedar {
 
 struct Shared {
     current: RwLock<Arc<Live>>,
-    default_deny: bool,
+    default_deny: AtomicBool,
     /// The registry's tools as Cedar sees them, from the registry's build on.
     tools: OnceLock<Generated>,
     types: Types,
@@ -79,14 +80,10 @@ impl Live {
 impl Cedar {
     /// A policy that decides by `policies`.
     pub fn new(policies: CedarPolicies) -> Self {
-        Cedar::with(policies, false)
-    }
-
-    fn with(policies: CedarPolicies, default_deny: bool) -> Self {
         Cedar {
             shared: Arc::new(Shared {
                 current: RwLock::new(Arc::new(Live::new(policies, &[]))),
-                default_deny,
+                default_deny: AtomicBool::new(false),
                 tools: OnceLock::new(),
                 types: Types::new(),
                 authorizer: Authorizer::new(),
@@ -94,10 +91,11 @@ impl Cedar {
         }
     }
 
-    /// Refuses a call of a tool no `permit` names (`no_policy_permits`), as Cedar alone does.
+    /// Refuses a call of a tool no `permit` names (`no_policy_permits`), as Cedar alone does;
+    /// for every clone of this policy, which is one policy.
     pub fn default_deny(self) -> Self {
-        let policies = self.live().policies.clone();
-        Cedar::with(policies, true)
+        self.shared.default_deny.store(true, Ordering::SeqCst);
+        self
     }
 
     /// The version of the set in service.
@@ -161,15 +159,18 @@ impl Cedar {
                 .authorizer
                 .is_authorized(&cedar_request, &scoped.policies, &entities);
         let version = live.policies.version();
-        let errors: Vec<String> = response
+        // Named by policy only: Cedar's words for an error quote the values it read.
+        let failed: Vec<String> = response
             .diagnostics()
             .errors()
-            .map(ToString::to_string)
+            .map(|error| match error {
+                AuthorizationError::PolicyEvaluationError(error) => error.policy_id().to_string(),
+            })
             .collect();
-        if !errors.is_empty() {
+        if !failed.is_empty() {
             return Err(PolicyError::new(format!(
-                "Cedar policies {version}: {}",
-                errors.join("; ")
+                "Cedar policies {version}: the policies {} failed on the call",
+                failed.join(", ")
             )));
         }
         let rules: Vec<String> = response
@@ -181,7 +182,7 @@ impl Cedar {
             CedarDecision::Allow => true,
             // No policy decided: no forbid matched, and no permit.
             CedarDecision::Deny if rules.is_empty() => {
-                !self.shared.default_deny && !scoped.named_by_a_permit
+                !self.shared.default_deny.load(Ordering::SeqCst) && !scoped.named_by_a_permit
             }
             CedarDecision::Deny => false,
         };
@@ -199,7 +200,8 @@ impl Policy for Cedar {
         &'a self,
         request: PolicyRequest<'a>,
     ) -> BoxFuture<'a, Result<Decision, PolicyError>> {
-        Box::pin(std::future::ready(self.decide(&request)))
+        // Decided inside the future, where the gate contains a panic as the policy's.
+        Box::pin(async move { self.decide(&request) })
     }
 
     fn prepare(&self, tools: &[&ToolContract]) -> Result<(), PolicyError> {

@@ -29,7 +29,7 @@ use crate::CedarError;
 ///            action == Portcullis::Action::"schedule_payout", resource);
 /// "#)?;
 /// assert_eq!(policies.ids().collect::<Vec<_>>(), ["finance_pays_out"]);
-/// assert_eq!(policies.version().len(), 16);
+/// assert_eq!(policies.version().len(), 32);
 /// # Ok::<(), portcullis_cedar::CedarError>(())
 /// ```
 #[derive(Debug, Clone)]
@@ -90,14 +90,14 @@ impl CedarPolicies {
             set.add(policy)
                 .map_err(|error| CedarError::Parse(id.clone(), error.to_string()))?;
         }
-        let mut version = String::with_capacity(16);
-        for byte in &digest.finalize()[..8] {
+        let mut version = String::with_capacity(32);
+        for byte in &digest.finalize()[..16] {
             let _ = write!(version, "{byte:02x}");
         }
         Ok(CedarPolicies { set, version })
     }
 
-    /// The set's version: the first 16 hexadecimal digits of the SHA-256 of its policies' ids
+    /// The set's version: the first 32 hexadecimal digits (128 bits) of the SHA-256 of its policies' ids
     /// and texts, so that every worker loading the same policies names the same version, and
     /// the audit record of each call names the version that decided it.
     pub fn version(&self) -> &str {

@@ -48,8 +48,9 @@ pub(crate) fn cedar_request(
     request: &PolicyRequest<'_>,
 ) -> Result<(cedar_policy::Request, cedar_policy::Entities), PolicyError> {
     let ctx = request.ctx;
-    let failed =
-        |what: &str, error: &dyn std::fmt::Display| PolicyError::new(format!("{what}: {error}"));
+    // Without the error's own words, which quote the values read: a `#[sensitive]` value
+    // would reach the log.
+    let failed = |what: &str| PolicyError::new(format!("`{}`: {what}", request.contract.name()));
     let actor_uid = EntityUID::from_components(types.actor.clone(), Eid::new(ctx.actor()), None);
     let roles: HashSet<EntityUID> = ctx
         .roles()
@@ -68,7 +69,7 @@ pub(crate) fn cedar_request(
         [],
         extensions,
     )
-    .map_err(|error| failed("the caller could not be described", &error))?;
+    .map_err(|_| failed("the caller could not be described"))?;
     // The roles have no parents: the actor's ancestors are its roles, known already.
     let entities = generated
         .actions
@@ -79,15 +80,18 @@ pub(crate) fn cedar_request(
             TCComputation::AssumeAlreadyComputed,
             extensions,
         )
-        .map_err(|error| failed("the caller could not be described", &error))?;
+        .map_err(|_| failed("the caller could not be described"))?;
     let call = format!(
         r#"{{"params":{{"name":{},"arguments":{}}}}}"#,
         Value::from(request.contract.name()),
-        request.arguments
+        given(request.arguments)
     );
-    let input = Input::from_json_str(&call)
-        .map_err(|error| failed("the arguments could not be read", &error))?;
-    let usage = request.usage.unwrap_or_default();
+    let input =
+        Input::from_json_str(&call).map_err(|_| failed("the arguments could not be read"))?;
+    // Never zero for unknown: a rule over what the task spent would pass.
+    let usage = request
+        .usage
+        .ok_or_else(|| failed("what the task spent was not read"))?;
     let context = [
         (
             SmolStr::new_static("environment"),
@@ -119,8 +123,25 @@ pub(crate) fn cedar_request(
             &input,
             None,
         )
-        .map_err(|error| failed("the call could not be put to Cedar", &error))?;
+        .map_err(|_| failed("the call could not be put to Cedar"))?;
     Ok((cedar_request.into(), entities.into()))
+}
+
+/// The arguments as they were given: a `null` member is an optional argument left out (the
+/// canonical arguments write `None` as `null`), so that `context.input has note` means that a
+/// note was given.
+fn given(arguments: &Value) -> Value {
+    match arguments {
+        Value::Object(members) => Value::Object(
+            members
+                .iter()
+                .filter(|(_, value)| !value.is_null())
+                .map(|(name, value)| (name.clone(), given(value)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(given).collect()),
+        other => other.clone(),
+    }
 }
 
 /// A count as a Cedar `Long`, the largest `Long` for one past it.

@@ -101,7 +101,9 @@ impl Generated {
 
     /// The schema of tools as an MCP `tools/list` result lists them.
     pub(crate) fn for_mcp_tools(tools: &[Value]) -> Result<Self, CedarError> {
-        let listed = json!({"result": {"tools": tools}}).to_string();
+        let mut listed = json!({"result": {"tools": tools}});
+        told_apart(&mut listed);
+        let listed = listed.to_string();
         let description = ServerDescription::from_json_str(&listed)
             .map_err(|error| CedarError::Schema(error.to_string()))?;
         let mut generator = SchemaGenerator::from_cedarschema_str_with_config(STUB, config())
@@ -130,6 +132,50 @@ impl Generated {
             requests,
             actions,
         })
+    }
+}
+
+/// Rewrites the schemas so that the generator tells the branches of a union apart as the tool
+/// does. It checks an `enum` and ignores `const`, and reads a value by the first branch that
+/// takes it: schemars writes a string `const` for each documented variant of an enum and for
+/// the tag of each variant of an internally tagged one, and every such variant would be read as
+/// the first. A string `const` becomes a one-value `enum`; a union of one-value string enums
+/// (an enum whose variants are documented) becomes one enum, as an undocumented one is.
+fn told_apart(schema: &mut Value) {
+    match schema {
+        Value::Object(members) => {
+            for member in members.values_mut() {
+                told_apart(member);
+            }
+            if let Some(Value::String(constant)) = members.get("const").cloned() {
+                members.remove("const");
+                members.insert("type".into(), json!("string"));
+                members.insert("enum".into(), json!([constant]));
+            }
+            for union in ["oneOf", "anyOf"] {
+                let variants: Option<Vec<Value>> = match members.get(union) {
+                    Some(Value::Array(branches)) if !branches.is_empty() => {
+                        branches.iter().map(one_string).collect()
+                    }
+                    _ => None,
+                };
+                if let Some(variants) = variants {
+                    members.remove(union);
+                    members.insert("type".into(), json!("string"));
+                    members.insert("enum".into(), Value::Array(variants));
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(told_apart),
+        _ => {}
+    }
+}
+
+/// The value of a one-value string enum.
+fn one_string(branch: &Value) -> Option<Value> {
+    match branch.get("enum")?.as_array()?.as_slice() {
+        [value @ Value::String(_)] if branch.get("type")? == "string" => Some(value.clone()),
+        _ => None,
     }
 }
 

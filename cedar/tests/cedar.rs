@@ -459,3 +459,110 @@ fn a_tool_cedar_cannot_name_fails_the_build() {
     };
     assert!(reason.contains("cannot be described in Cedar"), "{reason}");
 }
+
+/// Where a payout goes.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Destination {
+    /// A bank account.
+    Iban { account: String },
+    /// A wallet.
+    Wallet { account: String },
+}
+
+/// How fast a payout goes.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Speed {
+    /// Today.
+    Instant,
+    /// The next business day.
+    Standard,
+}
+
+/// Pay a seller out.
+#[tool(risk = "medium")]
+fn pay_out(
+    destination: Destination,
+    speed: Speed,
+    amount_cents: u64,
+    /// Why, for the statement.
+    memo: Option<String>,
+) -> Result<String, ToolError> {
+    let _ = (destination, speed, memo);
+    Ok(format!("{amount_cents} paid"))
+}
+
+#[tokio::test]
+async fn documented_variants_and_tags_are_read_as_the_tool_reads_them() {
+    // schemars writes a documented variant, and a tag, as a `const`; Cedar's schema generator
+    // ignores `const` and would read every such variant as the first.
+    let rules = r#"
+        @id("all") permit(principal, action, resource);
+        @id("no_wallets")
+        forbid(principal, action == Portcullis::Action::"pay_out", resource)
+        when { context.input.destination has typeChoice1 };
+        @id("nothing_instant_in_production")
+        forbid(principal, action == Portcullis::Action::"pay_out", resource)
+        when {
+          context.environment == "production" &&
+          context.input.speed == Portcullis::pay_out::Input::Speed::"instant"
+        };
+        @id("a_memo_above_a_thousand")
+        forbid(principal, action == Portcullis::Action::"pay_out", resource)
+        when { context.input.amount_cents > 100000 && !(context.input has memo) };
+    "#;
+    let registry = Registry::builder()
+        .tool(PayOut)
+        .policy(Cedar::new(CedarPolicies::from_text(rules).unwrap()))
+        .build()
+        .unwrap();
+    let pay = |id: &str, kind: &str, speed: &str, cents: u64, memo: Option<&str>| {
+        let mut arguments = json!({
+            "destination": {"kind": kind, "account": "DE02"},
+            "speed": speed,
+            "amount_cents": cents,
+        });
+        if let Some(memo) = memo {
+            arguments["memo"] = json!(memo);
+        }
+        ToolCall::new(id, "pay_out", arguments.to_string())
+    };
+    let staging = CallContext::new("ops").with_environment("staging");
+    let production = CallContext::new("ops").with_environment("production");
+    let outcome = |outcome: Outcome| code(&outcome);
+    let iban = registry
+        .dispatch(&staging, &pay("1", "iban", "instant", 10, None))
+        .await;
+    assert!(iban.is_completed(), "{iban:?}");
+    let wallet = registry
+        .dispatch(&staging, &pay("2", "wallet", "instant", 10, None))
+        .await;
+    assert_eq!(outcome(wallet), forbidden());
+    let standard = registry
+        .dispatch(&production, &pay("3", "iban", "standard", 10, None))
+        .await;
+    assert!(standard.is_completed(), "{standard:?}");
+    let instant = registry
+        .dispatch(&production, &pay("4", "iban", "instant", 10, None))
+        .await;
+    assert_eq!(outcome(instant), forbidden());
+    // `has` means given: an optional argument left out is not in the context.
+    let bare = registry
+        .dispatch(&staging, &pay("5", "iban", "standard", 200_000, None))
+        .await;
+    assert_eq!(outcome(bare), forbidden());
+    let noted = pay("6", "iban", "standard", 200_000, Some("March"));
+    assert!(registry.dispatch(&staging, &noted).await.is_completed());
+    let explicit_null = ToolCall::new(
+        "7",
+        "pay_out",
+        json!({"destination": {"kind": "iban", "account": "DE02"}, "speed": "standard",
+               "amount_cents": 200_000, "memo": null})
+        .to_string(),
+    );
+    assert_eq!(
+        outcome(registry.dispatch(&staging, &explicit_null).await),
+        forbidden()
+    );
+}

@@ -53,6 +53,11 @@ unless { context.provenance.judged };
 forbid(principal, action == Portcullis::Action::"fetch_page", resource)
 when { context.budget.calls >= 3 };
 
+// A task closes the account in its first call, or not at all.
+@id("closing_comes_first")
+forbid(principal, action == Portcullis::Action::"close_account", resource)
+when { context.budget.calls >= 1 };
+
 // Nothing critical outside production.
 @id("critical_in_production")
 forbid(principal, action, resource)
@@ -143,10 +148,22 @@ async fn cedar_sees_what_the_task_spent_and_the_tools_risk() {
     let staging = CallContext::new("ops").with_environment("staging");
     let close = call(&registry, &staging, "c", "close_account", json!({})).await;
     assert!(refused_by_policy(&close), "{close:?}");
-    let production = CallContext::new("ops").with_environment("production");
+    let production = CallContext::new("ops")
+        .with_environment("production")
+        .with_task_id("closing");
     let close = call(&registry, &production, "c", "close_account", json!({})).await;
-    assert!(
-        close.ticket().is_some(),
-        "a critical call waits for a human: {close:?}"
-    );
+    let ticket = close
+        .ticket()
+        .expect("a critical call waits for a human")
+        .id
+        .clone();
+    // Its reservation is counted while it waits; approved, it is judged by what the task spent
+    // before it, as when it began to wait.
+    let reviewer = portcullis::Reviewer::new("rita");
+    let approved = registry
+        .resume(&ticket, portcullis::ApprovalDecision::Approve { reviewer })
+        .await;
+    assert!(approved.is_completed(), "{approved:?}");
+    let again = call(&registry, &production, "d", "close_account", json!({})).await;
+    assert!(refused_by_policy(&again), "{again:?}");
 }

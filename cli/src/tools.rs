@@ -66,7 +66,9 @@ pub enum Command {
     CedarSchema {
         /// The exports file the application wrote, holding the `mcp` profile (see below).
         /// Export it with roles that see every tool: a tool the export leaves out is not in
-        /// the schema.
+        /// the schema. An argument whose values a function gives (`#[one_of]`) is exported
+        /// with the exporting caller's values, an enumeration here, and is a string in the
+        /// schema the registry builds: compare such an argument as a string.
         #[arg(long, value_name = "FILE")]
         exports: PathBuf,
     },

@@ -178,7 +178,6 @@ pub(crate) fn window_start(now: i64, limit: &RefusalLimit) -> i64 {
     now.saturating_sub(as_sql(limit.per_ms()))
 }
 
-/// The refusal of a call whose task's refusals could not be read.
 /// The refusal of a call whose task's spending could not be read for the policies.
 pub(crate) fn usage_unknown() -> Rejection {
     Rejection::new(
@@ -188,6 +187,7 @@ pub(crate) fn usage_unknown() -> Rejection {
     .with_hint("try again later")
 }
 
+/// The refusal of a call whose task's refusals could not be read.
 pub(crate) fn refusals_unknown() -> Rejection {
     Rejection::new(
         RejectionCode::BudgetUnavailable,

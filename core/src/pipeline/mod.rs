@@ -212,9 +212,18 @@ async fn gates<'a>(tool: &'a dyn ErasedTool, passage: Passage<'a>) -> Result<Out
     });
     let untrusted = match settings.checks(Gate::Authorize) {
         true => {
-            // What the task spent, for the policies that read it: before the call reserves.
+            // What the task spent before this call, for the policies that read it: an approved
+            // call reserved its share when it began to wait, and is judged without it, as it
+            // was then.
             let usage = match settings.rules.read_budget() {
-                true => Some(settings.budget.store.task_usage(ctx.task_id()).await?),
+                true => {
+                    let mut usage = settings.budget.store.task_usage(ctx.task_id()).await?;
+                    if road == Road::Approved && settings.budget.applies_to(contract) {
+                        usage.calls = usage.calls.saturating_sub(1);
+                        usage.cost = usage.cost.saturating_sub(contract.cost());
+                    }
+                    Some(usage)
+                }
                 false => None,
             };
             let consulted = Consulted {

@@ -276,9 +276,10 @@ impl Registry {
         let ctx = &pending.ctx;
         let (road, resolution, original_arguments) = match edited {
             None => {
-                // Judged when the call began to wait, and seen by the reviewer since: the
-                // policies read the same findings, and the record of the run keeps them.
-                if !pending.ticket.sources.is_empty() {
+                // Judged when the call began to wait (if its contract has the gate judge it),
+                // and seen by the reviewer since: the policies read the same findings, and the
+                // record of the run keeps them.
+                if contract.is_some_and(|contract| contract.provenance().checks_calls()) {
                     let _ = facts.sources.set(pending.ticket.sources.clone());
                 }
                 (

@@ -10,6 +10,7 @@
 
 pub(crate) mod provenance;
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use serde_json::Value;
@@ -100,7 +101,7 @@ pub(crate) async fn authorize(
         }
     }
     if let Some(decision) = bound.policy(ctx) {
-        verdict(decision, RejectionCode::PolicyDenied, rulings).await?;
+        verdict(|| decision, RejectionCode::PolicyDenied, rulings).await?;
     }
     if rules.policies.is_empty() && rules.intent_checks.is_empty() {
         return Ok(untrusted);
@@ -114,7 +115,7 @@ pub(crate) async fn authorize(
     };
     for policy in &rules.policies {
         verdict(
-            policy.evaluate(request),
+            || policy.evaluate(request),
             RejectionCode::PolicyDenied,
             rulings,
         )
@@ -122,7 +123,7 @@ pub(crate) async fn authorize(
     }
     for check in &rules.intent_checks {
         verdict(
-            check.evaluate(request),
+            || check.evaluate(request),
             RejectionCode::IntentMismatch,
             rulings,
         )
@@ -131,10 +132,11 @@ pub(crate) async fn authorize(
     Ok(untrusted)
 }
 
-/// Awaits one policy's decision; a denial, an error and a panic all refuse the call. The
-/// ruling of a versioned rule set is kept in `rulings`, whichever way it went.
-async fn verdict(
-    decision: BoxFuture<'_, Result<Decision, PolicyError>>,
+/// Awaits one policy's decision; a denial, an error and a panic all refuse the call, a panic
+/// while the policy makes its future (a closure decides then) as much as one while it runs.
+/// The ruling of a versioned rule set is kept in `rulings`, whichever way it went.
+async fn verdict<'a>(
+    evaluate: impl FnOnce() -> BoxFuture<'a, Result<Decision, PolicyError>>,
     code: RejectionCode,
     rulings: &Mutex<Vec<Ruling>>,
 ) -> Result<(), Rejection> {
@@ -146,7 +148,11 @@ async fn verdict(
         .with_reason(reason)
         .with_retryable(false)
     };
-    match (Contained { future: decision }).await {
+    let decided = match catch_unwind(AssertUnwindSafe(evaluate)) {
+        Ok(future) => Contained { future }.await,
+        Err(_) => Err(()),
+    };
+    match decided {
         Ok(Ok(Decision::Allow)) => Ok(()),
         Ok(Ok(Decision::Deny { rule, message })) => Err(Rejection::new(code, message)
             .with_reason(rule)
