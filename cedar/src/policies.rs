@@ -97,9 +97,9 @@ impl CedarPolicies {
         Ok(CedarPolicies { set, version })
     }
 
-    /// The set's version: the first 32 hexadecimal digits (128 bits) of the SHA-256 of its policies' ids
-    /// and texts, so that every worker loading the same policies names the same version, and
-    /// the audit record of each call names the version that decided it.
+    /// The set's version: the first 32 hexadecimal digits (128 bits) of the SHA-256 of its
+    /// policies' ids and texts, so that every worker loading the same policies names the same
+    /// version, and the audit record of each call names the version that decided it.
     pub fn version(&self) -> &str {
         &self.version
     }

@@ -57,12 +57,13 @@ pub struct Ruling {
 }
 
 impl Ruling {
-    /// The stable reason of a refusal by this ruling, which the model is shown.
-    pub(crate) fn refusal_reason(&self) -> &'static str {
+    /// What the model is told of a refusal by this ruling: its stable reason and a sentence,
+    /// never a rule's id or text.
+    pub(crate) fn refusal(&self) -> (&'static str, &'static str) {
         if self.rules.is_empty() {
-            "no_policy_permits"
+            ("no_policy_permits", "no policy permits this call")
         } else {
-            "forbidden_by_policy"
+            ("forbidden_by_policy", "a policy forbids this call")
         }
     }
 }

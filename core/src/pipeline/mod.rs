@@ -59,8 +59,8 @@ use crate::registry::{Registered, Settings};
 use crate::schema::check::SchemaCheck;
 use crate::time::now_ms;
 use crate::{
-    CallContext, DecodeLimits, Gate, Outcome, PendingCall, Registry, Rejection, RejectionCode,
-    ToolCall, ToolContract,
+    BudgetUsage, CallContext, DecodeLimits, Gate, Outcome, PendingCall, Registry, Rejection,
+    RejectionCode, ToolCall, ToolContract,
 };
 
 /// How a call came to the gates.
@@ -212,23 +212,9 @@ async fn gates<'a>(tool: &'a dyn ErasedTool, passage: Passage<'a>) -> Result<Out
     });
     let untrusted = match settings.checks(Gate::Authorize) {
         true => {
-            // What the task spent before this call, for the policies that read it: an approved
-            // call reserved its share when it began to wait, and is judged without it, as it
-            // was then.
-            let usage = match settings.rules.read_budget() {
-                true => {
-                    let mut usage = settings.budget.store.task_usage(ctx.task_id()).await?;
-                    if road == Road::Approved && settings.budget.applies_to(contract) {
-                        usage.calls = usage.calls.saturating_sub(1);
-                        usage.cost = usage.cost.saturating_sub(contract.cost());
-                    }
-                    Some(usage)
-                }
-                false => None,
-            };
             let consulted = Consulted {
                 rules: &settings.rules,
-                usage,
+                usage: spent_before(settings, ctx, contract, road).await?,
                 sources: &facts.sources,
                 rulings: &facts.rulings,
             };
@@ -262,6 +248,26 @@ async fn gates<'a>(tool: &'a dyn ErasedTool, passage: Passage<'a>) -> Result<Out
         settle(settings, key, &outcome).await;
     }
     outcome
+}
+
+/// What the task spent before this call, for the policies that read it (`None` when none
+/// does): an approved call reserved its share when it began to wait, and is judged without it,
+/// as it was then.
+async fn spent_before(
+    settings: &Settings,
+    ctx: &CallContext,
+    contract: &ToolContract,
+    road: Road,
+) -> Result<Option<BudgetUsage>, Rejection> {
+    if !settings.rules.read_budget() {
+        return Ok(None);
+    }
+    let mut usage = settings.budget.store.task_usage(ctx.task_id()).await?;
+    if road == Road::Approved && settings.budget.applies_to(contract) {
+        usage.calls = usage.calls.saturating_sub(1);
+        usage.cost = usage.cost.saturating_sub(contract.cost());
+    }
+    Ok(Some(usage))
 }
 
 /// Gates 6 to 9 for a call that passed the others.

@@ -690,17 +690,11 @@ impl RegistryBuilder {
             .iter()
             .map(|(_, entry)| entry.tool.contract())
             .collect();
-        for policy in settings
-            .rules
-            .policies
-            .iter()
-            .chain(&settings.rules.intent_checks)
-        {
+        for policy in settings.rules.all() {
             policy
                 .prepare(&contracts)
                 .map_err(|error| BuildError::Policy(error.to_string()))?;
         }
-        drop(contracts);
         // A policy that reads what a task spent needs every task counted: a limit no task
         // reaches makes every store count.
         if settings.rules.read_budget() {

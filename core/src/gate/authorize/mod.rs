@@ -40,12 +40,17 @@ pub(crate) struct Rules {
 }
 
 impl Rules {
-    /// Whether a policy or an intent check reads what the task spent.
-    pub(crate) fn read_budget(&self) -> bool {
+    /// The policies, then the intent checks.
+    pub(crate) fn all(&self) -> impl Iterator<Item = &dyn Policy> {
         self.policies
             .iter()
             .chain(&self.intent_checks)
-            .any(|policy| policy.reads_budget())
+            .map(|policy| &**policy)
+    }
+
+    /// Whether a policy or an intent check reads what the task spent.
+    pub(crate) fn read_budget(&self) -> bool {
+        self.all().any(|policy| policy.reads_budget())
     }
 }
 
@@ -159,12 +164,9 @@ async fn verdict<'a>(
             .with_retryable(false)),
         Ok(Ok(Decision::Ruled(ruling))) => {
             let refusal = (!ruling.allowed).then(|| {
-                let message = match ruling.rules.is_empty() {
-                    true => "no policy permits this call",
-                    false => "a policy forbids this call",
-                };
+                let (reason, message) = ruling.refusal();
                 Rejection::new(code, message)
-                    .with_reason(ruling.refusal_reason())
+                    .with_reason(reason)
                     .with_retryable(false)
             });
             rulings
