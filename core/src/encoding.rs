@@ -7,6 +7,8 @@
 //! assert_eq!(unhex("00ab"), Some(vec![0x00, 0xab]));
 //! assert_eq!(unhex("0g"), None);
 //! ```
+//!
+//! WebAuthn's data (a passkey's assertion) is base64url, as browsers write it.
 
 /// `bytes` in lowercase hex.
 pub fn hex(bytes: &[u8]) -> String {
@@ -32,6 +34,20 @@ pub fn unhex(digits: &str) -> Option<Vec<u8>> {
         .step_by(2)
         .map(|at| u8::from_str_radix(digits.get(at..at + 2)?, 16).ok())
         .collect()
+}
+
+/// `bytes` in base64url without padding, as WebAuthn writes binary data.
+pub fn base64url(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// The bytes that `text` (base64url, without padding) writes; `None` for anything else.
+pub fn unbase64url(text: &str) -> Option<Vec<u8>> {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(text)
+        .ok()
 }
 
 /// A fresh id, `{prefix}_` and 128 bits from the operating system's random source.

@@ -52,6 +52,7 @@ pub use contract::{
 pub use future::BoxFuture;
 pub use gate::DecodeLimits;
 pub use gate::approve::decision::{ApprovalDecision, Progress, Recorded, record_decision};
+pub use gate::approve::passkey::{PasskeyAssertion, PasskeyCredential, PasskeyPublicKey};
 pub use gate::approve::reviewer::Reviewer;
 pub use gate::approve::signature::{
     DecisionKey, DecisionPublicKey, DecisionSignature, KeyError, Keyring, SignedDecision,

@@ -2,6 +2,7 @@
 //! decide it.
 
 pub(crate) mod decision;
+pub(crate) mod passkey;
 pub(crate) mod reviewer;
 pub(crate) mod signature;
 pub(crate) mod store;

@@ -35,6 +35,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::decision::ApprovalDecision;
+use super::passkey::{PasskeyAssertion, PasskeyCredential};
 use super::reviewer::Reviewer;
 use super::store::PendingCall;
 use crate::Ticket;
@@ -45,6 +46,8 @@ use crate::{Rejection, RejectionCode};
 
 /// The prefix of a key written as text.
 const ED25519: &str = "ed25519:";
+/// The prefix of a passkey's credential id in a signature's `key`.
+const PASSKEY: &str = "passkey:";
 
 /// A decision and, where a reviewer's key signed it, the signature. What an approval store
 /// records, and what [`Registry::resume`](crate::Registry::resume) takes; an
@@ -65,6 +68,45 @@ impl SignedDecision {
     pub fn reviewer(&self) -> &Reviewer {
         self.decision.reviewer()
     }
+
+    /// The challenge a reviewer's passkey signs to take `decision` on `ticket` at `signed_ms`
+    /// (milliseconds since the Unix epoch): the SHA-256 of the bytes a [`DecisionKey`]'s
+    /// signature covers. The console asks the browser for an assertion over it.
+    pub fn passkey_challenge(
+        ticket: &Ticket,
+        decision: &ApprovalDecision,
+        signed_ms: u64,
+    ) -> [u8; 32] {
+        Sha256::digest(message(
+            &ticket.id,
+            &ticket.call_digest,
+            &ticket.contract_hash,
+            decision,
+            signed_ms,
+        ))
+        .into()
+    }
+
+    /// `decision`, signed by the passkey `credential_id` (base64url): `signature` (DER, in
+    /// base64url) and `assertion` are what the browser returned for the
+    /// [`passkey_challenge`](Self::passkey_challenge) of the same decision and `signed_ms`.
+    pub fn by_passkey(
+        decision: ApprovalDecision,
+        credential_id: &str,
+        signed_ms: u64,
+        signature: String,
+        assertion: PasskeyAssertion,
+    ) -> Self {
+        SignedDecision {
+            decision,
+            signature: Some(DecisionSignature {
+                key: format!("{PASSKEY}{credential_id}"),
+                signed_ms,
+                signature,
+                webauthn: Some(assertion),
+            }),
+        }
+    }
 }
 
 impl From<ApprovalDecision> for SignedDecision {
@@ -76,15 +118,20 @@ impl From<ApprovalDecision> for SignedDecision {
     }
 }
 
-/// An Ed25519 signature over one decision on one ticket.
+/// A signature over one decision on one ticket: a [`DecisionKey`]'s (Ed25519), or a reviewer's
+/// passkey's (a WebAuthn assertion).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DecisionSignature {
-    /// The public key that signed, `ed25519:` and 64 hex digits.
+    /// The key that signed: `ed25519:` and 64 hex digits, or `passkey:` and the credential's id
+    /// in base64url.
     pub key: String,
     /// When the reviewer signed, in milliseconds since the Unix epoch.
     pub signed_ms: u64,
-    /// The signature, 128 hex digits.
+    /// The signature: 128 hex digits for Ed25519, DER in base64url for a passkey.
     pub signature: String,
+    /// What a passkey signed beside the challenge: its authenticator data and client data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webauthn: Option<PasskeyAssertion>,
 }
 
 /// A key that signs decisions: a reviewer's, or a service's that confirms calls for their
@@ -147,6 +194,7 @@ impl DecisionKey {
                 key: self.public_key().to_string(),
                 signed_ms,
                 signature: hex(&signature.to_bytes()),
+                webauthn: None,
             }),
         }
     }
@@ -246,6 +294,17 @@ pub struct Keyring {
     /// they decide only as the call's actor, only on tickets of tools the caller confirms.
     #[serde(default)]
     confirmations: Vec<DecisionPublicKey>,
+    /// Reviewers' passkeys, enrolled through the console.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    passkeys: Vec<KeyringPasskey>,
+}
+
+/// A reviewer's passkey as the keyring holds it: who, with which roles and tenant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct KeyringPasskey {
+    #[serde(flatten)]
+    reviewer: Reviewer,
+    passkey: PasskeyCredential,
 }
 
 /// A reviewer as the keyring holds it: who, with which roles and tenant, by which key.
@@ -271,6 +330,45 @@ impl Keyring {
             public_key: key,
         });
         self
+    }
+
+    /// Allows the passkey `credential` to sign as `reviewer`, who then decides with the roles
+    /// and tenant given here.
+    pub fn passkey(mut self, reviewer: Reviewer, credential: PasskeyCredential) -> Self {
+        self.passkeys.push(KeyringPasskey {
+            reviewer,
+            passkey: credential,
+        });
+        self
+    }
+
+    /// The reviewers the keyring knows, each with its roles and tenant, once each (by the
+    /// first entry that names it).
+    pub fn reviewers(&self) -> Vec<&Reviewer> {
+        let mut reviewers: Vec<&Reviewer> = Vec::new();
+        let named = self
+            .reviewers
+            .iter()
+            .map(|entry| &entry.reviewer)
+            .chain(self.passkeys.iter().map(|entry| &entry.reviewer));
+        for reviewer in named {
+            if !reviewers.iter().any(|known| known.id() == reviewer.id()) {
+                reviewers.push(reviewer);
+            }
+        }
+        reviewers
+    }
+
+    /// The passkeys the keyring holds for the reviewer `id`, each with the reviewer as that
+    /// entry gives it.
+    pub fn passkeys_of<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> impl Iterator<Item = (&'a Reviewer, &'a PasskeyCredential)> + 'a {
+        self.passkeys
+            .iter()
+            .filter(move |entry| entry.reviewer.id() == id)
+            .map(|entry| (&entry.reviewer, &entry.passkey))
     }
 
     /// Allows `key` to sign a caller's confirmation of its own call: as the call's actor, on
@@ -320,10 +418,41 @@ impl Keyring {
             )
             .with_retryable(false))
         };
-        let Ok(key) = DecisionPublicKey::from_text(&signature.key) else {
-            return invalid("its key is not an Ed25519 public key");
-        };
         let named = decision.reviewer();
+        let message = message(
+            &pending.ticket.id,
+            &pending.digest(),
+            &ticket.contract_hash,
+            &decision.decision,
+            signature.signed_ms,
+        );
+        if let Some(credential_id) = signature.key.strip_prefix(PASSKEY) {
+            let Some(entry) = self.passkeys.iter().find(|entry| {
+                entry.passkey.credential_id == credential_id && entry.reviewer.id() == named.id()
+            }) else {
+                return invalid(&format!(
+                    "the keyring holds no passkey {credential_id} for `{}`",
+                    named.id()
+                ));
+            };
+            let Some(assertion) = &signature.webauthn else {
+                return invalid("a passkey's signature comes with the data the passkey signed");
+            };
+            if let Err(why) =
+                entry
+                    .passkey
+                    .verify(&Sha256::digest(&message), assertion, &signature.signature)
+            {
+                return invalid(&why);
+            }
+            return Ok((
+                entry.reviewer.clone(),
+                format!("signed with passkey {credential_id}"),
+            ));
+        }
+        let Ok(key) = DecisionPublicKey::from_text(&signature.key) else {
+            return invalid("its key is not an Ed25519 public key or a passkey");
+        };
         let reviewer = if let Some(entry) = self
             .reviewers
             .iter()
@@ -351,13 +480,6 @@ impl Keyring {
         let Ok(bytes) = unhex(&signature.signature).unwrap_or_default().try_into() else {
             return invalid("it is not 64 bytes in hex");
         };
-        let message = message(
-            &pending.ticket.id,
-            &pending.digest(),
-            &ticket.contract_hash,
-            &decision.decision,
-            signature.signed_ms,
-        );
         if key
             .0
             .verify(&message, &Signature::from_bytes(&bytes))
