@@ -38,6 +38,7 @@
 mod claims;
 mod error;
 mod group_commit;
+mod invites;
 mod postgres;
 mod refusals;
 mod runs;
@@ -48,6 +49,7 @@ mod store;
 mod values;
 
 pub use error::OpenError;
+pub use invites::{Enrolled, Enrolment, Invite, fingerprint};
 pub use postgres::{
     DEFAULT_CONNECTIONS, DEFAULT_SCHEMA, PostgresStore, PostgresTls, postgres_client,
 };

@@ -13,8 +13,11 @@ use portcullis_core::{
     ProvenanceStore, Recorded, RefusalLimit, Rejection, RepeatStore, SignedDecision, SourceRecord,
     StoredStep, Ticket, TransactionStore,
 };
+use portcullis_core::{PasskeyCredential, Reviewer};
 
-use crate::{OpenError, PostgresStore, PostgresTls, RunSummary, SealKeys, SqliteStore};
+use crate::{
+    Enrolled, Invite, OpenError, PostgresStore, PostgresTls, RunSummary, SealKeys, SqliteStore,
+};
 
 /// Runs `$call` on whichever store `$store` is.
 macro_rules! on_store {
@@ -142,6 +145,58 @@ impl Store {
         match self {
             Store::Sqlite(store) => store.settle_abandoned(key, outcome, lease_start_ms),
             Store::Postgres(store) => store.settle_abandoned(key, outcome, lease_start_ms).await,
+        }
+    }
+
+    /// Invites `reviewer` until `expires_ms` (milliseconds since the Unix epoch): returns the
+    /// one-time token, which the store keeps as its SHA-256 only, and the invitation.
+    pub async fn invite_reviewer(
+        &self,
+        reviewer: &Reviewer,
+        now_ms: u64,
+        expires_ms: u64,
+    ) -> io::Result<(String, Invite)> {
+        match self {
+            Store::Sqlite(store) => store.invite_reviewer(reviewer, now_ms, expires_ms),
+            Store::Postgres(store) => store.invite_reviewer(reviewer, now_ms, expires_ms).await,
+        }
+    }
+
+    /// The invitation of `token`, if there is one.
+    pub async fn invite(&self, token: &str) -> io::Result<Option<Invite>> {
+        match self {
+            Store::Sqlite(store) => store.invite(token),
+            Store::Postgres(store) => store.invite(token).await,
+        }
+    }
+
+    /// Enrols `credential` with the invitation of `token`: once, before it expires. The
+    /// enrolment grants nothing until the operator confirms it into the keyring.
+    pub async fn enrol(
+        &self,
+        token: &str,
+        credential: &PasskeyCredential,
+        now_ms: u64,
+    ) -> io::Result<Enrolled> {
+        match self {
+            Store::Sqlite(store) => store.enrol(token, credential, now_ms),
+            Store::Postgres(store) => store.enrol(token, credential, now_ms).await,
+        }
+    }
+
+    /// Every invitation, newest first.
+    pub async fn invites(&self) -> io::Result<Vec<Invite>> {
+        match self {
+            Store::Sqlite(store) => store.invites(),
+            Store::Postgres(store) => store.invites().await,
+        }
+    }
+
+    /// Removes the invitation `id` ([`Invite::id`]); `false` if there is none.
+    pub async fn remove_invite(&self, id: &str) -> io::Result<bool> {
+        match self {
+            Store::Sqlite(store) => store.remove_invite(id),
+            Store::Postgres(store) => store.remove_invite(id).await,
         }
     }
 

@@ -5,6 +5,7 @@
 mod approvals;
 mod audit;
 mod budget;
+mod invites;
 mod provenance;
 mod repeats;
 mod runs;
@@ -139,6 +140,15 @@ const MIGRATIONS: &[&str] = &[
         state TEXT NOT NULL
     );
     CREATE INDEX runs_by_update ON runs (updated_ms);",
+    // 7: invitations to review: a token's SHA-256, the reviewer invited, the passkey enrolled.
+    "CREATE TABLE reviewer_invites (
+        token_hash TEXT PRIMARY KEY,
+        reviewer TEXT NOT NULL,
+        created_ms BIGINT NOT NULL,
+        expires_ms BIGINT NOT NULL,
+        credential TEXT,
+        enrolled_ms BIGINT
+    );",
 ];
 
 /// The schema that holds a store's tables, and names its advisory locks, where none is given

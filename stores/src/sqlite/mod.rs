@@ -3,6 +3,7 @@
 mod approvals;
 mod audit;
 mod budget;
+mod invites;
 mod provenance;
 mod repeats;
 mod runs;
@@ -141,6 +142,15 @@ const MIGRATIONS: &[&str] = &[
         state TEXT NOT NULL
     );
     CREATE INDEX runs_by_update ON runs (updated_ms);",
+    // 11: invitations to review: a token's SHA-256, the reviewer invited, the passkey enrolled.
+    "CREATE TABLE reviewer_invites (
+        token_hash TEXT PRIMARY KEY,
+        reviewer TEXT NOT NULL,
+        created_ms INTEGER NOT NULL,
+        expires_ms INTEGER NOT NULL,
+        credential TEXT,
+        enrolled_ms INTEGER
+    );",
 ];
 
 /// How long a writer waits for another process's transaction before it gives up.
@@ -320,7 +330,7 @@ mod tests {
             error,
             OpenError::NewerSchema {
                 found: 99,
-                known: 10
+                known: 11
             }
         ));
         assert!(error.to_string().contains("upgrade portcullis"), "{error}");
