@@ -14,6 +14,7 @@ mod check;
 mod claims;
 mod keys;
 mod manifest;
+mod reviewers;
 mod runs;
 mod store;
 mod table;
@@ -77,6 +78,9 @@ enum Command {
     /// Contract manifests: what changed between two.
     #[command(subcommand)]
     Manifest(manifest::Command),
+    /// Reviewers who decide in the console with a passkey: invite, list, confirm, withdraw.
+    #[command(subcommand)]
+    Reviewers(reviewers::Command),
     /// Agent runs: list them, show one's steps, tickets and usage.
     #[command(subcommand)]
     Runs(runs::Command),
@@ -290,6 +294,7 @@ impl Cli {
             Command::Claims(command) => claims::run(command, &self.store, out).await,
             Command::Keys(command) => keys::run(command, out),
             Command::Manifest(command) => manifest::run(command, out),
+            Command::Reviewers(command) => reviewers::run(command, &self.store, out).await,
             Command::Runs(command) => runs::run(command, &self.store, out).await,
             Command::Tools(command) => tools::run(command, out),
         }

@@ -2,16 +2,18 @@
 //! wrote: pending approvals decided from the command line and run by a worker, the audit log
 //! verified and found altered, manifests compared, exports printed.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use common::{code, directory, portcullis, stderr, stdout};
 use portcullis::audit::AuditKey;
 use portcullis::export::Profile;
 use portcullis::prelude::*;
 use portcullis_stores::SqliteStore;
 use serde_json::{Value, json};
-use tempfile::TempDir;
 
 /// How many payouts ran, in this test process.
 static PAYOUTS: AtomicUsize = AtomicUsize::new(0);
@@ -82,13 +84,6 @@ async fn wire_funds(reference: String) -> Result<String, ToolError> {
 }
 
 /// A fresh directory for one test, removed when the test ends, passed or failed.
-fn directory(name: &str) -> TempDir {
-    tempfile::Builder::new()
-        .prefix(&format!("portcullis-cli-{name}-"))
-        .tempdir()
-        .unwrap()
-}
-
 /// A worker of the application on the shared file.
 fn worker(database: &Path) -> Registry {
     let store = SqliteStore::open(database).unwrap();
@@ -103,38 +98,6 @@ fn worker(database: &Path) -> Registry {
 
 fn audit_key_bytes() -> Vec<u8> {
     b"the operator's secret, 32 bytes+".to_vec()
-}
-
-/// Runs the binary with `args`, the environment's portcullis settings left out.
-fn portcullis(args: &[&str]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_portcullis"));
-    for variable in [
-        "PORTCULLIS_STORE",
-        "PORTCULLIS_REVIEWER",
-        "PORTCULLIS_REVIEWER_ROLES",
-        "PORTCULLIS_REVIEWER_TENANT",
-        "PORTCULLIS_REVIEWER_KEY_FILE",
-        "PORTCULLIS_SEAL_KEY_FILE",
-        "PORTCULLIS_AUDIT_KEY_FILE",
-        "PORTCULLIS_POSTGRES_CA",
-        "PORTCULLIS_OPERATOR",
-        "PORTCULLIS_CLAIM_LEASE_SECS",
-    ] {
-        command.env_remove(variable);
-    }
-    command.args(args).output().unwrap()
-}
-
-fn code(output: &Output) -> i32 {
-    output.status.code().unwrap()
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 /// A reviewer makes a key, the operator puts its public half in the workers' keyring, and the

@@ -73,6 +73,7 @@ pub use gate::repeat::{
     CallKey, Claim, ClaimState, InMemoryRepeatStore, OpenClaim, RepeatStore, claim_not_found,
     existing_claim, may_settle,
 };
+pub use gate::validate::ArgumentsCheck;
 pub use outcome::{Outcome, Ticket};
 pub use policy::{
     BudgetUsage, Decision, Policy, PolicyError, PolicyRequest, ReadOnlyRequests, Ruling,

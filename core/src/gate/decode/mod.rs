@@ -107,7 +107,7 @@ pub(crate) fn decode<'c, A>(
 
 /// The constraint violations among `findings`, or the refusal of the first that is about the
 /// arguments' shape.
-fn violations(findings: Vec<Finding>) -> Result<Vec<Violation>, Rejection> {
+pub(crate) fn violations(findings: Vec<Finding>) -> Result<Vec<Violation>, Rejection> {
     let mut violations = Vec::new();
     for finding in findings {
         match finding {

@@ -17,9 +17,9 @@ use std::collections::HashSet;
 use serde_json::{Map, Value};
 use validator::{ValidationError, ValidationErrors, ValidationErrorsKind};
 
-use super::decode::Canonical;
+use super::decode::{self, Canonical};
 use crate::pointer::{Segment, pointer};
-use crate::schema::check::describe;
+use crate::schema::check::{SchemaCheck, describe};
 use crate::{CallContext, Rejection, RejectionCode, ToolContract, Violation};
 
 /// The validate gate: the values of `#[one_of]` arguments, then every constraint: those of the
@@ -38,6 +38,55 @@ pub(crate) fn validate(
         allowed::check_allowed_values(contract, ctx, left_out, canonical.get()?)?;
     }
     violations(checked, shown, contract.input_schema())
+}
+
+/// A tool's arguments held to its JSON Schema by the gates' own check, for a process that has
+/// the schema but not the tool: the console checks a reviewer's edit before the passkey signs
+/// it, and shows the refusal the gates would give. The worker's gates check the edit again when
+/// it runs; this check adds nothing the arguments' Rust type and own checks would refuse.
+///
+/// ```
+/// use portcullis_core::{ArgumentsCheck, RejectionCode};
+/// use serde_json::json;
+///
+/// let check = ArgumentsCheck::compile(json!({
+///     "type": "object",
+///     "properties": {"amount_cents": {"type": "integer", "minimum": 1, "maximum": 50000}},
+///     "required": ["amount_cents"],
+///     "additionalProperties": false
+/// }))
+/// .unwrap();
+/// assert!(check.check(&json!({"amount_cents": 900})).is_ok());
+/// let refused = check.check(&json!({"amount_cents": 90000})).unwrap_err();
+/// assert_eq!(refused.code(), RejectionCode::ConstraintViolation);
+/// assert_eq!(refused.path(), Some("/amount_cents"));
+/// ```
+pub struct ArgumentsCheck {
+    check: SchemaCheck,
+    schema: Value,
+}
+
+impl ArgumentsCheck {
+    /// Compiles `schema`, or says which part of it the gates' check cannot enforce.
+    pub fn compile(schema: Value) -> Result<Self, String> {
+        let check = SchemaCheck::compile(&schema, &[])?;
+        Ok(ArgumentsCheck { check, schema })
+    }
+
+    /// The gates' refusal of `arguments`: the first break of the schema's shape, with the
+    /// decode gate's code, or every constraint violated (`constraint_violation`).
+    pub fn check(&self, arguments: &Value) -> Result<(), Rejection> {
+        let shown = decode::violations(self.check.check(arguments))?;
+        violations(Ok(()), shown, &self.schema)
+    }
+}
+
+impl std::fmt::Debug for ArgumentsCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArgumentsCheck")
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
+    }
 }
 
 /// How many violations a refusal keeps: a hostile call may break a constraint in every one of

@@ -1,0 +1,148 @@
+//! `portcullis reviewers`: an invitation enrols one passkey, which decides nothing until the
+//! operator confirms it into the keyring with the fingerprint the reviewer read them.
+
+mod common;
+
+use common::{code, directory, portcullis, stderr, stdout};
+use portcullis::{Keyring, PasskeyCredential, PasskeyPublicKey, Reviewer};
+use portcullis_stores::SqliteStore;
+
+fn credential() -> PasskeyCredential {
+    PasskeyCredential {
+        credential_id: "cred-rita".to_owned(),
+        public_key: PasskeyPublicKey::from_text(
+            "es256:046b17d1f2e12c4247f8bce6e563a440f277037d812deb33a0f4a13945d898c2964fe342e2fe1a7f9b8ee7eb4a7c0f9e162bce33576b315ececbb6406837bf51f5",
+        )
+        .unwrap(),
+        rp_id: "localhost".to_owned(),
+        origin: "http://localhost:8080".to_owned(),
+        sign_count: 0,
+    }
+}
+
+#[tokio::test]
+async fn an_enrolled_passkey_counts_once_the_operator_confirms_its_fingerprint() {
+    let dir = directory("reviewers");
+    let database = dir.path().join("state.db");
+    let store = SqliteStore::open(&database).unwrap();
+    let db = database.to_str().unwrap();
+    let keyring_path = dir.path().join("keyring.json");
+    let keyring = keyring_path.to_str().unwrap();
+
+    let invited = portcullis(&[
+        "--store",
+        db,
+        "reviewers",
+        "invite",
+        "rita",
+        "--role",
+        "finance",
+        "--tenant",
+        "acme",
+        "--console",
+        "http://localhost:8080/",
+    ]);
+    assert_eq!(code(&invited), 0, "{}", stderr(&invited));
+    let printed = stdout(&invited);
+    let link = printed.lines().nth(1).unwrap();
+    let token = link
+        .strip_prefix("http://localhost:8080/enrol#")
+        .unwrap_or_else(|| panic!("{printed}"));
+    let invite = store.invite(token).unwrap().unwrap();
+    assert!(printed.starts_with(&format!(
+        "invitation {} for rita (finance), enrols one passkey within 24h",
+        invite.id
+    )));
+    assert_eq!(
+        invite.reviewer,
+        Reviewer::new("rita")
+            .with_roles(["finance"])
+            .with_tenant("acme")
+    );
+    let listed = portcullis(&["--store", db, "reviewers", "list"]);
+    assert!(
+        stdout(&listed).contains("waiting, 23h"),
+        "{}",
+        stdout(&listed)
+    );
+
+    // Nothing is enrolled yet: nothing to confirm.
+    let early = portcullis(&[
+        "--store",
+        db,
+        "reviewers",
+        "confirm",
+        &invite.id,
+        "--fingerprint",
+        "0000",
+        "--keyring",
+        keyring,
+    ]);
+    assert_eq!(code(&early), 2);
+    assert!(stderr(&early).contains("no passkey is enrolled with invitation"));
+
+    store
+        .enrol(token, &credential(), now_ms())
+        .unwrap();
+    let fingerprint = portcullis_stores::fingerprint(&credential());
+    let listed = portcullis(&["--store", db, "reviewers", "list"]);
+    assert!(
+        stdout(&listed).contains(&format!("enrolled, fingerprint {fingerprint}")),
+        "{}",
+        stdout(&listed)
+    );
+
+    // The fingerprint the reviewer read is not the stored passkey's: nothing is confirmed.
+    let misread = portcullis(&[
+        "--store",
+        db,
+        "reviewers",
+        "confirm",
+        &invite.id,
+        "--fingerprint",
+        "aaaa-bbbb-cccc-dddd",
+        "--keyring",
+        keyring,
+    ]);
+    assert_eq!(code(&misread), 2);
+    assert!(
+        stderr(&misread).contains("the fingerprint given is not the enrolled passkey's"),
+        "{}",
+        stderr(&misread)
+    );
+    assert!(!keyring_path.exists());
+
+    let confirmed = portcullis(&[
+        "--store",
+        db,
+        "reviewers",
+        "confirm",
+        &invite.id,
+        "--fingerprint",
+        &fingerprint.to_uppercase().replace('-', " "),
+        "--keyring",
+        keyring,
+    ]);
+    assert_eq!(code(&confirmed), 0, "{}", stderr(&confirmed));
+    assert!(stdout(&confirmed).starts_with("rita decides with passkey cred-rita (finance)"));
+    let written = Keyring::load(&keyring_path).unwrap();
+    let expected = Keyring::new().passkey(
+        Reviewer::new("rita")
+            .with_roles(["finance"])
+            .with_tenant("acme"),
+        credential(),
+    );
+    assert_eq!(written, expected);
+    assert!(store.invites().unwrap().is_empty(), "the invitation went");
+
+    let withdrawn = portcullis(&["--store", db, "reviewers", "withdraw", &invite.id]);
+    assert_eq!(code(&withdrawn), 2);
+    assert!(stderr(&withdrawn).contains("no invitation"));
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
