@@ -12,6 +12,7 @@ mod approvals;
 mod audit;
 mod check;
 mod claims;
+mod console;
 mod keys;
 mod manifest;
 mod reviewers;
@@ -72,6 +73,8 @@ enum Command {
     /// Claims of calls: list the open ones, settle one whose outcome is unknown.
     #[command(subcommand)]
     Claims(claims::Command),
+    /// The approval console: reviewers decide waiting calls in the browser, with a passkey.
+    Console(console::Console),
     /// Reviewers' signing keys: generate one, print its public key.
     #[command(subcommand)]
     Keys(keys::Command),
@@ -292,6 +295,7 @@ impl Cli {
             Command::Check(check) => check::run(check, out),
             Command::Audit(command) => audit::run(command, &self.store, out).await,
             Command::Claims(command) => claims::run(command, &self.store, out).await,
+            Command::Console(console) => console::run(console, &self.store, out).await,
             Command::Keys(command) => keys::run(command, out),
             Command::Manifest(command) => manifest::run(command, out),
             Command::Reviewers(command) => reviewers::run(command, &self.store, out).await,

@@ -95,7 +95,7 @@ pub fn run(command: Command, out: &mut dyn Write) -> Result<(), CliError> {
 }
 
 /// The export of `profile` in the exports file `exports`.
-fn exported(exports: &Path, profile: &str) -> Result<Value, CliError> {
+pub fn exported(exports: &Path, profile: &str) -> Result<Value, CliError> {
     let bad = |why: String| CliError::BadFile(exports.to_owned(), why);
     let text = std::fs::read_to_string(exports)
         .map_err(|error| CliError::ReadFile(exports.to_owned(), error))?;

@@ -81,9 +81,7 @@ async fn an_enrolled_passkey_counts_once_the_operator_confirms_its_fingerprint()
     assert_eq!(code(&early), 2);
     assert!(stderr(&early).contains("no passkey is enrolled with invitation"));
 
-    store
-        .enrol(token, &credential(), now_ms())
-        .unwrap();
+    store.enrol(token, &credential(), now_ms()).unwrap();
     let fingerprint = portcullis_stores::fingerprint(&credential());
     let listed = portcullis(&["--store", db, "reviewers", "list"]);
     assert!(

@@ -46,8 +46,8 @@ pub use call::{Arguments, ToolCall};
 pub use context::{CallContext, ToolChoice};
 pub use contract::{
     AfterUntrusted, AllowedValuesFn, Approval, ContractBuilder, ContractError, Matching,
-    OnUntrusted, Origin, OutputTrust, Provenance, Risk, SourceRule, Sources, ToolContract,
-    ValueSource, name_problem,
+    OnUntrusted, Origin, OutputTrust, Provenance, REDACTED, Risk, SourceRule, Sources,
+    ToolContract, ValueSource, name_problem,
 };
 pub use future::BoxFuture;
 pub use gate::DecodeLimits;

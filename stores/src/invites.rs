@@ -51,12 +51,13 @@ pub fn fingerprint(credential: &PasskeyCredential) -> String {
     let digest = hex(&Sha256::digest(
         credential.public_key.to_string().as_bytes(),
     ));
-    digest[..16]
-        .as_bytes()
-        .chunks(4)
-        .map(|group| std::str::from_utf8(group).expect("hex digits"))
-        .collect::<Vec<_>>()
-        .join("-")
+    format!(
+        "{}-{}-{}-{}",
+        &digest[0..4],
+        &digest[4..8],
+        &digest[8..12],
+        &digest[12..16]
+    )
 }
 
 /// What became of a passkey offered with an invitation's token.

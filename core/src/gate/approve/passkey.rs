@@ -138,8 +138,9 @@ struct ClientData {
 
 impl PasskeyCredential {
     /// Verifies that this passkey made `assertion`, with `signature` (DER, in base64url), over
-    /// `challenge`; otherwise says why not, for the refusal.
-    pub(super) fn verify(
+    /// `challenge`, as a relying party does (see the module's page); otherwise says why not.
+    /// The console signs reviewers in with it, over a challenge of its own.
+    pub fn verify(
         &self,
         challenge: &[u8],
         assertion: &PasskeyAssertion,

@@ -394,6 +394,20 @@ impl Keyring {
         serde_json::to_string_pretty(self).expect("a keyring serializes")
     }
 
+    /// The reviewer `decision` on `pending` counts as by this keyring, with the roles and
+    /// tenant the keyring gives them: the check a worker makes of a decision before it runs
+    /// the call, against the ticket as stored. A process that records decisions (the console)
+    /// makes it to refuse at once what no worker would run; the worker makes it again.
+    pub fn check(
+        &self,
+        pending: &PendingCall,
+        decision: &SignedDecision,
+    ) -> Result<Reviewer, Rejection> {
+        let (reviewer, _) = self.verify(pending, &pending.ticket, decision)?;
+        reviewer.may_decide(&pending.ticket)?;
+        Ok(reviewer)
+    }
+
     /// The reviewer `decision` counts as, if its signature verifies against a key this keyring
     /// allows for its reviewer on `pending` (`ticket`: who may decide, as the registry reads it
     /// now), and a description of the key for the audit.
