@@ -1,24 +1,18 @@
 //! Decisions signed by a reviewer's passkey: a WebAuthn assertion whose challenge is the digest
 //! of the decision. The worker verifies the assertion itself against the keyring's credential,
 //! so that whoever writes the database (a console's server taken over, say) writes rows that
-//! run nothing. The passkey here is a software authenticator, which lets each test change one
-//! thing the assertion says; the console's browser tests use Chromium's.
+//! run nothing. The passkey here is the red-team kit's software authenticator, which lets each
+//! test change one thing the assertion says; the console's browser tests use Chromium's.
 
 mod common;
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use common::Backend;
-use p256::ecdsa::{DerSignature, SigningKey, signature::Signer};
-use portcullis::encoding::base64url;
 use portcullis::prelude::*;
-use portcullis::{
-    ApprovalDecision, Keyring, PasskeyAssertion, PasskeyCredential, PasskeyPublicKey, Reviewer,
-    SignedDecision, Ticket, record_decision,
-};
+use portcullis::testing::passkey::{Claims, SoftwarePasskey};
+use portcullis::{ApprovalDecision, Keyring, Reviewer, SignedDecision, Ticket, record_decision};
 use serde_json::json;
-use sha2::{Digest, Sha256};
 
 static PAID: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
@@ -44,110 +38,19 @@ fn pay_supplier(supplier: String, amount_cents: u64) -> Result<String, ToolError
 const ORIGIN: &str = "https://console.example:8443";
 const RP_ID: &str = "console.example";
 
-/// A software authenticator holding one passkey.
-struct SoftPasskey {
-    key: SigningKey,
-    credential_id: String,
-    count: AtomicU32,
-}
-
-/// What one assertion says, each part open to a test's change.
-struct Assertion {
-    kind: &'static str,
-    origin: String,
-    cross_origin: bool,
-    rp_id: String,
-    flags: u8,
-    count: Option<u32>,
-}
-
-impl Default for Assertion {
-    fn default() -> Self {
-        Assertion {
-            kind: "webauthn.get",
-            origin: ORIGIN.to_owned(),
-            cross_origin: false,
-            rp_id: RP_ID.to_owned(),
-            // User present and user verified.
-            flags: 0x05,
-            count: None,
-        }
-    }
-}
-
-impl SoftPasskey {
-    fn new(seed: u8) -> Self {
-        SoftPasskey {
-            key: SigningKey::from_slice(&[seed; 32]).unwrap(),
-            credential_id: base64url(&[seed; 16]),
-            count: AtomicU32::new(0),
-        }
-    }
-
-    /// The credential as the console enrols it into the keyring.
-    fn credential(&self) -> PasskeyCredential {
-        let point = self.key.verifying_key().to_sec1_point(false);
-        PasskeyCredential {
-            credential_id: self.credential_id.clone(),
-            public_key: PasskeyPublicKey::from_sec1(point.as_bytes()).unwrap(),
-            rp_id: RP_ID.to_owned(),
-            origin: ORIGIN.to_owned(),
-            sign_count: 0,
-        }
-    }
-
-    /// `decision` on `ticket`, as the console records it after the browser's
-    /// `navigator.credentials.get` over its challenge, the assertion saying what `says` says.
-    fn decide(
-        &self,
-        ticket: &Ticket,
-        decision: ApprovalDecision,
-        says: Assertion,
-    ) -> SignedDecision {
-        let signed_ms = 1_800_000_000_000;
-        let challenge = SignedDecision::passkey_challenge(ticket, &decision, signed_ms);
-        let client_data = json!({
-            "type": says.kind,
-            "challenge": base64url(&challenge),
-            "origin": says.origin,
-            "crossOrigin": says.cross_origin,
-        })
-        .to_string();
-        let count = says
-            .count
-            .unwrap_or_else(|| self.count.fetch_add(1, Ordering::SeqCst) + 1);
-        let mut authenticator_data = Sha256::digest(says.rp_id.as_bytes()).to_vec();
-        authenticator_data.push(says.flags);
-        authenticator_data.extend_from_slice(&count.to_be_bytes());
-        let mut signed = authenticator_data.clone();
-        signed.extend_from_slice(&Sha256::digest(client_data.as_bytes()));
-        let signature: DerSignature = self.key.sign(&signed);
-        SignedDecision::by_passkey(
-            decision,
-            &self.credential_id,
-            signed_ms,
-            base64url(signature.as_bytes()),
-            PasskeyAssertion {
-                authenticator_data: base64url(&authenticator_data),
-                client_data_json: base64url(client_data.as_bytes()),
-            },
-        )
-    }
-}
-
 /// rita of finance and carl the clerk, each with a passkey; mallory's passkey is in no keyring.
 struct Passkeys {
-    rita: SoftPasskey,
-    carl: SoftPasskey,
-    mallory: SoftPasskey,
+    rita: SoftwarePasskey,
+    carl: SoftwarePasskey,
+    mallory: SoftwarePasskey,
 }
 
 impl Passkeys {
     fn new() -> Self {
         Passkeys {
-            rita: SoftPasskey::new(7),
-            carl: SoftPasskey::new(8),
-            mallory: SoftPasskey::new(9),
+            rita: SoftwarePasskey::new(RP_ID, ORIGIN),
+            carl: SoftwarePasskey::new(RP_ID, ORIGIN),
+            mallory: SoftwarePasskey::new(RP_ID, ORIGIN),
         }
     }
 
@@ -232,7 +135,7 @@ async fn a_passkey_decision_runs_once_and_says_which_passkey_signed(backend: Bac
     let ticket = waiting(&registry, "p1", &supplier).await;
     let signed = passkeys
         .rita
-        .decide(&ticket, approve("rita"), Assertion::default());
+        .decide(&ticket, approve("rita"), &Claims::default());
     record_decision(&backend.open().await, &ticket.id, signed)
         .await
         .unwrap();
@@ -250,7 +153,7 @@ async fn a_passkey_decision_runs_once_and_says_which_passkey_signed(backend: Bac
         resolution,
         format!(
             "approved by rita, signed with passkey {}",
-            passkeys.rita.credential_id
+            passkeys.rita.credential_id()
         )
     );
 
@@ -263,7 +166,7 @@ async fn a_passkey_decision_runs_once_and_says_which_passkey_signed(backend: Bac
     let outcome = registry
         .resume(
             &edited.id,
-            passkeys.rita.decide(&edited, edit, Assertion::default()),
+            passkeys.rita.decide(&edited, edit, &Claims::default()),
         )
         .await;
     assert_eq!(
@@ -278,9 +181,7 @@ async fn a_passkey_decision_runs_once_and_says_which_passkey_signed(backend: Bac
     let outcome = registry
         .resume(
             &rejected.id,
-            passkeys
-                .rita
-                .decide(&rejected, reject, Assertion::default()),
+            passkeys.rita.decide(&rejected, reject, &Claims::default()),
         )
         .await;
     assert_eq!(outcome.code(), Some(RejectionCode::ApprovalRejected));
@@ -309,7 +210,7 @@ async fn an_assertion_over_another_ticket_or_other_arguments_runs_nothing(backen
     let second = waiting(&registry, "p2", &supplier).await;
     let signed = passkeys
         .rita
-        .decide(&first, approve("rita"), Assertion::default());
+        .decide(&first, approve("rita"), &Claims::default());
     forge(&backend, &second.id, &signed).await;
     let rejection = refused(&registry).await;
     assert_eq!(rejection.code(), RejectionCode::DecisionSignatureInvalid);
@@ -320,7 +221,7 @@ async fn an_assertion_over_another_ticket_or_other_arguments_runs_nothing(backen
         reviewer: finance("rita"),
         arguments: json!({"supplier": supplier, "amount_cents": 100}),
     };
-    let mut signed = passkeys.rita.decide(&edited, edit, Assertion::default());
+    let mut signed = passkeys.rita.decide(&edited, edit, &Claims::default());
     if let ApprovalDecision::Edit { arguments, .. } = &mut signed.decision {
         *arguments = json!({"supplier": thief, "amount_cents": 100});
     }
@@ -332,7 +233,7 @@ async fn an_assertion_over_another_ticket_or_other_arguments_runs_nothing(backen
     let changed = waiting(&registry, "p4", &supplier).await;
     let signed = passkeys
         .rita
-        .decide(&changed, approve("rita"), Assertion::default());
+        .decide(&changed, approve("rita"), &Claims::default());
     forge(&backend, &changed.id, &signed).await;
     backend
         .tamper(&format!(
@@ -350,7 +251,7 @@ async fn an_assertion_over_another_ticket_or_other_arguments_runs_nothing(backen
         reviewer: finance("rita"),
         message: "no".to_owned(),
     };
-    let mut signed = passkeys.rita.decide(&turned, reject, Assertion::default());
+    let mut signed = passkeys.rita.decide(&turned, reject, &Claims::default());
     signed.decision = approve("rita");
     forge(&backend, &turned.id, &signed).await;
     let rejection = refused(&registry).await;
@@ -369,8 +270,8 @@ async fn a_passkey_the_keyring_does_not_hold_for_the_reviewer_runs_nothing(backe
     let ticket = waiting(&registry, "p1", &supplier).await;
     let mut signed = passkeys
         .mallory
-        .decide(&ticket, approve("rita"), Assertion::default());
-    signed.signature.as_mut().unwrap().key = format!("passkey:{}", passkeys.rita.credential_id);
+        .decide(&ticket, approve("rita"), &Claims::default());
+    signed.signature.as_mut().unwrap().key = format!("passkey:{}", passkeys.rita.credential_id());
     let outcome = registry.resume(&ticket.id, signed.clone()).await;
     assert_eq!(
         outcome.code(),
@@ -388,14 +289,14 @@ async fn a_passkey_the_keyring_does_not_hold_for_the_reviewer_runs_nothing(backe
     let ticket = waiting(&registry, "p2", &supplier).await;
     let as_carl = passkeys
         .rita
-        .decide(&ticket, approve("carl"), Assertion::default());
+        .decide(&ticket, approve("carl"), &Claims::default());
     forge(&backend, &ticket.id, &as_carl).await;
     let rejection = refused(&registry).await;
     assert_eq!(rejection.code(), RejectionCode::DecisionSignatureInvalid);
     assert!(
         rejection.message().contains(&format!(
             "holds no passkey {} for `carl`",
-            passkeys.rita.credential_id
+            passkeys.rita.credential_id()
         )),
         "{rejection:?}"
     );
@@ -403,7 +304,7 @@ async fn a_passkey_the_keyring_does_not_hold_for_the_reviewer_runs_nothing(backe
     let ticket = waiting(&registry, "p3", &supplier).await;
     let by_clerk = passkeys
         .carl
-        .decide(&ticket, approve("carl"), Assertion::default());
+        .decide(&ticket, approve("carl"), &Claims::default());
     forge(&backend, &ticket.id, &by_clerk).await;
     assert_eq!(
         refused(&registry).await.code(),
@@ -414,7 +315,7 @@ async fn a_passkey_the_keyring_does_not_hold_for_the_reviewer_runs_nothing(backe
     let ticket = waiting(&registry, "p4", &supplier).await;
     let mut bare = passkeys
         .rita
-        .decide(&ticket, approve("rita"), Assertion::default());
+        .decide(&ticket, approve("rita"), &Claims::default());
     bare.signature.as_mut().unwrap().webauthn = None;
     forge(&backend, &ticket.id, &bare).await;
     assert_eq!(
@@ -429,53 +330,53 @@ async fn a_passkey_the_keyring_does_not_hold_for_the_reviewer_runs_nothing(backe
 async fn the_worker_checks_what_the_assertion_says(backend: Backend) {
     let passkeys = Passkeys::new();
     let supplier = format!("checked-{}", backend.tag());
-    let cases: Vec<(Assertion, &str)> = vec![
+    let cases: Vec<(Claims, &str)> = vec![
         (
-            Assertion {
-                origin: "https://evil.example".to_owned(),
-                ..Assertion::default()
+            Claims {
+                origin: Some("https://evil.example".to_owned()),
+                ..Claims::default()
             },
             "it was made on https://evil.example, and the passkey signs decisions on https://console.example:8443 only",
         ),
         (
-            Assertion {
+            Claims {
                 cross_origin: true,
-                ..Assertion::default()
+                ..Claims::default()
             },
             "it was made in a frame of another origin",
         ),
         (
-            Assertion {
-                kind: "webauthn.create",
-                ..Assertion::default()
+            Claims {
+                kind: "webauthn.create".to_owned(),
+                ..Claims::default()
             },
             "its client data is a `webauthn.create`, not an assertion (`webauthn.get`)",
         ),
         (
-            Assertion {
-                rp_id: "evil.example".to_owned(),
-                ..Assertion::default()
+            Claims {
+                rp_id: Some("evil.example".to_owned()),
+                ..Claims::default()
             },
             "it was made for another relying party than console.example",
         ),
         (
-            Assertion {
+            Claims {
                 flags: 0x01,
-                ..Assertion::default()
+                ..Claims::default()
             },
             "the authenticator did not verify the reviewer (a PIN or a biometric)",
         ),
         (
-            Assertion {
+            Claims {
                 flags: 0x04,
-                ..Assertion::default()
+                ..Claims::default()
             },
             "the authenticator did not see the reviewer present",
         ),
         (
-            Assertion {
+            Claims {
                 count: Some(5),
-                ..Assertion::default()
+                ..Claims::default()
             },
             "its signature count 5 is not past the keyring's 5: the passkey may have been copied",
         ),
@@ -486,7 +387,7 @@ async fn the_worker_checks_what_the_assertion_says(backend: Backend) {
     let registry = worker(&backend, keyring).await;
     for (at, (says, why)) in cases.into_iter().enumerate() {
         let ticket = waiting(&registry, &format!("p{at}"), &supplier).await;
-        let signed = passkeys.rita.decide(&ticket, approve("rita"), says);
+        let signed = passkeys.rita.decide(&ticket, approve("rita"), &says);
         forge(&backend, &ticket.id, &signed).await;
         let rejection = refused(&registry).await;
         assert_eq!(rejection.code(), RejectionCode::DecisionSignatureInvalid);
@@ -502,9 +403,9 @@ async fn the_worker_checks_what_the_assertion_says(backend: Backend) {
     let signed = passkeys.rita.decide(
         &ticket,
         approve("rita"),
-        Assertion {
+        &Claims {
             count: Some(6),
-            ..Assertion::default()
+            ..Claims::default()
         },
     );
     let outcome = registry.resume(&ticket.id, signed).await;

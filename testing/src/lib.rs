@@ -39,6 +39,8 @@ mod probes;
 mod report;
 mod valid;
 
+pub mod passkey;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
