@@ -72,6 +72,7 @@ pub async fn run(
     let config = ConsoleConfig {
         store,
         keyring,
+        keyring_file: Some(console.keyring.clone()),
         origin: console.origin.clone(),
         tools,
         audit_key,

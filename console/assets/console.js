@@ -160,9 +160,10 @@ function decide(ticket) {
     }
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
-      // The browser's own check of the schema's bounds, for help; the gates check again.
-      if (!form.noValidate && !form.checkValidity()) {
-        const invalid = form.querySelector(":invalid");
+      // The browser's check of the bounds the schema states, for help (the form is marked
+      // novalidate so that the message shows here); the gates check again.
+      if (!form.checkValidity()) {
+        const invalid = form.querySelector("input:invalid, select:invalid, textarea:invalid");
         say("Check " + invalid.name + ": " + invalid.validationMessage, "refusal");
         return;
       }

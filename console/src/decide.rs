@@ -108,10 +108,11 @@ pub(crate) async fn challenge(
             signed_ms,
         },
     );
-    let credentials: Vec<&str> = console
+    let credentials: Vec<String> = console
         .keyring
+        .current()
         .passkeys_of(signed_in.reviewer.id())
-        .map(|(_, credential)| credential.credential_id.as_str())
+        .map(|(_, credential)| credential.credential_id.clone())
         .collect();
     Ok(Json(json!({
         "challenge": base64url(&challenge),
@@ -167,7 +168,7 @@ pub(crate) async fn decide(
         assertion.signature.clone(),
         assertion.signed_data(),
     );
-    console.keyring.check(&pending, &signed)?;
+    console.keyring.current().check(&pending, &signed)?;
     let kind = match &signed.decision {
         ApprovalDecision::Approve { .. } => "approved",
         ApprovalDecision::Edit { .. } => "edited",

@@ -26,6 +26,7 @@
 mod assets;
 mod decide;
 mod enrol;
+mod keyring;
 mod pages;
 mod sessions;
 mod signin;
@@ -33,6 +34,7 @@ mod web;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
@@ -45,6 +47,7 @@ use tokio::net::TcpListener;
 use webauthn_rs::prelude::Url;
 use webauthn_rs::{Webauthn, WebauthnBuilder};
 
+use keyring::KeyringSource;
 use sessions::Sessions;
 
 /// What a console serves: the store, the keyring that says who reviews, the origin reviewers
@@ -54,6 +57,9 @@ pub struct ConsoleConfig {
     pub store: Store,
     /// The keyring the workers load: reviewers, their roles, their passkeys.
     pub keyring: Keyring,
+    /// The file `keyring` was read from, if any: read again whenever it changes, so that a
+    /// reviewer the operator confirms signs in without a restart.
+    pub keyring_file: Option<PathBuf>,
     /// The console's origin as reviewers open it (`https://review.example.com`, or
     /// `http://localhost:8080` on one's own machine): passkeys are bound to its host.
     pub origin: String,
@@ -99,7 +105,7 @@ pub(crate) struct Tool {
 /// What every request reads.
 pub(crate) struct Console {
     pub(crate) store: Store,
-    pub(crate) keyring: Keyring,
+    pub(crate) keyring: KeyringSource,
     pub(crate) origin: String,
     pub(crate) rp_id: String,
     /// Cookies are `Secure` when the console is served over TLS.
@@ -188,7 +194,7 @@ fn console(config: ConsoleConfig) -> Result<Console, ConsoleError> {
     }
     Ok(Console {
         store: config.store,
-        keyring: config.keyring,
+        keyring: KeyringSource::new(config.keyring, config.keyring_file),
         origin: origin.origin().ascii_serialization(),
         rp_id: host,
         secure,

@@ -428,7 +428,7 @@ fn edit_form(arguments: &Value, schema: &Value) -> String {
         );
     }
     format!(
-        r#"<form id="edit" class="card">
+        r#"<form id="edit" class="card" novalidate>
 <fieldset><legend>Edit the arguments, then approve the call as edited</legend>
 {fields}
 </fieldset>

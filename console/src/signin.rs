@@ -85,10 +85,11 @@ pub(crate) async fn start(
         tracing::warn!(target: "portcullis_console", action = "sign_in_rate_limited", reviewer = %start.reviewer, %address);
         return Err(rate_limited());
     }
-    let credentials: Vec<&str> = console
+    let credentials: Vec<String> = console
         .keyring
+        .current()
         .passkeys_of(&start.reviewer)
-        .map(|(_, credential)| credential.credential_id.as_str())
+        .map(|(_, credential)| credential.credential_id.clone())
         .collect();
     let (signin, challenge) = console
         .sessions
@@ -123,6 +124,7 @@ pub(crate) async fn finish(
     let assertion = &finish.assertion;
     let verified = match console
         .keyring
+        .current()
         .passkeys_of(&sign_in.reviewer)
         .find(|(_, credential)| credential.credential_id == assertion.credential_id)
     {

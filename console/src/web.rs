@@ -182,6 +182,7 @@ pub(crate) fn signed_in(console: &Console, headers: &HeaderMap) -> Option<Signed
     let session = console.sessions.session(&cookie, now_ms())?;
     let reviewer = console
         .keyring
+        .current()
         .reviewers()
         .into_iter()
         .find(|reviewer| reviewer.id() == session.reviewer)?

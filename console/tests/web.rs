@@ -96,6 +96,7 @@ impl Harness {
         let console = portcullis_console::router(ConsoleConfig {
             store: Store::open(&location).await.unwrap(),
             keyring,
+            keyring_file: None,
             origin: ORIGIN.to_owned(),
             tools: serde_json::from_value(exported).unwrap(),
             audit_key: None,

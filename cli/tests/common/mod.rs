@@ -1,5 +1,7 @@
 //! What the command line's tests share: the binary run as an operator runs it, and a
-//! directory of its own for each test.
+//! directory of its own for each test. Each test file uses some of them.
+
+#![allow(dead_code)]
 
 use std::process::{Command, Output};
 
