@@ -12,12 +12,21 @@
 //! cargo run --example approvals -- work       # runs the approved payout; again: nothing left
 //! ```
 //!
+//! Or decide in the browser, with a passkey (the guide's `console` page):
+//!
+//! ```sh
+//! cargo run --example approvals -- request
+//! cargo run -p portcullis-cli -- --store target/approvals-example.db console \
+//!     --keyring target/keyring.json --exports target/approvals-tools.json
+//! ```
+//!
 //! The store is `target/approvals-example.db`, or the `PORTCULLIS_STORE` the command line
 //! reads too (a SQLite path or a `postgres://` URL); the keyring is `target/keyring.json`, or
 //! `PORTCULLIS_KEYRING`.
 
 use std::process::ExitCode;
 
+use portcullis::export::Profile;
 use portcullis::prelude::*;
 use portcullis::{BuildError, Keyring};
 use portcullis_stores::Store;
@@ -45,6 +54,7 @@ fn pay_invoice(
 fn worker(store: Store, keyring: Keyring) -> Result<Registry, BuildError> {
     Registry::builder()
         .tool(PayInvoice)
+        .profile(Profile::Mcp)
         .approval_store(store.clone())
         .keyring(keyring)
         .repeat_store(store.clone())
@@ -68,8 +78,11 @@ async fn main() -> ExitCode {
     };
     let keyring_file =
         std::env::var("PORTCULLIS_KEYRING").unwrap_or_else(|_| "target/keyring.json".to_owned());
+    let command = std::env::args().nth(1);
     let keyring = match Keyring::load(&keyring_file) {
         Ok(keyring) => keyring,
+        // A call waits without one; only the worker that runs decisions needs it.
+        Err(_) if command.as_deref() == Some("request") => Keyring::new(),
         Err(error) => {
             eprintln!(
                 "no keyring at {keyring_file} ({error}); make rita's key and the keyring with:\n  \
@@ -86,7 +99,7 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match std::env::args().nth(1).as_deref() {
+    match command.as_deref() {
         Some("request") => {
             // What the model asked for, in the agent's task.
             let ctx = CallContext::new("billing-agent").with_task_id("invoice-2291");
@@ -95,6 +108,16 @@ async fn main() -> ExitCode {
                 "pay_invoice",
                 json!({"supplier": "acme-gmbh", "amount_cents": 125_000}),
             );
+            // The tools as MCP lists them, for the console's ticket page and edit form.
+            let exports = registry
+                .export(
+                    &CallContext::new("console").with_roles(["finance"]),
+                    Profile::Mcp,
+                )
+                .map(|tools| json!({ "mcp": tools }).to_string());
+            if let Ok(exports) = exports {
+                std::fs::write("target/approvals-tools.json", exports).ok();
+            }
             match registry.dispatch(&ctx, &call).await {
                 Outcome::Pending(ticket) => {
                     println!("waiting for approval: {}", ticket.description);
@@ -108,6 +131,11 @@ async fn main() -> ExitCode {
                          --call-digest {digest}",
                         id = ticket.id,
                         digest = ticket.call_digest,
+                    );
+                    println!(
+                        "or decide it in the browser, with a passkey:\n  cargo run -p \
+                         portcullis-cli -- --store {location} console --keyring {keyring_file} \
+                         --exports target/approvals-tools.json"
                     );
                     println!("then run the worker: cargo run --example approvals -- work");
                 }

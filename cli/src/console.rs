@@ -18,6 +18,7 @@ use crate::{CliError, audit, store, tools};
 #[derive(Debug, Args)]
 pub struct Console {
     /// The keyring file the workers load: who reviews, with which roles, by which passkey.
+    /// Read again whenever it changes; it need not exist yet.
     #[arg(long, value_name = "FILE", env = "PORTCULLIS_KEYRING")]
     keyring: PathBuf,
     /// The console's address as reviewers open it; passkeys are bound to its host name.
@@ -37,6 +38,12 @@ pub struct Console {
     /// not edited.
     #[arg(long, value_name = "FILE")]
     exports: Option<PathBuf>,
+    /// The certificate chain to serve TLS with (PEM); the origin is then https.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_certificate: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_certificate")]
+    tls_key: Option<PathBuf>,
     /// The audit key file, if the application keys its log: the audit page verifies the
     /// chain with it.
     #[arg(long, env = "PORTCULLIS_AUDIT_KEY_FILE", value_name = "PATH")]
@@ -49,9 +56,21 @@ pub async fn run(
     target: &store::StoreArgs,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
+    // An https origin without a certificate is a console behind a proxy that ends TLS.
+    if console.tls_certificate.is_some() && !console.origin.starts_with("https://") {
+        return Err(CliError::Usage(
+            "a console served over TLS is opened at an https origin: pass --origin https://…"
+                .to_owned(),
+        ));
+    }
     let store = store::open(target).await?;
-    let keyring = Keyring::load(&console.keyring)
-        .map_err(|error| CliError::BadFile(console.keyring.clone(), error.to_string()))?;
+    // No keyring yet: nobody signs in until the operator confirms a reviewer into it.
+    let keyring = if console.keyring.exists() {
+        Keyring::load(&console.keyring)
+            .map_err(|error| CliError::BadFile(console.keyring.clone(), error.to_string()))?
+    } else {
+        Keyring::new()
+    };
     let tools = match &console.exports {
         Some(exports) => {
             let listed = tools::exported(exports, Profile::Mcp.name())?;
@@ -69,6 +88,7 @@ pub async fn run(
         .as_deref()
         .map(audit::read_key)
         .transpose()?;
+    let keyring_is_empty = keyring.reviewers().is_empty();
     let config = ConsoleConfig {
         store,
         keyring,
@@ -87,8 +107,20 @@ pub async fn run(
         "portcullis console on {} (listening on {})",
         console.origin, console.listen
     )?;
+    if keyring_is_empty {
+        writeln!(
+            out,
+            "no reviewer in {} yet: invite one with `portcullis reviewers invite <id> --role <role> --console {}`",
+            console.keyring.display(),
+            console.origin
+        )?;
+    }
     out.flush()?;
-    portcullis_console::serve(router, listener)
+    let tls = console
+        .tls_certificate
+        .as_deref()
+        .zip(console.tls_key.as_deref());
+    portcullis_console::serve(router, listener, tls)
         .await
         .map_err(CliError::Output)
 }

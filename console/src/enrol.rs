@@ -2,7 +2,6 @@
 //! ceremony. The passkey is stored with the invitation for the operator to confirm into the
 //! keyring; until then it decides nothing, and the console never writes the keyring.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Json;
@@ -16,10 +15,10 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use webauthn_rs::prelude::{COSEKeyType, ECDSACurve, Passkey, RegisterPublicKeyCredential, Uuid};
 
-use crate::Console;
 use crate::sessions::STARTS_PER_ADDRESS;
 use crate::signin::{busy, rate_limited};
 use crate::web::{Refusal, now_ms};
+use crate::{ClientAddress, Console};
 
 #[derive(Deserialize)]
 pub(crate) struct Start {
@@ -64,7 +63,7 @@ fn refused(enrolled: Enrolled) -> Refusal {
 /// The registration options for the invitation of `token`.
 pub(crate) async fn start(
     State(console): State<Arc<Console>>,
-    ConnectInfo(address): ConnectInfo<SocketAddr>,
+    ConnectInfo(ClientAddress(address)): ConnectInfo<ClientAddress>,
     Json(start): Json<Start>,
 ) -> Result<Json<Value>, Refusal> {
     let now = now_ms();
@@ -115,7 +114,7 @@ pub(crate) async fn start(
 /// Stores the new passkey with the invitation, once.
 pub(crate) async fn finish(
     State(console): State<Arc<Console>>,
-    ConnectInfo(address): ConnectInfo<SocketAddr>,
+    ConnectInfo(ClientAddress(address)): ConnectInfo<ClientAddress>,
     Json(finish): Json<Finish>,
 ) -> Result<Json<Value>, Refusal> {
     let now = now_ms();

@@ -30,15 +30,18 @@ mod keyring;
 mod pages;
 mod sessions;
 mod signin;
+mod tls;
 mod web;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axum::Router;
+use axum::extract::connect_info::Connected;
 use axum::routing::{get, post};
+use axum::serve::IncomingStream;
 use portcullis_core::audit::AuditKey;
 use portcullis_core::{ArgumentsCheck, Keyring};
 use portcullis_stores::Store;
@@ -143,13 +146,39 @@ pub fn router(config: ConsoleConfig) -> Result<Router, ConsoleError> {
 }
 
 /// Serves the console's `router` on `listener` until the process stops, each request knowing
-/// the address it came from (sign-ins are limited per address).
-pub async fn serve(router: Router, listener: TcpListener) -> std::io::Result<()> {
-    axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .await
+/// the address it came from (sign-ins are limited per address); over TLS when `tls` names a
+/// certificate chain and its private key (PEM files).
+pub async fn serve(
+    router: Router,
+    listener: TcpListener,
+    tls: Option<(&Path, &Path)>,
+) -> std::io::Result<()> {
+    let service = router.into_make_service_with_connect_info::<ClientAddress>();
+    match tls {
+        Some((certificate, key)) => {
+            let config = tls::server_config(certificate, key)?;
+            axum::serve(tls::TlsListener::new(listener, config)?, service).await
+        }
+        None => axum::serve(listener, service).await,
+    }
+}
+
+/// The address a request came from, as the console's handlers read it
+/// ([`ConnectInfo`](axum::extract::ConnectInfo)); a test that calls the router without a
+/// socket gives one with [`MockConnectInfo`](axum::extract::connect_info::MockConnectInfo).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddress(pub SocketAddr);
+
+impl Connected<IncomingStream<'_, TcpListener>> for ClientAddress {
+    fn connect_info(stream: IncomingStream<'_, TcpListener>) -> Self {
+        ClientAddress(*stream.remote_addr())
+    }
+}
+
+impl Connected<IncomingStream<'_, tls::TlsListener>> for ClientAddress {
+    fn connect_info(stream: IncomingStream<'_, tls::TlsListener>) -> Self {
+        ClientAddress(*stream.remote_addr())
+    }
 }
 
 fn console(config: ConsoleConfig) -> Result<Console, ConsoleError> {

@@ -2,7 +2,6 @@
 //! holds for the reviewer, checked as the workers check a decision's assertion. Attempts are
 //! limited per address and failures per reviewer.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Json;
@@ -14,9 +13,9 @@ use portcullis_core::encoding::base64url;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::Console;
 use crate::sessions::{Busy, FAILURES_PER_REVIEWER, STARTS_PER_ADDRESS};
 use crate::web::{Refusal, cleared_cookie, now_ms, session_cookie, signed_in_with_token};
+use crate::{ClientAddress, Console};
 
 #[derive(Deserialize)]
 pub(crate) struct Start {
@@ -72,7 +71,7 @@ fn failures(reviewer: &str) -> String {
 /// the ceremony of an unknown reviewer fails like that of a wrong passkey.
 pub(crate) async fn start(
     State(console): State<Arc<Console>>,
-    ConnectInfo(address): ConnectInfo<SocketAddr>,
+    ConnectInfo(ClientAddress(address)): ConnectInfo<ClientAddress>,
     Json(start): Json<Start>,
 ) -> Result<Json<Value>, Refusal> {
     let now = now_ms();
@@ -106,7 +105,7 @@ pub(crate) async fn start(
 /// Signs the reviewer in if one of their passkeys answered the challenge.
 pub(crate) async fn finish(
     State(console): State<Arc<Console>>,
-    ConnectInfo(address): ConnectInfo<SocketAddr>,
+    ConnectInfo(ClientAddress(address)): ConnectInfo<ClientAddress>,
     Json(finish): Json<Finish>,
 ) -> Result<Response, Refusal> {
     let now = now_ms();

@@ -16,7 +16,7 @@ use portcullis::export::Profile;
 use portcullis::prelude::*;
 use portcullis::testing::passkey::{Claims, SoftwarePasskey};
 use portcullis::{Keyring, Reviewer, Ticket};
-use portcullis_console::ConsoleConfig;
+use portcullis_console::{ClientAddress, ConsoleConfig};
 use portcullis_stores::Store;
 use serde_json::{Value, json};
 use tempfile::TempDir;
@@ -102,7 +102,10 @@ impl Harness {
             audit_key: None,
         })
         .unwrap()
-        .layer(MockConnectInfo(SocketAddr::from(([127, 0, 0, 1], 40000))));
+        .layer(MockConnectInfo(ClientAddress(SocketAddr::from((
+            [127, 0, 0, 1],
+            40000,
+        )))));
         Harness {
             _dir: dir,
             store,
