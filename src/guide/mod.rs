@@ -15,6 +15,7 @@
 //! | [provenance] | keep a value an injected text supplied out of a payment |
 //! | [budgets] | cap a task's calls and cost, stop loops, rate-limit an actor, stop a retrier |
 //! | [approvals] | make a payout wait for finance; signed decisions and who may decide |
+//! | [console] | let reviewers decide waiting calls in the browser, each decision signed by their passkey |
 //! | [audit] | keep a tamper-evident record of every decision |
 //! | [transactions] | undo the completed steps of a task that failed halfway |
 //! | [agent] | let a model work through a task: the loop, its limits, pauses for a human across restarts |
@@ -47,6 +48,9 @@ pub mod budgets {}
 
 #[doc = include_str!("approvals.md")]
 pub mod approvals {}
+
+#[doc = include_str!("console.md")]
+pub mod console {}
 
 #[doc = include_str!("audit.md")]
 pub mod audit {}
