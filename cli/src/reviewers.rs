@@ -4,10 +4,12 @@
 //! file the workers load, once the fingerprint the reviewer reads from the console matches.
 //! Until then the passkey decides nothing: the keyring is the operator's, never the console's.
 
+use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
+use portcullis_core::encoding::random_id;
 use portcullis_core::{Keyring, Reviewer};
 use portcullis_stores::{Invite, Store};
 
@@ -38,13 +40,23 @@ pub enum Command {
     /// Every invitation: waiting, expired, or enrolled with its passkey's fingerprint.
     List,
     /// Put an enrolled passkey into the keyring file, once the reviewer has read you the
-    /// fingerprint the console showed them; the invitation then goes.
+    /// fingerprint the console showed them; the invitation then goes. Say again whom you
+    /// invited, with which roles and tenant: the store's row is not trusted for it.
     Confirm {
         /// The invitation's id (`portcullis reviewers list`).
         invite: String,
         /// The fingerprint the reviewer read from the console.
         #[arg(long, value_name = "FINGERPRINT")]
         fingerprint: String,
+        /// The reviewer you invited.
+        #[arg(long = "reviewer", value_name = "ID")]
+        id: String,
+        /// Each role you invited them with (repeat it).
+        #[arg(long = "role", value_name = "ROLE", required = true)]
+        roles: Vec<String>,
+        /// The tenant you invited them for, if any.
+        #[arg(long)]
+        tenant: Option<String>,
         /// The keyring file the workers load (created if it does not exist).
         #[arg(long, value_name = "FILE")]
         keyring: PathBuf,
@@ -96,8 +108,17 @@ pub async fn run(
         Command::Confirm {
             invite,
             fingerprint,
+            id,
+            roles,
+            tenant,
             keyring,
-        } => confirm(&store, &invite, &fingerprint, &keyring, out).await,
+        } => {
+            let mut invited = Reviewer::new(id).with_roles(roles);
+            if let Some(tenant) = tenant {
+                invited = invited.with_tenant(tenant);
+            }
+            confirm(&store, &invite, &fingerprint, &invited, &keyring, out).await
+        }
         Command::Withdraw { invite } => {
             if !store
                 .remove_invite(&invite)
@@ -147,24 +168,68 @@ async fn list(store: &Store, out: &mut dyn Write) -> Result<(), CliError> {
     Ok(())
 }
 
+/// Whether two reviewers are the same person with the same roles and tenant, the roles in any
+/// order.
+fn same_grant(a: &Reviewer, b: &Reviewer) -> bool {
+    let roles = |reviewer: &Reviewer| {
+        let mut roles = reviewer.roles().to_vec();
+        roles.sort();
+        roles.dedup();
+        roles
+    };
+    a.id() == b.id() && a.tenant() == b.tenant() && roles(a) == roles(b)
+}
+
+fn describe(reviewer: &Reviewer) -> String {
+    let tenant = reviewer
+        .tenant()
+        .map(|tenant| format!(", tenant {}", printable(tenant)))
+        .unwrap_or_default();
+    format!(
+        "{} ({}{tenant})",
+        printable(reviewer.id()),
+        printable(&reviewer.roles().join(", "))
+    )
+}
+
 async fn confirm(
     store: &Store,
     id: &str,
     fingerprint: &str,
+    invited: &Reviewer,
     path: &Path,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
-    let invites = store.invites().await.map_err(CliError::StoreRead)?;
+    let mut found: Vec<Invite> = store
+        .invites()
+        .await
+        .map_err(CliError::StoreRead)?
+        .into_iter()
+        .filter(|invite| invite.id == id)
+        .collect();
+    if found.len() > 1 {
+        return Err(CliError::Usage(format!(
+            "{} invitations have the id {id}: someone wrote them into the store; withdraw              them and invite again",
+            found.len()
+        )));
+    }
     let Some(Invite {
         reviewer,
         enrolment: Some(enrolment),
         ..
-    }) = invites.into_iter().find(|invite| invite.id == id)
+    }) = found.pop()
     else {
         return Err(CliError::Usage(format!(
             "no passkey is enrolled with invitation {id}: see `portcullis reviewers list`"
         )));
     };
+    if !same_grant(&reviewer, invited) {
+        return Err(CliError::Usage(format!(
+            "invitation {id} in the store is for {}, not {} as you say: the store's row was              changed, or you named another invitation; nothing was confirmed",
+            describe(&reviewer),
+            describe(invited)
+        )));
+    }
     let normalized = |text: &str| text.trim().to_ascii_lowercase().replace([' ', ':'], "-");
     if normalized(fingerprint) != enrolment.fingerprint() {
         return Err(CliError::Usage(format!(
@@ -179,16 +244,36 @@ async fn confirm(
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Keyring::new(),
         Err(error) => return Err(CliError::ReadFile(path.to_owned(), error)),
     };
+    if let Some(held) = keyring
+        .reviewers()
+        .into_iter()
+        .find(|held| held.id() == invited.id())
+        && !same_grant(held, invited)
+    {
+        return Err(CliError::Usage(format!(
+            "the keyring holds {} already: a reviewer decides with one set of roles; change              them in the keyring file, then confirm",
+            describe(held)
+        )));
+    }
     let credential_id = enrolment.credential.credential_id.clone();
-    let keyring = keyring.passkey(reviewer.clone(), enrolment.credential);
+    if keyring
+        .passkeys_of(invited.id())
+        .any(|(_, held)| held.credential_id == credential_id)
+    {
+        return Err(CliError::Usage(format!(
+            "the keyring holds passkey {} for {} already",
+            printable(&credential_id),
+            printable(invited.id())
+        )));
+    }
+    let keyring = keyring.passkey(invited.clone(), enrolment.credential);
     write_replacing(path, &keyring.to_json())?;
     store.remove_invite(id).await.map_err(CliError::StoreRead)?;
     writeln!(
         out,
-        "{} decides with passkey {} ({}); restart the workers, or reload their keyring, for it to count",
-        printable(reviewer.id()),
+        "{} decides with passkey {}; restart the workers, or reload their keyring, for it to count",
+        describe(invited),
         printable(&credential_id),
-        printable(&reviewer.roles().join(", "))
     )?;
     Ok(())
 }
@@ -199,13 +284,24 @@ fn no_invite(id: &str) -> CliError {
     ))
 }
 
-/// Replaces the file at `path` with `text` at once: written beside it, then renamed over it,
-/// so that a worker loading the keyring never reads half of it.
+/// Replaces the file at `path` with `text` at once: written to a new file beside it (never one
+/// that is there, a link planted under its name say), on the disk, then renamed over it, so
+/// that a worker loading the keyring never reads half of it.
 fn write_replacing(path: &Path, text: &str) -> Result<(), CliError> {
     let mut partial = path.as_os_str().to_owned();
-    partial.push(".partial");
+    partial.push(format!(".{}", random_id("partial")));
     let partial = PathBuf::from(partial);
-    std::fs::write(&partial, format!("{text}\n"))
-        .and_then(|()| std::fs::rename(&partial, path))
-        .map_err(|error| CliError::WriteFile(path.to_owned(), error))
+    let written = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&partial)?;
+        writeln!(file, "{text}")?;
+        file.sync_all()?;
+        std::fs::rename(&partial, path)
+    })();
+    written.map_err(|error| {
+        let _ = std::fs::remove_file(&partial);
+        CliError::WriteFile(path.to_owned(), error)
+    })
 }

@@ -75,6 +75,12 @@ async fn an_enrolled_passkey_counts_once_the_operator_confirms_its_fingerprint()
         &invite.id,
         "--fingerprint",
         "0000",
+        "--reviewer",
+        "rita",
+        "--role",
+        "finance",
+        "--tenant",
+        "acme",
         "--keyring",
         keyring,
     ]);
@@ -99,6 +105,12 @@ async fn an_enrolled_passkey_counts_once_the_operator_confirms_its_fingerprint()
         &invite.id,
         "--fingerprint",
         "aaaa-bbbb-cccc-dddd",
+        "--reviewer",
+        "rita",
+        "--role",
+        "finance",
+        "--tenant",
+        "acme",
         "--keyring",
         keyring,
     ]);
@@ -110,6 +122,87 @@ async fn an_enrolled_passkey_counts_once_the_operator_confirms_its_fingerprint()
     );
     assert!(!keyring_path.exists());
 
+    // Whoever writes the store turns the invitation into one for an admin: the operator, who
+    // says whom they invited, confirms nothing.
+    let connection = rusqlite::Connection::open(&database).unwrap();
+    let original: String = connection
+        .query_row("SELECT reviewer FROM reviewer_invites", [], |row| {
+            row.get(0)
+        })
+        .unwrap();
+    connection
+        .execute(
+            "UPDATE reviewer_invites SET reviewer = ?1",
+            [r#"{"id":"rita","roles":["finance","admin"],"tenant":"acme"}"#],
+        )
+        .unwrap();
+    let escalated = portcullis(&[
+        "--store",
+        db,
+        "reviewers",
+        "confirm",
+        &invite.id,
+        "--fingerprint",
+        &fingerprint,
+        "--reviewer",
+        "rita",
+        "--role",
+        "finance",
+        "--tenant",
+        "acme",
+        "--keyring",
+        keyring,
+    ]);
+    assert_eq!(code(&escalated), 2);
+    assert!(
+        stderr(&escalated).contains(&format!(
+            "invitation {} in the store is for rita (finance, admin, tenant acme), not rita (finance, tenant acme)",
+            invite.id
+        )),
+        "{}",
+        stderr(&escalated)
+    );
+    // A second row under the same id, written to be found first: confirm refuses to choose.
+    connection
+        .execute("UPDATE reviewer_invites SET reviewer = ?1", [&original])
+        .unwrap();
+    connection
+        .execute(
+            "INSERT INTO reviewer_invites SELECT substr(token_hash, 1, 16) || 'ff', reviewer, created_ms + 1, expires_ms, credential, enrolled_ms FROM reviewer_invites",
+            [],
+        )
+        .unwrap();
+    let twice = portcullis(&[
+        "--store",
+        db,
+        "reviewers",
+        "confirm",
+        &invite.id,
+        "--fingerprint",
+        &fingerprint,
+        "--reviewer",
+        "rita",
+        "--role",
+        "finance",
+        "--tenant",
+        "acme",
+        "--keyring",
+        keyring,
+    ]);
+    assert_eq!(code(&twice), 2);
+    assert!(
+        stderr(&twice).contains("2 invitations have the id"),
+        "{}",
+        stderr(&twice)
+    );
+    assert!(!keyring_path.exists());
+    connection
+        .execute(
+            "DELETE FROM reviewer_invites WHERE length(token_hash) = 18",
+            [],
+        )
+        .unwrap();
+
     let confirmed = portcullis(&[
         "--store",
         db,
@@ -118,11 +211,22 @@ async fn an_enrolled_passkey_counts_once_the_operator_confirms_its_fingerprint()
         &invite.id,
         "--fingerprint",
         &fingerprint.to_uppercase().replace('-', " "),
+        "--reviewer",
+        "rita",
+        "--role",
+        "finance",
+        "--tenant",
+        "acme",
         "--keyring",
         keyring,
     ]);
     assert_eq!(code(&confirmed), 0, "{}", stderr(&confirmed));
-    assert!(stdout(&confirmed).starts_with("rita decides with passkey cred-rita (finance)"));
+    assert!(
+        stdout(&confirmed)
+            .starts_with("rita (finance, tenant acme) decides with passkey cred-rita;"),
+        "{}",
+        stdout(&confirmed)
+    );
     let written = Keyring::load(&keyring_path).unwrap();
     let expected = Keyring::new().passkey(
         Reviewer::new("rita")

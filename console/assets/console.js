@@ -125,17 +125,31 @@ function enrol(button) {
   });
 }
 
-/** The arguments of the edit form, each as its schema's type reads it. */
+/** Whether the reviewer changed `field` from what the page showed. */
+function changed(field) {
+  if (field.type === "checkbox") {
+    return field.checked !== field.defaultChecked;
+  }
+  if (field.tagName === "SELECT") {
+    const chosen = field.selectedOptions[0];
+    return chosen !== undefined && !chosen.defaultSelected && chosen.value !== "";
+  }
+  return field.value !== field.defaultValue;
+}
+
+/** The arguments the reviewer changed, each as its schema's type reads it; the others stay as
+ * the call sent them. */
 function editedArguments(form) {
   const edited = {};
   for (const field of form.querySelectorAll("[data-type]")) {
+    if (!changed(field)) {
+      continue;
+    }
     const kind = field.dataset.type;
     if (kind === "boolean") {
       edited[field.name] = field.checked;
     } else if (kind === "number") {
-      if (field.value !== "") {
-        edited[field.name] = Number(field.value);
-      }
+      edited[field.name] = field.value === "" ? null : Number(field.value);
     } else if (kind === "json") {
       edited[field.name] = JSON.parse(field.value);
     } else {

@@ -11,7 +11,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use portcullis_core::encoding::base64url;
 use portcullis_core::{
-    ApprovalDecision, ApprovalStore, PendingCall, SignedDecision, record_decision,
+    ApprovalDecision, ApprovalStore, PendingCall, REDACTED, SignedDecision, record_decision,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -135,6 +135,27 @@ fn edited(
             "the console was not given this tool's schema (--exports), so it cannot check an edit: approve or reject",
         ));
     };
+    if !recorded(&pending.ticket.arguments) {
+        return Err(Refusal::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "edit_unavailable",
+            "the call's arguments are too large for the ticket to show them: approve or reject",
+        ));
+    }
+    for (name, value) in &changes {
+        if !editable(&pending.ticket.arguments, name) || holds_redacted(value) {
+            return Err(Refusal {
+                path: Some(format!("/{name}")),
+                ..Refusal::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "argument_not_editable",
+                    format!(
+                        "`{name}` holds a sensitive value the page does not show: it stays as the call sent it"
+                    ),
+                )
+            });
+        }
+    }
     let mut arguments = match &pending.canonical {
         Value::Object(arguments) => arguments.clone(),
         _ => Map::new(),
@@ -143,6 +164,35 @@ fn edited(
     let arguments = Value::Object(arguments);
     tool.check.check(&arguments)?;
     Ok(arguments)
+}
+
+/// Whether the ticket shows the call's arguments (it records a digest instead of arguments too
+/// large to keep).
+pub(crate) fn recorded(arguments: &Value) -> bool {
+    match arguments {
+        Value::Object(members) => {
+            !(members.len() == 1
+                && members
+                    .get("unrecorded")
+                    .is_some_and(|unrecorded| unrecorded.get("sha256").is_some()))
+        }
+        _ => false,
+    }
+}
+
+/// Whether the reviewer may change argument `name`: not where the ticket masks a sensitive value,
+/// at any depth (the reviewer never saw it, and the audit would not show the change).
+pub(crate) fn editable(arguments: &Value, name: &str) -> bool {
+    !arguments.get(name).is_some_and(holds_redacted)
+}
+
+fn holds_redacted(value: &Value) -> bool {
+    match value {
+        Value::String(text) => text == REDACTED,
+        Value::Array(items) => items.iter().any(holds_redacted),
+        Value::Object(members) => members.values().any(holds_redacted),
+        _ => false,
+    }
 }
 
 /// Records the decision the passkey signed.

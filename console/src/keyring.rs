@@ -1,7 +1,8 @@
 //! The keyring the console reads: the file the workers load, read again when it changes, so
 //! that a reviewer the operator confirms signs in without a restart, and one the operator
-//! removes is signed out at the next request. A file that no longer reads as a keyring leaves
-//! the last good one in place (and is logged): a half-written file never signs anyone in.
+//! removes is signed out at the next request (a removed file holds nobody). A file that no
+//! longer reads as a keyring leaves the last good one in place (and is logged): a half-written
+//! file never signs anyone in.
 
 use std::path::PathBuf;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -32,7 +33,12 @@ impl KeyringSource {
         if modified == self.read.read().unwrap_or_else(PoisonError::into_inner).0 {
             return self.held();
         }
-        match Keyring::load(file) {
+        // A keyring file removed holds nobody: removing it revokes every reviewer.
+        let read = match modified {
+            Some(_) => Keyring::load(file),
+            None => Ok(Keyring::new()),
+        };
+        match read {
             Ok(keyring) => {
                 let keyring = Arc::new(keyring);
                 *self.read.write().unwrap_or_else(PoisonError::into_inner) =

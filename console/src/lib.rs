@@ -11,7 +11,9 @@
 //! The console records the decision; a worker verifies the assertion itself against its own
 //! keyring before it runs anything. The console's server is not trusted with approvals: a
 //! server taken over can write rows, and none of them runs without a reviewer's passkey over
-//! that very decision.
+//! that very decision. What it can do while it is taken over is have a signed-in reviewer's
+//! next passkey touch (a sign-in or a click) sign a decision the reviewer did not see, on a
+//! ticket that reviewer may decide: see the guide's threat model.
 //!
 //! Web security as the field does it: the session cookie is `HttpOnly`, `SameSite=Strict`
 //! and, under TLS, `Secure`; every request that changes something carries the session's CSRF
@@ -138,6 +140,8 @@ pub fn router(config: ConsoleConfig) -> Result<Router, ConsoleError> {
         .route("/api/signout", post(signin::signout))
         .route("/api/tickets/{id}/challenge", post(decide::challenge))
         .route("/api/tickets/{id}/decide", post(decide::decide))
+        // A decision's arguments, a passkey's answer: small. Nothing larger is read.
+        .layer(axum::extract::DefaultBodyLimit::max(64 * 1024))
         .layer(axum::middleware::from_fn_with_state(
             console.clone(),
             web::guard,

@@ -13,6 +13,7 @@ use portcullis_core::audit::VerifyError;
 use portcullis_core::{ApprovalStore, REDACTED, Ticket};
 use serde_json::Value;
 
+use crate::decide::{editable, recorded};
 use crate::web::{SignedIn, now_ms, signed_in};
 use crate::{Console, Tool};
 
@@ -318,7 +319,7 @@ fn decision_forms(ticket: &Ticket, tool: Option<&Tool>) -> String {
 <p id="message" role="status"></p>
 <form id="approve" class="card"><button type="submit" class="approve">Approve with your passkey</button></form>"#,
     );
-    if let Some(tool) = tool {
+    if let Some(tool) = tool.filter(|_| recorded(&ticket.arguments)) {
         forms.push_str(&edit_form(&ticket.arguments, &tool.schema));
     }
     forms.push_str(
@@ -347,7 +348,7 @@ fn edit_form(arguments: &Value, schema: &Value) -> String {
         .unwrap_or_default();
     for (name, property) in &properties {
         let current = &arguments[name.as_str()];
-        if current.as_str() == Some(REDACTED) {
+        if !editable(arguments, name) {
             continue;
         }
         let id = format!("edit-{}", escape(name));
@@ -372,6 +373,9 @@ fn edit_form(arguments: &Value, schema: &Value) -> String {
         let input = if let Some(values) = property["enum"].as_array() {
             let mut select =
                 format!(r#"<select id="{id}" name="{name_attr}" data-type="json"{required_attr}>"#);
+            if current.is_null() {
+                select.push_str(r#"<option value="" selected>(not given)</option>"#);
+            }
             for value in values {
                 let selected = if value == current { " selected" } else { "" };
                 let _ = write!(
@@ -392,7 +396,11 @@ fn edit_form(arguments: &Value, schema: &Value) -> String {
                 "integer" | "number" => format!(
                     r#"<input id="{id}" name="{name_attr}" type="number" data-type="number" step="{step}" value="{value}"{bounds}{required_attr}>"#,
                     step = if kind == "integer" { "1" } else { "any" },
-                    value = escape(&current.to_string()),
+                    value = if current.is_number() {
+                        current.to_string()
+                    } else {
+                        String::new()
+                    },
                 ),
                 "string" => {
                     let pattern = property["pattern"]
@@ -435,6 +443,15 @@ fn edit_form(arguments: &Value, schema: &Value) -> String {
 <button type="submit" class="edit">Approve as edited with your passkey</button>
 </form>"#
     )
+}
+
+/// Whether a record or run of `tenant` is the reviewer's to see: a reviewer of a tenant sees
+/// that tenant's only; one without a tenant reviews the whole service.
+fn of_tenant(signed_in: &SignedIn, tenant: Option<&str>) -> bool {
+    signed_in
+        .reviewer
+        .tenant()
+        .is_none_or(|own| tenant == Some(own))
 }
 
 pub(crate) async fn audit(
@@ -505,7 +522,8 @@ pub(crate) async fn audit(
         decision = value("decision"),
     );
     for record in records.iter().rev().filter(|record| {
-        wanted("task", &record.task_id)
+        of_tenant(&signed_in, record.tenant.as_deref())
+            && wanted("task", &record.task_id)
             && wanted("tool", &record.tool)
             && wanted("decision", &record.decision)
     }) {
@@ -538,7 +556,10 @@ pub(crate) async fn runs(State(console): State<Arc<Console>>, headers: HeaderMap
     let mut body = String::from(
         r#"<h1>Agent runs</h1><table class="runs"><thead><tr><th>Run</th><th>Status</th><th>Caller</th><th>Task</th><th>Waiting on</th><th>Changed</th></tr></thead><tbody>"#,
     );
-    for run in &runs {
+    for run in runs
+        .iter()
+        .filter(|run| of_tenant(&signed_in, run.tenant.as_deref()))
+    {
         let _ = write!(
             body,
             "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} ago</td></tr>",

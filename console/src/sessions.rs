@@ -2,7 +2,7 @@
 //! with its CSRF token and the decision its reviewer is about to sign), the ceremonies under
 //! way (a sign-in's challenge, an enrolment's registration state), and the sign-in attempts
 //! counted for the rate limit. A restart signs everyone out and ends the ceremonies under way;
-//! nothing here approves anything.
+//! nothing here approves anything. Each map holds at most 10,000 entries.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -218,15 +218,15 @@ impl Sessions {
     /// Counts an attempt under `key` (an address's sign-in, a reviewer's failure) and says
     /// whether it is within `limit` for its window.
     pub(crate) fn attempt(&self, key: &str, limit: u32, now_ms: u64) -> bool {
-        let window_ms = if key.starts_with("reviewer:") {
-            REVIEWER_WINDOW_MS
-        } else {
-            ADDRESS_WINDOW_MS
-        };
+        let window_ms = window_of(key);
         let mut kept = self.lock();
-        if kept.attempts.len() >= CAPACITY {
+        if kept.attempts.len() >= CAPACITY && !kept.attempts.contains_key(key) {
             kept.attempts
-                .retain(|_, window| now_ms < window.started_ms + window_ms);
+                .retain(|key, window| now_ms < window.started_ms + window_of(key));
+            // Still full: a flood of names or addresses; refuse rather than grow.
+            if kept.attempts.len() >= CAPACITY {
+                return false;
+            }
         }
         let window = kept.attempts.entry(key.to_owned()).or_insert(Window {
             started_ms: now_ms,
@@ -248,6 +248,15 @@ impl Sessions {
             .attempts
             .get(key)
             .map_or(0, |window| window.count)
+    }
+}
+
+/// The window attempts under `key` are counted in.
+fn window_of(key: &str) -> u64 {
+    if key.starts_with("reviewer:") {
+        REVIEWER_WINDOW_MS
+    } else {
+        ADDRESS_WINDOW_MS
     }
 }
 
@@ -297,5 +306,18 @@ mod tests {
         assert!(!sessions.attempt("reviewer:rita", FAILURES_PER_REVIEWER, 1));
         assert!(sessions.attempt("reviewer:carl", FAILURES_PER_REVIEWER, 1));
         assert!(sessions.attempt("reviewer:rita", FAILURES_PER_REVIEWER, REVIEWER_WINDOW_MS));
+    }
+
+    #[test]
+    fn a_flood_of_names_is_refused_rather_than_kept() {
+        let sessions = Sessions::default();
+        for at in 0..CAPACITY {
+            assert!(sessions.attempt(&format!("address:{at}"), 1, 0));
+        }
+        assert!(!sessions.attempt("address:one-more", 1, 0));
+        assert_eq!(sessions.lock().attempts.len(), CAPACITY);
+        // Once their windows end, the old entries make room.
+        assert!(sessions.attempt("address:one-more", 1, ADDRESS_WINDOW_MS));
+        assert_eq!(sessions.lock().attempts.len(), 1);
     }
 }

@@ -2,6 +2,7 @@
 //! holds for the reviewer, checked as the workers check a decision's assertion. Attempts are
 //! limited per address and failures per reviewer.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::Json;
@@ -63,25 +64,41 @@ pub(crate) fn busy(_: Busy) -> Refusal {
     )
 }
 
-fn failures(reviewer: &str) -> String {
-    format!("reviewer:{reviewer}")
+/// The key failures are counted under: the reviewer from one address, so that failures from
+/// elsewhere do not lock a reviewer out.
+fn failures(reviewer: &str, address: IpAddr) -> String {
+    format!("reviewer:{reviewer}@{address}")
 }
 
-/// A challenge for `reviewer`'s passkeys. Whether the keyring holds the reviewer is not told:
-/// the ceremony of an unknown reviewer fails like that of a wrong passkey.
+/// The longest reviewer id a sign-in names.
+const REVIEWER_ID_LIMIT: usize = 200;
+
+/// A challenge for `reviewer`'s passkeys, with the ids of the passkeys the keyring holds for
+/// them (the browser asks for one of those; so the answer tells whether the keyring holds the
+/// reviewer).
 pub(crate) async fn start(
     State(console): State<Arc<Console>>,
     ConnectInfo(ClientAddress(address)): ConnectInfo<ClientAddress>,
     Json(start): Json<Start>,
 ) -> Result<Json<Value>, Refusal> {
     let now = now_ms();
+    if start.reviewer.len() > REVIEWER_ID_LIMIT {
+        return Err(Refusal::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "reviewer_id_too_long",
+            format!("a reviewer's id has at most {REVIEWER_ID_LIMIT} bytes"),
+        ));
+    }
     if !console.sessions.attempt(
         &format!("address:{}", address.ip()),
         STARTS_PER_ADDRESS,
         now,
-    ) || console.sessions.attempts(&failures(&start.reviewer)) >= FAILURES_PER_REVIEWER
+    ) || console
+        .sessions
+        .attempts(&failures(&start.reviewer, address.ip()))
+        >= FAILURES_PER_REVIEWER
     {
-        tracing::warn!(target: "portcullis_console", action = "sign_in_rate_limited", reviewer = %start.reviewer, %address);
+        tracing::warn!(target: "portcullis_console", action = "sign_in_rate_limited", reviewer = ?start.reviewer, %address);
         return Err(rate_limited());
     }
     let credentials: Vec<String> = console
@@ -116,7 +133,7 @@ pub(crate) async fn finish(
             "the sign-in took too long or was answered already: start again",
         ));
     };
-    let key = failures(&sign_in.reviewer);
+    let key = failures(&sign_in.reviewer, address.ip());
     if console.sessions.attempts(&key) >= FAILURES_PER_REVIEWER {
         return Err(rate_limited());
     }
@@ -136,7 +153,7 @@ pub(crate) async fn finish(
     };
     if let Err(why) = verified {
         console.sessions.attempt(&key, FAILURES_PER_REVIEWER, now);
-        tracing::warn!(target: "portcullis_console", action = "sign_in_failed", reviewer = %sign_in.reviewer, %address, %why);
+        tracing::warn!(target: "portcullis_console", action = "sign_in_failed", reviewer = ?sign_in.reviewer, %address, why = ?why);
         return Err(Refusal::new(
             StatusCode::UNAUTHORIZED,
             "sign_in_failed",

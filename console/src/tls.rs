@@ -1,6 +1,6 @@
 //! Serving the console over TLS, with the operator's certificate and key (PEM). Each handshake
 //! runs in a task of its own and must finish within ten seconds, so that a client that opens a
-//! connection and says nothing holds up no one else.
+//! connection and says nothing holds up no one else; at most 256 are under way at once.
 
 use std::io;
 use std::net::SocketAddr;
@@ -13,11 +13,13 @@ use rustls::ServerConfig;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
 const HANDSHAKE: Duration = Duration::from_secs(10);
+/// The most handshakes under way at once: past it, a new connection is closed at once.
+const HANDSHAKES: usize = 256;
 
 /// The server's TLS settings from a certificate chain and its private key, both PEM files.
 pub(crate) fn server_config(certificate: &Path, key: &Path) -> io::Result<Arc<ServerConfig>> {
@@ -52,6 +54,7 @@ impl TlsListener {
         let local = listener.local_addr()?;
         let acceptor = TlsAcceptor::from(config);
         let (handshaken, receiver) = mpsc::channel(64);
+        let under_way = Arc::new(Semaphore::new(HANDSHAKES));
         tokio::spawn(async move {
             loop {
                 let (stream, address) = match listener.accept().await {
@@ -62,8 +65,12 @@ impl TlsListener {
                         continue;
                     }
                 };
+                let Ok(permit) = under_way.clone().try_acquire_owned() else {
+                    continue;
+                };
                 let (acceptor, handshaken) = (acceptor.clone(), handshaken.clone());
                 tokio::spawn(async move {
+                    let _permit = permit;
                     if let Ok(Ok(stream)) =
                         tokio::time::timeout(HANDSHAKE, acceptor.accept(stream)).await
                     {

@@ -337,6 +337,10 @@ async fn sign_in_failures_are_limited_per_reviewer() {
         let refused = harness.post("/api/signin/finish", None, &finish).await;
         assert_eq!(refused.code(), "sign_in_failed");
     }
+    let long = harness
+        .post("/api/signin/start", None, &json!({"reviewer": "r".repeat(201)}))
+        .await;
+    assert_eq!(long.code(), "reviewer_id_too_long");
     let limited = harness
         .post("/api/signin/start", None, &json!({"reviewer": "rita"}))
         .await;
@@ -508,6 +512,17 @@ async fn an_edit_out_of_range_is_refused_with_its_code_and_path_and_a_good_one_r
     let refusal = refused.json();
     assert_eq!(refusal["code"], "constraint_violation");
     assert_eq!(refusal["path"], "/amount_cents");
+    // The IBAN is masked on the page: a reviewer cannot send the payout elsewhere by an edit.
+    let redirected = harness
+        .decide(
+            &rita,
+            &harness.rita,
+            &ticket.id,
+            json!({"decision": "edit", "arguments": {"iban": "GB33BUKB20201555555555"}}),
+        )
+        .await;
+    assert_eq!(redirected.code(), "argument_not_editable");
+    assert_eq!(redirected.json()["path"], "/iban");
     assert!(harness.worker.run_decided().await.unwrap().is_empty());
 
     let edited = harness

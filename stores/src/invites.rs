@@ -39,8 +39,8 @@ pub struct Enrolment {
 
 impl Enrolment {
     /// The passkey's fingerprint, which the console shows the reviewer and the command line
-    /// shows the operator, to compare before the operator confirms: the first 16 hex digits
-    /// of the SHA-256 of its public key, in groups of four.
+    /// shows the operator, to compare before the operator confirms: the first 128 bits of the
+    /// SHA-256 of its public key, in hex, in groups of four digits.
     pub fn fingerprint(&self) -> String {
         fingerprint(&self.credential)
     }
@@ -51,13 +51,10 @@ pub fn fingerprint(credential: &PasskeyCredential) -> String {
     let digest = hex(&Sha256::digest(
         credential.public_key.to_string().as_bytes(),
     ));
-    format!(
-        "{}-{}-{}-{}",
-        &digest[0..4],
-        &digest[4..8],
-        &digest[8..12],
-        &digest[12..16]
-    )
+    (0..8)
+        .map(|group| &digest[group * 4..group * 4 + 4])
+        .collect::<Vec<_>>()
+        .join("-")
 }
 
 /// What became of a passkey offered with an invitation's token.

@@ -56,7 +56,7 @@ async fn a_token_enrols_one_passkey_once_before_it_expires(backend: Backend) {
     let enrolment = listed[0].enrolment.clone().unwrap();
     assert_eq!(enrolment.credential, credential("AA"));
     assert_eq!(enrolment.fingerprint(), fingerprint(&credential("AA")));
-    assert_eq!(enrolment.fingerprint().len(), 19);
+    assert_eq!(enrolment.fingerprint().len(), 39);
 
     let (late, _) = store
         .invite_reviewer(&rita, NOW, NOW + 1_000)

@@ -94,6 +94,7 @@ async fn whole_life_counts_of_an_older_schema_carry_over(backend: Backend) {
     backend
         .tamper(if backend.tag() == "sqlite" {
             "DROP TABLE budget_refusals;
+             DROP TABLE reviewer_invites;
              DROP TABLE runs;
              DROP TABLE provenance_sources;
              DROP TABLE provenance_tasks;
@@ -104,6 +105,7 @@ async fn whole_life_counts_of_an_older_schema_carry_over(backend: Backend) {
              INSERT INTO budget_tasks (task, refusals) VALUES ('old', 7), ('calm', 1);"
         } else {
             "DROP TABLE budget_refusals;
+             DROP TABLE reviewer_invites;
              DROP TABLE runs;
              DROP TABLE provenance_sources;
              DROP TABLE provenance_tasks;

@@ -54,7 +54,7 @@ async function enrol(page, reviewer, role) {
   await page.click("#create-passkey");
   await page.waitForSelector("#enrolled:not([hidden])");
   const fingerprint = (await page.textContent("#fingerprint")).trim();
-  check(/^[0-9a-f]{4}(-[0-9a-f]{4}){3}$/.test(fingerprint), `${reviewer} reads a fingerprint`);
+  check(/^[0-9a-f]{4}(-[0-9a-f]{4}){7}$/.test(fingerprint), `${reviewer} reads a fingerprint`);
   // The link enrols once.
   await page.goto("about:blank");
   await page.goto(link);
@@ -65,9 +65,13 @@ async function enrol(page, reviewer, role) {
     `${reviewer}'s invitation does not enrol a second passkey`,
   );
   const confirmed = operator(
-    "reviewers", "confirm", invite, "--fingerprint", fingerprint, "--keyring", KEYRING,
+    "reviewers", "confirm", invite, "--fingerprint", fingerprint,
+    "--reviewer", reviewer, "--role", role, "--keyring", KEYRING,
   );
-  check(confirmed.startsWith(`${reviewer} decides with passkey`), `the operator confirms ${reviewer}`);
+  check(
+    confirmed.startsWith(`${reviewer} (${role}) decides with passkey`),
+    `the operator confirms ${reviewer}: ${confirmed}`,
+  );
 }
 
 async function signIn(page, reviewer) {
