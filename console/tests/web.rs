@@ -338,7 +338,11 @@ async fn sign_in_failures_are_limited_per_reviewer() {
         assert_eq!(refused.code(), "sign_in_failed");
     }
     let long = harness
-        .post("/api/signin/start", None, &json!({"reviewer": "r".repeat(201)}))
+        .post(
+            "/api/signin/start",
+            None,
+            &json!({"reviewer": "r".repeat(201)}),
+        )
         .await;
     assert_eq!(long.code(), "reviewer_id_too_long");
     let limited = harness
@@ -482,6 +486,22 @@ async fn a_decision_signed_in_the_console_runs_once_in_a_worker() {
             "approved by rita, signed with passkey {}",
             harness.rita.credential_id()
         )
+    );
+    // The audit page verifies the chain and shows how the payout was decided.
+    let audit = harness.get("/audit?tool=pay_supplier", Some(&rita)).await;
+    assert!(
+        audit
+            .text
+            .contains(r#"<p class="chain chain-ok" id="chain">The chain verifies: 3 records"#),
+        "{}",
+        audit.text
+    );
+    assert!(audit.text.contains("approved by rita, signed with passkey"));
+    let other_tool = harness.get("/audit?tool=refund", Some(&rita)).await;
+    assert!(!other_tool.text.contains("approved by rita"));
+    assert_eq!(
+        harness.get("/runs", Some(&rita)).await.status,
+        StatusCode::OK
     );
     // Decided: the ticket is gone from the queue, and a second decision is refused.
     let again = harness
