@@ -327,14 +327,6 @@ async fn show(
     if !ticket.sources.is_empty() {
         writeln!(out, "where the values came from:")?;
         for found in &ticket.sources {
-            let value = match &found.entity {
-                Some(entity) => format!("{} ({entity})", found.path),
-                None => found.path.clone(),
-            };
-            let origin = found
-                .found_in
-                .as_ref()
-                .map_or_else(|| "nowhere".to_owned(), ToString::to_string);
             let verdict = if found.allowed {
                 ""
             } else {
@@ -343,8 +335,8 @@ async fn show(
             writeln!(
                 out,
                 "  {}: {}{verdict}",
-                table::printable(&value),
-                table::printable(&origin)
+                table::printable(&found.label()),
+                table::printable(&found.found_where())
             )?;
         }
     }

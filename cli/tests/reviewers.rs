@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::process::Output;
+
 use common::{code, directory, portcullis, stderr, stdout};
 use portcullis::{Keyring, PasskeyCredential, PasskeyPublicKey, Reviewer};
 use portcullis_stores::SqliteStore;
@@ -67,23 +69,7 @@ async fn an_enrolled_passkey_counts_once_the_operator_confirms_its_fingerprint()
     );
 
     // Nothing is enrolled yet: nothing to confirm.
-    let early = portcullis(&[
-        "--store",
-        db,
-        "reviewers",
-        "confirm",
-        &invite.id,
-        "--fingerprint",
-        "0000",
-        "--reviewer",
-        "rita",
-        "--role",
-        "finance",
-        "--tenant",
-        "acme",
-        "--keyring",
-        keyring,
-    ]);
+    let early = confirm(db, &invite.id, "0000", keyring);
     assert_eq!(code(&early), 2);
     assert!(stderr(&early).contains("no passkey is enrolled with invitation"));
 
@@ -97,23 +83,7 @@ async fn an_enrolled_passkey_counts_once_the_operator_confirms_its_fingerprint()
     );
 
     // The fingerprint the reviewer read is not the stored passkey's: nothing is confirmed.
-    let misread = portcullis(&[
-        "--store",
-        db,
-        "reviewers",
-        "confirm",
-        &invite.id,
-        "--fingerprint",
-        "aaaa-bbbb-cccc-dddd",
-        "--reviewer",
-        "rita",
-        "--role",
-        "finance",
-        "--tenant",
-        "acme",
-        "--keyring",
-        keyring,
-    ]);
+    let misread = confirm(db, &invite.id, "aaaa-bbbb-cccc-dddd", keyring);
     assert_eq!(code(&misread), 2);
     assert!(
         stderr(&misread).contains("the fingerprint given is not the enrolled passkey's"),
@@ -136,23 +106,7 @@ async fn an_enrolled_passkey_counts_once_the_operator_confirms_its_fingerprint()
             [r#"{"id":"rita","roles":["finance","admin"],"tenant":"acme"}"#],
         )
         .unwrap();
-    let escalated = portcullis(&[
-        "--store",
-        db,
-        "reviewers",
-        "confirm",
-        &invite.id,
-        "--fingerprint",
-        &fingerprint,
-        "--reviewer",
-        "rita",
-        "--role",
-        "finance",
-        "--tenant",
-        "acme",
-        "--keyring",
-        keyring,
-    ]);
+    let escalated = confirm(db, &invite.id, &fingerprint, keyring);
     assert_eq!(code(&escalated), 2);
     assert!(
         stderr(&escalated).contains(&format!(
@@ -172,23 +126,7 @@ async fn an_enrolled_passkey_counts_once_the_operator_confirms_its_fingerprint()
             [],
         )
         .unwrap();
-    let twice = portcullis(&[
-        "--store",
-        db,
-        "reviewers",
-        "confirm",
-        &invite.id,
-        "--fingerprint",
-        &fingerprint,
-        "--reviewer",
-        "rita",
-        "--role",
-        "finance",
-        "--tenant",
-        "acme",
-        "--keyring",
-        keyring,
-    ]);
+    let twice = confirm(db, &invite.id, &fingerprint, keyring);
     assert_eq!(code(&twice), 2);
     assert!(
         stderr(&twice).contains("2 invitations have the id"),
@@ -203,23 +141,12 @@ async fn an_enrolled_passkey_counts_once_the_operator_confirms_its_fingerprint()
         )
         .unwrap();
 
-    let confirmed = portcullis(&[
-        "--store",
+    let confirmed = confirm(
         db,
-        "reviewers",
-        "confirm",
         &invite.id,
-        "--fingerprint",
         &fingerprint.to_uppercase().replace('-', " "),
-        "--reviewer",
-        "rita",
-        "--role",
-        "finance",
-        "--tenant",
-        "acme",
-        "--keyring",
         keyring,
-    ]);
+    );
     assert_eq!(code(&confirmed), 0, "{}", stderr(&confirmed));
     assert!(
         stdout(&confirmed)
@@ -240,6 +167,27 @@ async fn an_enrolled_passkey_counts_once_the_operator_confirms_its_fingerprint()
     let withdrawn = portcullis(&["--store", db, "reviewers", "withdraw", &invite.id]);
     assert_eq!(code(&withdrawn), 2);
     assert!(stderr(&withdrawn).contains("no invitation"));
+}
+
+/// The operator confirms invitation `invite` of rita (finance, tenant acme) with `fingerprint`.
+fn confirm(db: &str, invite: &str, fingerprint: &str, keyring: &str) -> Output {
+    portcullis(&[
+        "--store",
+        db,
+        "reviewers",
+        "confirm",
+        invite,
+        "--fingerprint",
+        fingerprint,
+        "--reviewer",
+        "rita",
+        "--role",
+        "finance",
+        "--tenant",
+        "acme",
+        "--keyring",
+        keyring,
+    ])
 }
 
 fn now_ms() -> u64 {

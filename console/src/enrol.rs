@@ -15,7 +15,6 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use webauthn_rs::prelude::{COSEKeyType, ECDSACurve, Passkey, RegisterPublicKeyCredential, Uuid};
 
-use crate::sessions::STARTS_PER_ADDRESS;
 use crate::signin::{busy, rate_limited};
 use crate::web::{Refusal, now_ms};
 use crate::{ClientAddress, Console};
@@ -67,11 +66,7 @@ pub(crate) async fn start(
     Json(start): Json<Start>,
 ) -> Result<Json<Value>, Refusal> {
     let now = now_ms();
-    if !console.sessions.attempt(
-        &format!("address:{}", address.ip()),
-        STARTS_PER_ADDRESS,
-        now,
-    ) {
+    if !console.sessions.start_from(address.ip(), now) {
         return Err(rate_limited());
     }
     let invite = console

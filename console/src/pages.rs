@@ -256,14 +256,6 @@ pub(crate) async fn ticket(
             r#"<h2>Where the values came from</h2><table class="sources"><thead><tr><th>Value</th><th>Found in</th><th></th></tr></thead><tbody>"#,
         );
         for found in &ticket.sources {
-            let value = match &found.entity {
-                Some(entity) => format!("{} ({entity})", found.path),
-                None => found.path.clone(),
-            };
-            let origin = found
-                .found_in
-                .as_ref()
-                .map_or_else(|| "nowhere in the task".to_owned(), ToString::to_string);
             let verdict = if found.allowed {
                 ""
             } else {
@@ -272,8 +264,8 @@ pub(crate) async fn ticket(
             let _ = write!(
                 body,
                 "<tr><td><code>{}</code></td><td>{}</td><td>{verdict}</td></tr>",
-                escape(&value),
-                escape(&origin)
+                escape(&found.label()),
+                escape(&found.found_where())
             );
         }
         body.push_str("</tbody></table>");

@@ -21,7 +21,7 @@ const CEREMONY_MS: u64 = 2 * 60 * 1_000;
 /// (`console_busy`) until some expire.
 const CAPACITY: usize = 10_000;
 /// Sign-in attempts: per address, per minute; failures per reviewer, per quarter of an hour.
-pub(crate) const STARTS_PER_ADDRESS: u32 = 20;
+const STARTS_PER_ADDRESS: u32 = 20;
 pub(crate) const FAILURES_PER_REVIEWER: u32 = 5;
 const ADDRESS_WINDOW_MS: u64 = 60 * 1_000;
 const REVIEWER_WINDOW_MS: u64 = 15 * 60 * 1_000;
@@ -240,6 +240,12 @@ impl Sessions {
         }
         window.count = window.count.saturating_add(1);
         window.count <= limit
+    }
+
+    /// Counts a ceremony (a sign-in, an enrolment) started from `address` and says whether it
+    /// is within the address's limit.
+    pub(crate) fn start_from(&self, address: std::net::IpAddr, now_ms: u64) -> bool {
+        self.attempt(&format!("address:{address}"), STARTS_PER_ADDRESS, now_ms)
     }
 
     /// How many attempts `key` has made in its current window.

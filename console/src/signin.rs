@@ -14,7 +14,7 @@ use portcullis_core::encoding::base64url;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::sessions::{Busy, FAILURES_PER_REVIEWER, STARTS_PER_ADDRESS};
+use crate::sessions::{Busy, FAILURES_PER_REVIEWER};
 use crate::web::{Refusal, cleared_cookie, now_ms, session_cookie, signed_in_with_token};
 use crate::{ClientAddress, Console};
 
@@ -89,14 +89,11 @@ pub(crate) async fn start(
             format!("a reviewer's id has at most {REVIEWER_ID_LIMIT} bytes"),
         ));
     }
-    if !console.sessions.attempt(
-        &format!("address:{}", address.ip()),
-        STARTS_PER_ADDRESS,
-        now,
-    ) || console
-        .sessions
-        .attempts(&failures(&start.reviewer, address.ip()))
-        >= FAILURES_PER_REVIEWER
+    if !console.sessions.start_from(address.ip(), now)
+        || console
+            .sessions
+            .attempts(&failures(&start.reviewer, address.ip()))
+            >= FAILURES_PER_REVIEWER
     {
         tracing::warn!(target: "portcullis_console", action = "sign_in_rate_limited", reviewer = ?start.reviewer, %address);
         return Err(rate_limited());

@@ -184,6 +184,22 @@ pub struct ValueSource {
 }
 
 impl ValueSource {
+    /// The value as a reviewer's list shows it: its pointer, and the entity found in it
+    /// (`/subject (IBAN 1)`).
+    pub fn label(&self) -> String {
+        match &self.entity {
+            Some(entity) => format!("{} ({entity})", self.path),
+            None => self.path.clone(),
+        }
+    }
+
+    /// Where the value was found, as a reviewer reads it.
+    pub fn found_where(&self) -> String {
+        self.found_in
+            .as_ref()
+            .map_or_else(|| "nowhere in the task".to_owned(), ToString::to_string)
+    }
+
     /// The value as a sentence names it: "the value of `/recipient`", "IBAN 1 in `/subject`".
     pub(crate) fn named(&self) -> String {
         match &self.entity {
