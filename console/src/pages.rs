@@ -215,6 +215,7 @@ pub(crate) async fn ticket(
     }
     let now = now_ms();
     let tool = console.tools.get(&ticket.tool);
+    let shown = shown_arguments(&pending.canonical, &ticket.arguments);
     let mut body = format!(
         r#"<article class="ticket" id="ticket" data-ticket="{id}">
 <h1><code>{tool_name}</code> <span class="risk risk-{risk}">{risk} risk</span></h1>
@@ -249,7 +250,7 @@ pub(crate) async fn ticket(
         expires = span(ticket.expires_ms.saturating_sub(now)),
         approvers = escape(&ticket.approvers.join(", ")),
         hash = escape(&ticket.contract_hash),
-        arguments = arguments_table(&ticket.arguments),
+        arguments = arguments_table(&shown),
     );
     if !ticket.sources.is_empty() {
         body.push_str(
@@ -270,12 +271,46 @@ pub(crate) async fn ticket(
         }
         body.push_str("</tbody></table>");
     }
-    body.push_str(&decision_forms(ticket, tool));
+    body.push_str(&decision_forms(&shown, tool));
     body.push_str("</article>");
     page(&format!("Ticket {}", ticket.tool), Some(&signed_in), &body).into_response()
 }
 
-/// The arguments as the ticket records them, sensitive ones masked.
+/// The arguments the call runs with, as the reviewer is shown them: the call's canonical
+/// arguments (what the reviewer's signature covers and the worker runs), masked wherever the
+/// ticket's redacted copy masks a sensitive value. The redacted copy alone is not shown: a
+/// store's writer could make it say one thing and the call another.
+fn shown_arguments(canonical: &Value, recorded_copy: &Value) -> Value {
+    if !recorded(recorded_copy) {
+        return recorded_copy.clone();
+    }
+    let mut shown = canonical.clone();
+    mask(&mut shown, recorded_copy);
+    shown
+}
+
+fn mask(shown: &mut Value, recorded_copy: &Value) {
+    match (shown, recorded_copy) {
+        (shown, Value::String(text)) if text == REDACTED => {
+            *shown = Value::String(REDACTED.to_owned());
+        }
+        (Value::Object(shown), Value::Object(recorded_copy)) => {
+            for (name, value) in shown.iter_mut() {
+                if let Some(recorded_value) = recorded_copy.get(name) {
+                    mask(value, recorded_value);
+                }
+            }
+        }
+        (Value::Array(shown), Value::Array(recorded_copy)) => {
+            for (value, recorded_value) in shown.iter_mut().zip(recorded_copy) {
+                mask(value, recorded_value);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The arguments as shown, sensitive ones masked.
 fn arguments_table(arguments: &Value) -> String {
     let Value::Object(members) = arguments else {
         return format!("<pre>{}</pre>", escape(&arguments.to_string()));
@@ -304,15 +339,15 @@ fn arguments_table(arguments: &Value) -> String {
 }
 
 /// Approve, edit (a form from the tool's schema, when the console has it), reject.
-fn decision_forms(ticket: &Ticket, tool: Option<&Tool>) -> String {
+fn decision_forms(shown: &Value, tool: Option<&Tool>) -> String {
     let mut forms = String::from(
         r#"<section class="decide">
 <h2>Your decision</h2>
 <p id="message" role="status"></p>
 <form id="approve" class="card"><button type="submit" class="approve">Approve with your passkey</button></form>"#,
     );
-    if let Some(tool) = tool.filter(|_| recorded(&ticket.arguments)) {
-        forms.push_str(&edit_form(&ticket.arguments, &tool.schema));
+    if let Some(tool) = tool.filter(|_| recorded(shown)) {
+        forms.push_str(&edit_form(shown, &tool.schema));
     }
     forms.push_str(
         r#"<form id="reject" class="card">

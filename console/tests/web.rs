@@ -15,7 +15,7 @@ use portcullis::encoding::unbase64url;
 use portcullis::export::Profile;
 use portcullis::prelude::*;
 use portcullis::testing::passkey::{Claims, SoftwarePasskey};
-use portcullis::{Keyring, Reviewer, Ticket};
+use portcullis::{Keyring, PendingCall, Reviewer, Ticket};
 use portcullis_console::{ClientAddress, ConsoleConfig};
 use portcullis_stores::Store;
 use serde_json::{Value, json};
@@ -54,7 +54,7 @@ fn pay_supplier(
 
 /// rita of finance, carl the clerk: each a passkey on the console's origin.
 struct Harness {
-    _dir: TempDir,
+    dir: TempDir,
     store: Store,
     worker: Registry,
     console: Router,
@@ -107,7 +107,7 @@ impl Harness {
             40000,
         )))));
         Harness {
-            _dir: dir,
+            dir,
             store,
             worker,
             console,
@@ -564,6 +564,40 @@ async fn an_edit_out_of_range_is_refused_with_its_code_and_path_and_a_good_one_r
         payouts_to("edited-in-console"),
         vec!["edited-in-console:45000:22".to_owned()]
     );
+}
+
+/// Whoever writes the store leaves the ticket's redacted copy of the arguments as it was and
+/// changes the call itself (with a call digest that matches): the page shows the amount the
+/// call would run with, which is what the reviewer's passkey signs.
+#[tokio::test]
+async fn the_page_shows_the_arguments_the_call_runs_with_not_the_tickets_copy() {
+    let harness = Harness::new().await;
+    let ticket = harness.payout("copy-kept").await;
+    let database = rusqlite::Connection::open(harness.dir.path().join("state.db")).unwrap();
+    let text: String = database
+        .query_row(
+            "SELECT call FROM pending_calls WHERE ticket_id = ?1",
+            [&ticket.id],
+            |row| row.get(0),
+        )
+        .unwrap();
+    let mut pending: PendingCall = serde_json::from_str(&text).unwrap();
+    pending.canonical["amount_cents"] = json!(480_000);
+    pending.ticket.call_digest = pending.digest();
+    database
+        .execute(
+            "UPDATE pending_calls SET call = ?1 WHERE ticket_id = ?2",
+            [serde_json::to_string(&pending).unwrap(), ticket.id.clone()],
+        )
+        .unwrap();
+    let rita = harness.sign_in("rita", &harness.rita).await;
+    let page = harness
+        .get(&format!("/tickets/{}", ticket.id), Some(&rita))
+        .await;
+    assert!(page.text.contains("<code>480000</code>"), "{}", page.text);
+    assert!(!page.text.contains("<code>90000</code>"));
+    assert!(page.text.contains("sensitive, not shown"));
+    assert!(!page.text.contains("DE89370400440532013000"));
 }
 
 #[tokio::test]
