@@ -113,7 +113,8 @@ pub(crate) struct Console {
     pub(crate) keyring: KeyringSource,
     pub(crate) origin: String,
     pub(crate) rp_id: String,
-    /// Cookies are `Secure` when the console is served over TLS.
+    /// Cookies are `Secure` when reviewers open the console over https (served over TLS, or
+    /// behind a proxy that ends it).
     pub(crate) secure: bool,
     pub(crate) webauthn: Webauthn,
     pub(crate) tools: HashMap<String, Tool>,

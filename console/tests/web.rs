@@ -128,6 +128,26 @@ impl Harness {
         outcome.ticket().expect("a payout waits").clone()
     }
 
+    /// Changes the stored call of `ticket` as whoever can write the database would.
+    fn tamper_call(&self, ticket: &Ticket, change: impl FnOnce(&mut PendingCall)) {
+        let database = rusqlite::Connection::open(self.dir.path().join("state.db")).unwrap();
+        let text: String = database
+            .query_row(
+                "SELECT call FROM pending_calls WHERE ticket_id = ?1",
+                [&ticket.id],
+                |row| row.get(0),
+            )
+            .unwrap();
+        let mut pending: PendingCall = serde_json::from_str(&text).unwrap();
+        change(&mut pending);
+        database
+            .execute(
+                "UPDATE pending_calls SET call = ?1 WHERE ticket_id = ?2",
+                [serde_json::to_string(&pending).unwrap(), ticket.id.clone()],
+            )
+            .unwrap();
+    }
+
     async fn send(&self, request: Request<Body>) -> Answer {
         let response = self.console.clone().oneshot(request).await.unwrap();
         let status = response.status();
@@ -573,23 +593,10 @@ async fn an_edit_out_of_range_is_refused_with_its_code_and_path_and_a_good_one_r
 async fn the_page_shows_the_arguments_the_call_runs_with_not_the_tickets_copy() {
     let harness = Harness::new().await;
     let ticket = harness.payout("copy-kept").await;
-    let database = rusqlite::Connection::open(harness.dir.path().join("state.db")).unwrap();
-    let text: String = database
-        .query_row(
-            "SELECT call FROM pending_calls WHERE ticket_id = ?1",
-            [&ticket.id],
-            |row| row.get(0),
-        )
-        .unwrap();
-    let mut pending: PendingCall = serde_json::from_str(&text).unwrap();
-    pending.canonical["amount_cents"] = json!(480_000);
-    pending.ticket.call_digest = pending.digest();
-    database
-        .execute(
-            "UPDATE pending_calls SET call = ?1 WHERE ticket_id = ?2",
-            [serde_json::to_string(&pending).unwrap(), ticket.id.clone()],
-        )
-        .unwrap();
+    harness.tamper_call(&ticket, |pending| {
+        pending.canonical["amount_cents"] = json!(480_000);
+        pending.ticket.call_digest = pending.digest();
+    });
     let rita = harness.sign_in("rita", &harness.rita).await;
     let page = harness
         .get(&format!("/tickets/{}", ticket.id), Some(&rita))
@@ -598,6 +605,52 @@ async fn the_page_shows_the_arguments_the_call_runs_with_not_the_tickets_copy() 
     assert!(!page.text.contains("<code>90000</code>"));
     assert!(page.text.contains("sensitive, not shown"));
     assert!(!page.text.contains("DE89370400440532013000"));
+}
+
+/// The stored call changed and its digest left as it was: the console offers nothing to sign.
+#[tokio::test]
+async fn a_call_changed_in_the_store_is_not_offered_for_signing() {
+    let harness = Harness::new().await;
+    let ticket = harness.payout("changed-call").await;
+    harness.tamper_call(&ticket, |pending| {
+        pending.canonical["amount_cents"] = json!(480_000);
+    });
+    let rita = harness.sign_in("rita", &harness.rita).await;
+    let refused = harness
+        .post(
+            &format!("/api/tickets/{}/challenge", ticket.id),
+            Some(&rita),
+            &json!({"decision": "approve"}),
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::CONFLICT);
+    assert_eq!(refused.code(), "call_changed");
+}
+
+/// Passkeys are bound to a host name, over https (or http on localhost): a console that could
+/// not keep them so is not made.
+#[tokio::test]
+async fn an_origin_passkeys_cannot_be_bound_to_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = dir.path().join("state.db").display().to_string();
+    for (origin, why) in [
+        ("http://127.0.0.1:8080", "has no host name"),
+        ("http://review.example.com", "must be https"),
+        ("review.example.com", "is not a URL"),
+    ] {
+        let made = portcullis_console::router(ConsoleConfig {
+            store: Store::open(&location).await.unwrap(),
+            keyring: Keyring::new(),
+            keyring_file: None,
+            origin: origin.to_owned(),
+            tools: Vec::new(),
+            audit_key: None,
+        });
+        let Err(error) = made else {
+            panic!("{origin} was taken");
+        };
+        assert!(error.to_string().contains(why), "{origin}: {error}");
+    }
 }
 
 #[tokio::test]

@@ -77,14 +77,7 @@ impl SignedDecision {
         decision: &ApprovalDecision,
         signed_ms: u64,
     ) -> [u8; 32] {
-        Sha256::digest(message(
-            &ticket.id,
-            &ticket.call_digest,
-            &ticket.contract_hash,
-            decision,
-            signed_ms,
-        ))
-        .into()
+        Sha256::digest(shown_message(ticket, decision, signed_ms)).into()
     }
 
     /// `decision`, signed by the passkey `credential_id` (base64url): `signature` (DER, in
@@ -180,14 +173,7 @@ impl DecisionKey {
     /// [`call_digest`](Ticket::call_digest) binds the signature to the call as it waits.
     pub fn sign(&self, ticket: &Ticket, decision: ApprovalDecision) -> SignedDecision {
         let signed_ms = now_ms();
-        let message = message(
-            &ticket.id,
-            &ticket.call_digest,
-            &ticket.contract_hash,
-            &decision,
-            signed_ms,
-        );
-        let signature = self.key.sign(&message);
+        let signature = self.key.sign(&shown_message(ticket, &decision, signed_ms));
         SignedDecision {
             decision,
             signature: Some(DecisionSignature {
@@ -505,6 +491,18 @@ impl Keyring {
         }
         Ok((reviewer, format!("signed with {}", signature.key)))
     }
+}
+
+/// The bytes a reviewer signs for `decision` on `ticket` as it was shown to them (its call
+/// digest the one the ticket carries; the worker recomputes it from the stored call).
+fn shown_message(ticket: &Ticket, decision: &ApprovalDecision, signed_ms: u64) -> Vec<u8> {
+    message(
+        &ticket.id,
+        &ticket.call_digest,
+        &ticket.contract_hash,
+        decision,
+        signed_ms,
+    )
 }
 
 /// The bytes a decision's signature covers: each field length-prefixed, so that no two
