@@ -15,6 +15,8 @@ use validator::Validate;
 
 #[path = "provenance/attacks.rs"]
 mod attacks;
+#[path = "provenance/whole_values.rs"]
+mod whole_values;
 
 /// The attacker's account, as an injected text names it.
 const ATTACKER: &str = "US133000000121212121212";

@@ -11,7 +11,7 @@ use cedar_policy_core::entities::TCComputation;
 use cedar_policy_core::extensions::Extensions;
 use cedar_policy_core::validator::CoreSchema;
 use mcp_tools_sdk::data::Input;
-use portcullis_core::{Origin, PolicyError, PolicyRequest, ValueSource};
+use portcullis_core::{PolicyError, PolicyRequest, ValueSource};
 use serde_json::Value;
 use smol_str::SmolStr;
 
@@ -169,7 +169,7 @@ fn provenance(sources: Option<&[ValueSource]>) -> RestrictedExpr {
         let path = RestrictedExpr::val(source.path.as_str());
         match &source.found_in {
             Some(origin) if origin.is_user() => user.push(path),
-            Some(Origin::ToolOutput { trusted: true, .. }) => trusted.push(path),
+            Some(_) if source.vouched_by_trusted_tool() => trusted.push(path),
             Some(_) => untrusted.push(path),
             None => nowhere.push(path),
         }

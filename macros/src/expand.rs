@@ -526,6 +526,10 @@ fn contract(
         }),
         None => {}
     }
+    let prose = &options.trusted_prose;
+    if !prose.is_empty() {
+        steps.push(quote!(.trusted_prose([#(#prose),*])));
+    }
     match &options.on_untrusted {
         Some((OnUntrusted::Refuse, _)) => {
             steps.push(quote!(.on_untrusted(#private::OnUntrusted::Refuse)));

@@ -29,6 +29,7 @@ const KEYS: &[&str] = &[
     "timeout_ms",
     "output",
     "trusted_output",
+    "trusted_prose",
     "on_untrusted",
     "after_untrusted",
     "crate",
@@ -111,12 +112,27 @@ pub(crate) struct ToolOptions {
     pub(crate) timeout_ms: Option<LitInt>,
     /// `None`: untrusted, the default (`output = "untrusted"` says so explicitly).
     pub(crate) output_trust: Option<OutputTrust>,
+    /// `trusted_prose = ["/pointer", ...]`, or `[""]` for `output = "trusted_prose"`: text
+    /// trusted word for word.
+    pub(crate) trusted_prose: Vec<LitStr>,
     pub(crate) on_untrusted: Option<(OnUntrusted, Span)>,
     pub(crate) after_untrusted: Option<AfterUntrusted>,
     pub(crate) krate: Option<Path>,
 }
 
 impl ToolOptions {
+    /// `output = "trusted_prose"`: all of the output is trusted prose (the pointer `""`).
+    fn whole_output_as_prose(&mut self, span: Span) -> syn::Result<()> {
+        if !self.trusted_prose.is_empty() {
+            return Err(syn::Error::new(
+                span,
+                "`trusted_prose` names the prose of the output already: keep one, `output = \"trusted_prose\"` for all of it",
+            ));
+        }
+        self.trusted_prose = vec![LitStr::new("", span)];
+        Ok(())
+    }
+
     pub(crate) fn parse(tokens: proc_macro2::TokenStream) -> syn::Result<Self> {
         let metas = Punctuated::<Meta, Token![,]>::parse_terminated.parse2(tokens)?;
         let mut options = ToolOptions::default();
@@ -299,11 +315,15 @@ impl ToolOptions {
                 self.output_trust = match value.value().as_str() {
                     "trusted" => Some(OutputTrust::All),
                     "untrusted" => None,
+                    "trusted_prose" => {
+                        self.whole_output_as_prose(value.span())?;
+                        None
+                    }
                     other => {
                         return Err(syn::Error::new(
                             value.span(),
                             format!(
-                                "unknown `output` value `{other}`: write `output = \"trusted\"` for data the user owns and no third party can write, or `trusted_output = [\"/field\"]` to trust only some fields; without either, the output is untrusted"
+                                "unknown `output` value `{other}`: write `output = \"trusted\"` for data the user owns and no third party can write (its whole values are vouched for), `output = \"trusted_prose\"` for prose no third party writes a word of (its words are vouched for), or `trusted_output = [\"/field\"]` to trust only some fields; without either, the output is untrusted"
                             ),
                         ));
                     }
@@ -316,8 +336,24 @@ impl ToolOptions {
                     "trusted_output = [\"/*/recipient\", \"/id\"]",
                     "leave `trusted_output` out to trust none of the output",
                 )?;
-                check_output_pointers(&fields)?;
+                check_output_pointers("trusted_output", &fields)?;
                 self.output_trust = Some(OutputTrust::Fields(fields));
+            }
+            "trusted_prose" => {
+                let fields = string_list(
+                    meta,
+                    "trusted_prose",
+                    "trusted_prose = [\"/notes\"]",
+                    "leave `trusted_prose` out: a trusted output vouches for its whole values only",
+                )?;
+                check_output_pointers("trusted_prose", &fields)?;
+                if !self.trusted_prose.is_empty() {
+                    return Err(syn::Error::new(
+                        meta.path().span(),
+                        "`output = \"trusted_prose\"` trusts all of the output as prose already: keep one",
+                    ));
+                }
+                self.trusted_prose = fields;
             }
             "on_untrusted" => {
                 let value = string(meta, "on_untrusted = \"approve\"")?;
@@ -442,8 +478,9 @@ fn string_list(
         .collect()
 }
 
-/// Each field of `trusted_output` is a JSON pointer into the output, listed once.
-fn check_output_pointers(fields: &[LitStr]) -> syn::Result<()> {
+/// Each field of `trusted_output` or `trusted_prose` (`key`) is a JSON pointer into the
+/// output, listed once.
+fn check_output_pointers(key: &str, fields: &[LitStr]) -> syn::Result<()> {
     for (index, field) in fields.iter().enumerate() {
         let pointer = field.value();
         if !pointer.starts_with('/') {
@@ -469,7 +506,7 @@ fn check_output_pointers(fields: &[LitStr]) -> syn::Result<()> {
         {
             return Err(syn::Error::new(
                 field.span(),
-                format!("`{pointer}` is listed twice in `trusted_output`: keep one"),
+                format!("`{pointer}` is listed twice in `{key}`: keep one"),
             ));
         }
     }

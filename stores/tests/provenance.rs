@@ -28,6 +28,7 @@ fn output(tool: &str, call_id: &str, trusted: bool, text: &str) -> SourceRecord 
             tool: tool.to_owned(),
             call_id: call_id.to_owned(),
             trusted,
+            prose: false,
         },
         text: text.to_owned(),
     }

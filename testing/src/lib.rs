@@ -186,6 +186,7 @@ impl Run<'_> {
                     tool: "red_team_untrusted_output".to_owned(),
                     call_id: "0".to_owned(),
                     trusted: false,
+                    prose: false,
                 },
                 text: text.clone(),
             };

@@ -212,6 +212,22 @@ impl ContractBuilder {
         self
     }
 
+    /// Trusts the text at these JSON pointers into the output (`*` for every element or member,
+    /// `""` for all of it) word for word, as the user's own words: every word and entity inside
+    /// it is vouched for, where a trusted output vouches for its whole values only. For prose no
+    /// third party can write a word of (`trusted_prose = [...]` writes it).
+    pub fn trusted_prose<I, S>(mut self, pointers: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.contract
+            .provenance
+            .trusted_prose
+            .extend(pointers.into_iter().map(Into::into));
+        self
+    }
+
     /// Sets what happens to a call with a value found only in untrusted sources.
     pub fn on_untrusted(mut self, then: OnUntrusted) -> Self {
         self.contract.provenance.on_untrusted = then;

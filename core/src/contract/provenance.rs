@@ -46,6 +46,12 @@ pub struct SourceRule {
 ///
 /// A tool's output is untrusted unless its contract says otherwise: text a third party can
 /// write (an e-mail, a web page, a file, a transaction's note) may carry an attacker's words.
+///
+/// A trusted part vouches for the **whole values** it holds: a value passes when it is one of
+/// them (a whole string, number, list element or map key), not when it is only a word or an
+/// entity inside one. A trusted tool vouches for the name of a channel, not for the link a
+/// member wrote into that name. [`Provenance::trusted_prose`] names the values whose words are
+/// vouched for too.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "trusted", content = "fields")]
 pub enum OutputTrust {
@@ -92,6 +98,12 @@ pub struct Provenance {
     /// How far the tool's output can be trusted.
     #[serde(default, skip_serializing_if = "is_default")]
     pub output: OutputTrust,
+    /// JSON pointers into the output (`*` standing for every element or member, `""` for all of
+    /// it) whose text the user owns word for word, as prose: these values are trusted, and
+    /// every word and entity inside them is vouched for, as the user's own words are
+    /// (`trusted_prose = ["/notes"]`). For text no third party can write a word of.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trusted_prose: Vec<String>,
     /// What happens to a call with a value found only in untrusted sources.
     #[serde(default, skip_serializing_if = "is_default")]
     pub on_untrusted: OnUntrusted,
@@ -146,6 +158,11 @@ pub enum Origin {
         /// Whether the tool's contract trusts this part of its output
         /// ([`OutputTrust`](crate::OutputTrust)).
         trusted: bool,
+        /// Whether this part is trusted prose, whose words are vouched for
+        /// ([`Provenance::trusted_prose`]); a trusted part that is not vouches for its whole
+        /// values only.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        prose: bool,
     },
 }
 
@@ -155,6 +172,20 @@ impl Origin {
         matches!(
             self,
             Origin::Request | Origin::UserMessage { .. } | Origin::Edit { .. }
+        )
+    }
+
+    /// Whether it vouches for whole values only: a trusted tool's output that is not prose
+    /// ([`Provenance::trusted_prose`]). The user's words, and trusted prose, vouch for every
+    /// run of their words.
+    pub fn vouches_for_whole_values_only(&self) -> bool {
+        matches!(
+            self,
+            Origin::ToolOutput {
+                trusted: true,
+                prose: false,
+                ..
+            }
         )
     }
 
@@ -179,6 +210,11 @@ pub struct ValueSource {
     pub entity: Option<String>,
     /// Where it was found; `None`: nowhere.
     pub found_in: Option<Origin>,
+    /// Whether it was found only inside a longer value of a trusted output (a word of a name,
+    /// a link in a title), which vouches for its whole values only: it is judged as a value
+    /// from an untrusted source.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub inside: bool,
     /// Whether the value may come from there.
     pub allowed: bool,
 }
@@ -195,9 +231,20 @@ impl ValueSource {
 
     /// Where the value was found, as a reviewer reads it.
     pub fn found_where(&self) -> String {
-        self.found_in
-            .as_ref()
-            .map_or_else(|| "nowhere in the task".to_owned(), ToString::to_string)
+        match &self.found_in {
+            None => "nowhere in the task".to_owned(),
+            Some(origin) if self.inside => format!("only inside a longer value of {origin}"),
+            Some(origin) => origin.to_string(),
+        }
+    }
+
+    /// Whether a trusted tool's output vouches for the value (it is a whole value there).
+    pub fn vouched_by_trusted_tool(&self) -> bool {
+        !self.inside
+            && matches!(
+                self.found_in,
+                Some(Origin::ToolOutput { trusted: true, .. })
+            )
     }
 
     /// The value as a sentence names it: "the value of `/recipient`", "IBAN 1 in `/subject`".

@@ -407,11 +407,12 @@ async fn wait(
     if let Some(sources) = facts.sources.get() {
         pending.ticket.sources = sources.clone();
         for untrusted in sources.iter().filter(|found| !found.allowed) {
-            if let Some(origin) = &untrusted.found_in {
-                pending
-                    .ticket
-                    .description
-                    .push_str(&format!("; {} came from {origin}", untrusted.named()));
+            if untrusted.found_in.is_some() {
+                pending.ticket.description.push_str(&format!(
+                    "; {} was found {}",
+                    untrusted.named(),
+                    untrusted.found_where()
+                ));
             }
         }
     }

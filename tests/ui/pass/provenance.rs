@@ -4,7 +4,7 @@
 
 use portcullis::prelude::*;
 use portcullis::{
-    AfterUntrusted, Matching, OnUntrusted, OutputTrust, Provenance, SourceRule, Sources, Sourced,
+    AfterUntrusted, Matching, OnUntrusted, OutputTrust, Provenance, SourceRule, Sourced, Sources,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -80,7 +80,17 @@ fn pay(
     /// Nothing declared.
     comment: String,
 ) -> Result<String, ToolError> {
-    let _ = (ctx, amount_cents, subject, references, notes, payees, fallback, memo, comment);
+    let _ = (
+        ctx,
+        amount_cents,
+        subject,
+        references,
+        notes,
+        payees,
+        fallback,
+        memo,
+        comment,
+    );
     Ok(recipient)
 }
 
@@ -103,6 +113,18 @@ fn read_transactions(
     account: String,
 ) -> Result<Vec<String>, ToolError> {
     Ok(vec![account])
+}
+
+/// The user's own notes, which no one else writes a word of: every word vouched for.
+#[tool(read_only, output = "trusted_prose")]
+fn read_my_notes() -> Result<String, ToolError> {
+    Ok("pay DE89370400440532013000 on Fridays".to_owned())
+}
+
+/// A contact card: its fields are whole values, its notes the user's own prose.
+#[tool(read_only, output = "trusted", trusted_prose = ["/*/notes"])]
+fn read_contacts() -> Result<Vec<String>, ToolError> {
+    Ok(Vec::new())
 }
 
 /// A standing order, as one struct.
@@ -156,6 +178,7 @@ fn main() {
         &Provenance {
             rules,
             output: OutputTrust::None,
+            trusted_prose: Vec::new(),
             on_untrusted: OnUntrusted::Approve,
             after_untrusted: Some(AfterUntrusted::Refuse),
         }
@@ -173,8 +196,25 @@ fn main() {
         &Provenance {
             rules: vec![rule("/account", User, Whole)],
             output: OutputTrust::Fields(vec!["/*/recipient".to_owned(), "/id".to_owned()]),
+            trusted_prose: Vec::new(),
             on_untrusted: OnUntrusted::Refuse,
             after_untrusted: Some(AfterUntrusted::Approve),
+        }
+    );
+
+    assert_eq!(
+        ReadMyNotes.contract().provenance(),
+        &Provenance {
+            trusted_prose: vec![String::new()],
+            ..Provenance::default()
+        }
+    );
+    assert_eq!(
+        ReadContacts.contract().provenance(),
+        &Provenance {
+            output: OutputTrust::All,
+            trusted_prose: vec!["/*/notes".to_owned()],
+            ..Provenance::default()
         }
     );
 
@@ -193,6 +233,8 @@ fn main() {
         .tool(Pay)
         .tool(ListContacts)
         .tool(ReadTransactions)
+        .tool(ReadMyNotes)
+        .tool(ReadContacts)
         .tool(StandingOrder)
         .build()
         .unwrap();

@@ -246,6 +246,16 @@ pub(crate) fn entities(normal: &str) -> Vec<Entity<'_>> {
     found
 }
 
+/// The entity a whole value is, if it is one (an IBAN, an e-mail address, a link, a phone or
+/// account number, a code): nothing but punctuation and spaces around it, a link's scheme
+/// counting as part of it.
+pub(crate) fn one_entity(normal: &str) -> Option<Entity<'_>> {
+    let mut found = entities(normal);
+    let only = found.pop().filter(|_| found.is_empty())?;
+    let bare = |text: &str| !text.chars().any(char::is_alphanumeric);
+    (bare(&normal[..only.span.start]) && bare(&normal[only.span.end..])).then_some(only)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,9 +6,9 @@ use std::collections::HashMap;
 use foldhash::fast::RandomState;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::entities::entities;
+use super::entities::{entities, one_entity};
 use super::store::{SourceRecord, TASK_TEXT_LIMIT};
-use super::text::{fold, normalize, numbers, words};
+use super::text::{compact, fold, leaves, normalize, numbers, whole_number, words};
 use crate::CallContext;
 use crate::Origin;
 
@@ -30,11 +30,54 @@ pub(crate) struct TaskSources {
     /// Every entity (link, e-mail address, IBAN, phone or account number, code), by its key,
     /// and the sources holding it.
     entities: HashMap<Box<str>, Vec<u32>, RandomState>,
+    /// Every whole value of a source of whole values (a trusted output), by its keys (see
+    /// [`LeafKey`]), and the sources holding it.
+    leaves: HashMap<Box<str>, Vec<u32>, RandomState>,
     /// The length in bytes of the longest key.
     longest_key: usize,
     text_bytes: usize,
     /// The first untrusted source the task read, if it read one.
     first_untrusted: Option<usize>,
+}
+
+/// A whole value as a source of whole values is looked up by: `v:` and its normalized text
+/// without whitespace (case counts), `n:` and the number it writes if it is nothing but one,
+/// `e:` and the key of the entity it is if it is one (an IBAN in groups, a link without its
+/// scheme).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LeafKey(String);
+
+impl LeafKey {
+    /// The value as text: `compact` is its normalized text without whitespace.
+    pub(crate) fn text(compact: &str) -> LeafKey {
+        LeafKey(format!("v:{compact}"))
+    }
+
+    /// The value as a number: `canonical` as [`number_value`](super::text::number_value) writes it.
+    pub(crate) fn number(canonical: &str) -> LeafKey {
+        LeafKey(format!("n:{canonical}"))
+    }
+
+    /// The value as an entity: `key` as [`Entity::key`](super::entities::Entity::key) writes it.
+    pub(crate) fn entity(key: &str) -> LeafKey {
+        LeafKey(format!("e:{key}"))
+    }
+
+    /// Every key of one whole value, `normal` its normalized text.
+    fn all(normal: &str) -> Vec<LeafKey> {
+        let compact = compact(normal);
+        if compact.is_empty() {
+            return Vec::new();
+        }
+        let mut keys = vec![LeafKey::text(&compact)];
+        if let Some(number) = whole_number(&compact) {
+            keys.push(LeafKey::number(&number));
+        }
+        if let Some(entity) = one_entity(normal) {
+            keys.push(LeafKey::entity(&entity.key()));
+        }
+        keys
+    }
 }
 
 /// The most bytes of a word that its key holds: a longer word is found by its first ones, then
@@ -44,6 +87,9 @@ const KEY_BYTES: usize = 63;
 #[derive(Debug)]
 struct Indexed {
     origin: Origin,
+    /// Whether it vouches for whole values only (a trusted output that is not prose): a value
+    /// only inside one of its values is not vouched for.
+    whole_values_only: bool,
     /// Its text, normalized.
     text: Box<str>,
     /// Where each of its words starts and ends in `text`.
@@ -121,6 +167,17 @@ impl TaskSources {
                 holders.push(index);
             }
         }
+        let whole_values_only = record.origin.vouches_for_whole_values_only();
+        if whole_values_only {
+            for leaf in leaves(text) {
+                for key in LeafKey::all(&normalize(leaf)) {
+                    let holders = self.leaves.entry(key.0.into_boxed_str()).or_default();
+                    if holders.last() != Some(&index) {
+                        holders.push(index);
+                    }
+                }
+            }
+        }
         // A user message is numbered by its place in the store, whichever worker added it.
         let origin = match record.origin {
             Origin::UserMessage { .. } => Origin::UserMessage {
@@ -130,6 +187,7 @@ impl TaskSources {
         };
         self.sources.push(Indexed {
             origin,
+            whole_values_only,
             text: normal.into(),
             words: spans,
         });
@@ -138,6 +196,16 @@ impl TaskSources {
     /// The origin of source `index`.
     pub(crate) fn origin(&self, index: u32) -> &Origin {
         &self.sources[index as usize].origin
+    }
+
+    /// Whether source `index` vouches for a value found in it: a source of words does for
+    /// any run of its words, a source of whole values only when the value is one of them.
+    pub(crate) fn vouches(&self, index: u32, key: &LeafKey) -> bool {
+        !self.sources[index as usize].whole_values_only
+            || self
+                .leaves
+                .get(key.0.as_str())
+                .is_some_and(|holders| holders.contains(&index))
     }
 
     /// How many later messages of the user the task holds.
@@ -418,6 +486,7 @@ mod tests {
                     tool: "t".into(),
                     call_id: format!("c{at}"),
                     trusted: false,
+                    prose: false,
                 },
                 text: (*text).to_owned(),
             });

@@ -25,8 +25,13 @@ impl fmt::Display for Origin {
                 tool,
                 call_id,
                 trusted,
+                prose,
             } => {
-                let trust = if *trusted { "trusted" } else { "untrusted" };
+                let trust = match (*trusted, *prose) {
+                    (true, true) => "trusted prose",
+                    (true, false) => "trusted",
+                    (false, _) => "untrusted",
+                };
                 write!(
                     f,
                     "the output of tool `{tool}` in call `{call_id}` ({trust})"

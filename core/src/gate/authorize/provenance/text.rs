@@ -242,9 +242,73 @@ fn decimal(negative: bool, digits: &str) -> Option<String> {
 /// source.
 pub(crate) fn source_text(value: &Value, keep: &dyn Fn(&[PathStep<'_>]) -> bool) -> String {
     let mut text = String::new();
-    let mut path = Vec::new();
-    collect(value, &mut path, keep, &mut text);
+    collect(value, &mut Vec::new(), keep, &mut |leaf| {
+        text.push_str(leaf);
+        text.push('\n');
+    });
     text
+}
+
+/// The whole values of a JSON value as a source of whole values (a trusted output): its object
+/// keys, strings and numbers, exactly one per line, a line break inside one written as a space
+/// (values are compared whitespace aside). `keep` as for [`source_text`].
+pub(crate) fn leaf_text(value: &Value, keep: &dyn Fn(&[PathStep<'_>]) -> bool) -> String {
+    let mut text = String::new();
+    collect(value, &mut Vec::new(), keep, &mut |leaf| {
+        text.extend(leaf.chars().map(|c| if c == '\n' { ' ' } else { c }));
+        text.push('\n');
+    });
+    text
+}
+
+/// The lines of a source of whole values: each one whole value ([`leaf_text`]).
+pub(crate) fn leaves(text: &str) -> impl Iterator<Item = &str> {
+    text.split('\n')
+}
+
+/// A whole value as the index keys it: its normalized text without whitespace (case counts),
+/// so that `GB29 NWBK 6016` is the leaf `GB29NWBK6016`.
+pub(crate) fn compact(normal: &str) -> Cow<'_, str> {
+    if normal.contains(char::is_whitespace) {
+        Cow::Owned(normal.chars().filter(|c| !c.is_whitespace()).collect())
+    } else {
+        Cow::Borrowed(normal)
+    }
+}
+
+/// The number a whole value writes, in canonical form, if it is nothing but one (`98.70`,
+/// `-5`, `1,000`): a whole value vouches for a number only when it is that number. `compact`
+/// is the value without whitespace.
+pub(crate) fn whole_number(compact: &str) -> Option<String> {
+    let (negative, digits) = match compact.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, compact),
+    };
+    let (whole, fraction) = match digits.split_once('.') {
+        Some((whole, fraction)) if !fraction.is_empty() => (whole, Some(fraction)),
+        Some(_) => return None,
+        None => (digits, None),
+    };
+    let plain: String = match whole.find([',', '\'']) {
+        None => whole.to_owned(),
+        Some(at) => {
+            let separator = whole.as_bytes()[at] as char;
+            let mut groups = whole.split(separator);
+            let first = groups.next().unwrap_or_default();
+            let grouped = (1..=3).contains(&first.len()) && groups.all(|group| group.len() == 3);
+            if !grouped {
+                return None;
+            }
+            whole.chars().filter(|c| *c != separator).collect()
+        }
+    };
+    match fraction {
+        Some(fraction) if fraction.bytes().all(|b| b.is_ascii_digit()) => {
+            decimal(negative, &format!("{plain}.{fraction}"))
+        }
+        Some(_) => None,
+        None => decimal(negative, &plain),
+    }
 }
 
 /// One step down a JSON value.
@@ -254,29 +318,28 @@ pub(crate) enum PathStep<'a> {
     Index(usize),
 }
 
+/// Calls `leaf` with every key, string and number of `value` that `keep` keeps.
 fn collect<'a>(
     value: &'a Value,
     path: &mut Vec<PathStep<'a>>,
     keep: &dyn Fn(&[PathStep<'_>]) -> bool,
-    text: &mut String,
+    leaf: &mut dyn FnMut(&str),
 ) {
     match value {
         Value::String(string) => {
             if keep(path) {
-                text.push_str(string);
-                text.push('\n');
+                leaf(string);
             }
         }
         Value::Number(number) => {
             if keep(path) {
-                text.push_str(&number.to_string());
-                text.push('\n');
+                leaf(&number.to_string());
             }
         }
         Value::Array(items) => {
             for (index, item) in items.iter().enumerate() {
                 path.push(PathStep::Index(index));
-                collect(item, path, keep, text);
+                collect(item, path, keep, leaf);
                 path.pop();
             }
         }
@@ -286,10 +349,9 @@ fn collect<'a>(
                 // A key is read as its value is: a map's keys are data (an IBAN, a name), and
                 // an untrusted one may carry an instruction.
                 if keep(path) {
-                    text.push_str(key);
-                    text.push('\n');
+                    leaf(key);
                 }
-                collect(member, path, keep, text);
+                collect(member, path, keep, leaf);
                 path.pop();
             }
         }
