@@ -204,9 +204,11 @@ where
 /// It judges destructive calls: of a tool that is not `read_only` and whose risk is at least
 /// medium. Such a call is refused with the rule `read_only_request` when the user's request
 /// only reads: it asks to look something up (query, find, show, view, list, search, look up;
-/// 查询, 查找, 查看, 显示, 搜索, 列出) and names no destructive action (delete, remove, clear,
+/// 查询, 查找, 查看, 显示, 搜索, 列出; a word one or two words after a determiner is a noun, as
+/// in "the grocery list", and asks nothing) and names no destructive action (delete, remove, clear,
 /// drop, erase, purge, wipe, destroy, truncate, discard, clean up; 删除, 删掉, 清除, 清理, 清空,
-/// 移除, 销毁) as a verb that is not negated. It fails closed: a destructive word negated
+/// 移除, 销毁) as a verb that is not negated, nor the action of the tool called, the verb its
+/// name starts with (`send` for `send_email`: "send the TODO list to Bob" asks to send). It fails closed: a destructive word negated
 /// anywhere before it in its sentence ("Find my old orders. Do not delete anything!", "不要删除"),
 /// said of what is done already ("my deleted orders", "已删除的邮件"), or only part of another
 /// word ("clearly", "dropdown") does not make the request ask for destruction, and a
@@ -348,11 +350,30 @@ impl ReadOnlyRequests {
     fn judge(&self, request: &str) -> bool {
         let sentences = sentences(request);
         let reads = sentences.iter().any(|sentence| {
-            self.reading
-                .iter()
-                .any(|word| sentence.any_occurrence(word, true, |_| true))
+            self.reading.iter().any(|word| {
+                sentence.any_occurrence(word, true, |at| !sentence.follows_a_determiner(at))
+            })
         });
         reads && !self.destroys(&sentences)
+    }
+
+    /// Whether `request` asks for the action of the tool named `tool`: it names the verb the
+    /// tool's name starts with (`send` for `send_email`, `share` for `share_file`), as the verb
+    /// itself (not `deleted` in "my deleted orders"), and no negation comes before it in its
+    /// sentence. "Send an e-mail to each person on
+    /// the TODO list" looks something up, and asks to send too.
+    pub fn asks_for(&self, request: &str, tool: &str) -> bool {
+        let verb = tool
+            .split(|c: char| !c.is_ascii_alphabetic())
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let reading = self.reading.contains(&verb);
+        verb.len() >= 3
+            && !reading
+            && sentences(request).iter().any(|sentence| {
+                sentence.any_occurrence(&verb, false, |at| !self.negated(sentence, at))
+            })
     }
 
     /// Whether `request` asks for a destructive action: it names one, and no negation comes
@@ -410,9 +431,27 @@ struct Sentence {
     ascii: bool,
 }
 
+/// Words after which, one or two words on, a reading word is a noun: "the TODO list", "my
+/// search", "a view".
+const DETERMINERS: &[&str] = &[
+    "a", "an", "the", "my", "your", "our", "their", "his", "her", "its", "this", "that", "these",
+    "those", "each", "every", "any", "some",
+];
+
 impl Sentence {
     fn word(&self, range: &Range<usize>) -> &str {
         &self.text[range.clone()]
+    }
+
+    /// Whether the word at byte `at` comes one or two words after a determiner: a noun ("the
+    /// grocery list"), not a request to look something up ("list my files").
+    fn follows_a_determiner(&self, at: usize) -> bool {
+        let Some(index) = self.words.iter().position(|word| word.start == at) else {
+            return false;
+        };
+        self.words[index.saturating_sub(2)..index]
+            .iter()
+            .any(|word| DETERMINERS.contains(&self.word(word)))
     }
 
     /// Whether `word` (or phrase) occurs somewhere that `fits` (given its byte offset).
@@ -522,13 +561,15 @@ impl Policy for ReadOnlyRequests {
                     contract.name()
                 ),
             ),
-            Some(asked) if self.only_reads(asked) => Decision::deny(
-                "read_only_request",
-                format!(
-                    "the user asked only to look something up, and `{}` changes data",
-                    contract.name()
-                ),
-            ),
+            Some(asked) if self.only_reads(asked) && !self.asks_for(asked, contract.name()) => {
+                Decision::deny(
+                    "read_only_request",
+                    format!(
+                        "the user asked only to look something up, and `{}` changes data",
+                        contract.name()
+                    ),
+                )
+            }
             Some(_) => Decision::Allow,
         };
         Box::pin(ready(Ok(decision)))
@@ -539,6 +580,46 @@ impl Policy for ReadOnlyRequests {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_reading_word_used_as_a_noun_does_not_read() {
+        let check = ReadOnlyRequests::default();
+        for noun in [
+            "Please add the ingredients to the grocery list I already have",
+            "Do the actions in my TODO list",
+            "Add a view for the team",
+        ] {
+            assert!(!check.only_reads(noun), "{noun}");
+        }
+        for verb in [
+            "List my files",
+            "Please list the files",
+            "Can you search my inbox",
+            "Show the list of orders",
+        ] {
+            assert!(check.only_reads(verb), "{verb}");
+        }
+    }
+
+    #[test]
+    fn a_request_that_names_the_tools_own_verb_asks_for_it() {
+        let check = ReadOnlyRequests::default();
+        let todo = "Find the minutes, then send an e-mail to each person on the TODO list";
+        assert!(check.only_reads(todo), "`find` reads");
+        assert!(check.asks_for(todo, "send_email"));
+        assert!(!check.asks_for(todo, "delete_email"));
+        assert!(check.asks_for("Find the packing list and share it with Bob", "share_file"));
+        assert!(!check.asks_for("Find the file but don't share it", "share_file"));
+        assert!(!check.asks_for("Show me my deleted orders", "delete_order"));
+        assert!(
+            !check.asks_for("List the files", "list_files"),
+            "a reading verb asks for nothing more"
+        );
+        assert!(
+            !check.asks_for("Go to the docs", "go"),
+            "too short a verb to tell"
+        );
+    }
 
     #[test]
     fn a_remembered_verdict_is_the_verdict_and_new_words_forget_it() {

@@ -157,6 +157,36 @@ impl Authenticator for BearerTokens {
     }
 }
 
+/// Marks a caller's identity as a host that relays its user's messages: a `tools/call` of such
+/// a caller may carry the user's latest message in `_meta["dev.portcullis/user_message"]`, and
+/// the server records it as a message of the user in the call's task
+/// ([`Registry::add_user_message`](portcullis_core::Registry::add_user_message)) before the
+/// call is judged. A caller without the mark that sends one is refused
+/// (`user_message_not_allowed`).
+///
+/// Give the mark to the host's credentials only (its token, or an OAuth scope:
+/// [`OAuthBuilder::relay_scope`](crate::oauth::OAuthBuilder::relay_scope)), never to
+/// credentials the model's side holds: the host is trusted to write only what its user wrote.
+///
+/// ```
+/// use portcullis_core::CallContext;
+/// use portcullis_mcp::{BearerTokens, RelaysUserMessages};
+///
+/// let tokens = BearerTokens::new()
+///     .token("s3cret-desk", CallContext::new("desk").with_extension(RelaysUserMessages))
+///     .token("s3cret-batch", CallContext::new("batch"));
+/// # let _ = tokens;
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RelaysUserMessages;
+
+impl RelaysUserMessages {
+    /// Whether the operator marked `identity` as relaying its user's messages.
+    pub(crate) fn marks(identity: &CallContext) -> bool {
+        identity.extension::<RelaysUserMessages>().is_some()
+    }
+}
+
 /// Who a caller is, wherever the server tells callers apart (a session's owner, the caps, what
 /// a sealed handle is bound to): its actor, tenant, roles and environment.
 #[derive(Clone, PartialEq, Eq, Hash, serde::Serialize)]

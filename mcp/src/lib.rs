@@ -22,6 +22,11 @@
 //!   result's `_meta["dev.portcullis/task"]`, a caller's confirmation goes through
 //!   `InputRequiredResult` with a sealed `requestState`, and any instance sharing the stores
 //!   and the [`state_codec`](McpServerBuilder::state_codec) answers any request.
+//! - A host the operator trusts to relay its user's words ([`RelaysUserMessages`]) sends the
+//!   user's latest message with a `tools/call`, in `_meta["dev.portcullis/user_message"]`;
+//!   the server records it in the call's task before the call is judged, so that a
+//!   `#[from(user)]` value the user gave passes. Any other caller that sends one is refused
+//!   (`user_message_not_allowed`).
 //! - Over HTTP, each caller may hold at most 128 sessions and 32 requests in flight, and the
 //!   server 4096 sessions ([`McpServerBuilder::max_sessions_per_caller`] and the others): past a
 //!   cap, `429` with the JSON-RPC error `-32010`. A request with an `Origin` not allowed
@@ -42,7 +47,8 @@ mod server;
 mod session;
 mod stdio;
 mod task;
+mod user_message;
 
-pub use identity::{AuthRefusal, Authenticator, BearerTokens};
+pub use identity::{AuthRefusal, Authenticator, BearerTokens, RelaysUserMessages};
 pub use rmcp::model::RequestStateCodec;
 pub use server::{McpServer, McpServerBuilder, ServeError};

@@ -23,6 +23,7 @@ mod claims;
 mod keys;
 mod metadata;
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::time::Duration;
 
@@ -250,6 +251,16 @@ impl OAuthBuilder {
         self
     }
 
+    /// A token with `scope` belongs to a host that relays its user's messages
+    /// ([`RelaysUserMessages`](crate::RelaysUserMessages)): its calls may carry the user's
+    /// latest message. The scope grants no roles: a host's token has a scope that does too.
+    /// Let the authorization server grant it to hosts only, never to a client the model
+    /// drives.
+    pub fn relay_scope(mut self, scope: impl Into<String>) -> Self {
+        self.claims.relay_scope = Some(scope.into());
+        self
+    }
+
     /// The caller's environment is the token's claim `claim`, which a token must then have.
     pub fn environment_claim(mut self, claim: impl Into<String>) -> Self {
         self.claims.environment_claim = Some(claim.into());
@@ -280,7 +291,13 @@ impl OAuthBuilder {
     /// The authenticator; [`OAuthError`] if the resource or the JWKS URL is not one the
     /// server may use, or no key source or scope was given.
     pub fn build(self) -> Result<OAuth, OAuthError> {
-        let scopes = self.claims.scopes.keys().cloned().collect::<Vec<_>>();
+        let scopes = self
+            .claims
+            .scopes
+            .keys()
+            .chain(&self.claims.relay_scope)
+            .cloned()
+            .collect::<BTreeSet<_>>();
         let resource = ProtectedResource::new(self.resource, [self.issuer.clone()])?.scopes(scopes);
         if self.issuer.is_empty() {
             return Err(OAuthError::Issuer);
@@ -409,14 +426,18 @@ mod tests {
 
     #[test]
     fn the_metadata_names_the_issuer_and_the_scopes() {
-        let oauth = builder().scope("billing", ["finance"]).build().unwrap();
+        let oauth = builder()
+            .scope("billing", ["finance"])
+            .relay_scope("relay")
+            .build()
+            .unwrap();
         let document = oauth.protected_resource().unwrap().document();
         assert_eq!(
             document,
             serde_json::json!({
                 "resource": "https://mcp.example.com/mcp",
                 "authorization_servers": ["https://auth.example.com"],
-                "scopes_supported": ["billing", "tickets"],
+                "scopes_supported": ["billing", "relay", "tickets"],
                 "bearer_methods_supported": ["header"],
             })
         );

@@ -8,6 +8,9 @@
 //!   credentials, the task from the sealed handle the client passes back in
 //!   `_meta["dev.portcullis/task"]` (a new task when it sends none), returned in every result's
 //!   `_meta`; a caller's confirmation through `InputRequiredResult` and its retry.
+//!
+//! Under both, a `tools/call` from a host that relays its user's messages may carry the user's
+//! latest message, recorded in the call's task before the call is judged (`user_message`).
 
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
@@ -33,6 +36,7 @@ use crate::limits::{self, OpenSession};
 use crate::sealed::{CALL_META, Confirmation, StillWaiting, TASK_META};
 use crate::server::{Listener, Shared};
 use crate::task;
+use crate::user_message::{self, USER_MESSAGE_META};
 
 /// The caller of an HTTP request, as the server's [`Authenticator`](crate::Authenticator)
 /// found it; the HTTP layer puts it in the request's extensions.
@@ -102,20 +106,14 @@ impl Session {
         request: &RequestContext<RoleServer>,
     ) -> Result<(CallContext, Vec<StillWaiting>), ErrorData> {
         if stateless(request) {
-            let identity = match self.origin {
-                Origin::Fixed => self.caller.get().map(|(identity, _)| identity.clone()),
-                Origin::Requests => authenticated(request),
-            }
-            .ok_or_else(|| ErrorData::invalid_request("the request is not authenticated", None))?;
+            let identity = self.identity(request)?;
             return self
                 .shared
                 .seals
                 .task_context(identity, request.meta.0.get(TASK_META));
         }
         if let Origin::Requests = self.origin {
-            let identity = authenticated(request).ok_or_else(|| {
-                ErrorData::invalid_request("the request is not authenticated", None)
-            })?;
+            let identity = self.identity(request)?;
             let (owner, _) = self.caller.get_or_init(|| {
                 let session = identity.clone().with_fresh_task_id();
                 (identity.clone(), session)
@@ -131,6 +129,29 @@ impl Session {
             .get()
             .map(|(_, session)| (session.clone(), Vec::new()))
             .ok_or_else(|| ErrorData::internal_error("the session has no caller", None))
+    }
+
+    /// The identity of the request's caller, as configured or as its credentials name it.
+    fn identity(&self, request: &RequestContext<RoleServer>) -> Result<CallContext, ErrorData> {
+        match self.origin {
+            Origin::Fixed => self.caller.get().map(|(identity, _)| identity.clone()),
+            Origin::Requests => authenticated(request),
+        }
+        .ok_or_else(|| ErrorData::invalid_request("the request is not authenticated", None))
+    }
+
+    /// Records the user's `words` in the task of `ctx`, before its call is judged; the
+    /// refusal of the call when they could not be recorded, as the call must not be judged
+    /// without the words it was sent with.
+    async fn hear(&self, ctx: &CallContext, words: Option<&str>) -> Result<(), Outcome> {
+        let Some(words) = words else {
+            return Ok(());
+        };
+        self.shared
+            .registry
+            .add_user_message(ctx, words)
+            .await
+            .map_err(Outcome::Rejected)
     }
 }
 
@@ -321,13 +342,24 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let (ctx, mut waiting) = self.served(&context)?;
+        let words = user_message::relayed(
+            context.meta.0.get(USER_MESSAGE_META),
+            &self.identity(&context)?,
+        )?;
         if !stateless(&context) {
+            if let Err(refused) = self.hear(&ctx, words).await {
+                return tool_result(&refused).map(CallToolResponse::from);
+            }
             return self.call_in_session(&ctx, &request, &context).await;
         }
         let (ctx, call, asked) = self.stateless_call(ctx, &mut waiting, &request, &context)?;
-        let mut response = self
-            .call_stateless(&ctx, &mut waiting, &request, call, asked, &context)
-            .await?;
+        let mut response = match self.hear(&ctx, words).await {
+            Ok(()) => {
+                self.call_stateless(&ctx, &mut waiting, &request, call, asked, &context)
+                    .await?
+            }
+            Err(refused) => tool_result(&refused).map(CallToolResponse::from)?,
+        };
         let meta = match &mut response {
             CallToolResponse::Complete(result) => &mut result.meta,
             CallToolResponse::InputRequired(result) => &mut result.meta,

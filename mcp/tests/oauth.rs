@@ -314,6 +314,31 @@ async fn a_good_token_lists_the_tools_of_its_scopes_roles_and_calls_one() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_with_the_relay_scope_may_send_the_users_message_and_no_other_may() {
+    let key = Key::generate("k1");
+    let jwks = Jwks::default();
+    jwks.publish(&[&key]);
+    let address = mcp_server(&jwks.serve().await, |oauth| oauth.relay_scope("relay")).await;
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "read_ticket", "arguments": {"ticket": 7},
+        "_meta": {"dev.portcullis/user_message": "What about ticket 7?"}}});
+    for (scope, expected) in [
+        ("tickets relay", "ticket 7 is open"),
+        ("tickets", "user_message_not_allowed"),
+    ] {
+        let token = key.sign(&claims(&address, scope));
+        let session = open_session(&address, &token).await;
+        let answer = post(&address, Some(&token), Some(&session), call.clone())
+            .await
+            .json();
+        let seen = answer["result"]["content"][0]["text"]
+            .as_str()
+            .or(answer["error"]["data"]["code"].as_str());
+        assert_eq!(seen, Some(expected), "{scope}: {answer}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_tokens_get_401_with_invalid_token_and_the_metadata_url() {
     let key = Key::generate("k1");
     let stranger = Key::generate("stranger");

@@ -4,6 +4,7 @@
     python official_client.py stdio '{"command": ..., "store": ...}'
     python official_client.py http-2026 '{"urls": [..., ...], "pids": [...], "tokens": ...}'
     python official_client.py stdio-2026 '{"command": ..., "store": ...}'
+    python official_client.py http[-2026] '{"scenario": "relay", "url": ..., "run": [...], ...}'
 
 `http` and `stdio` speak 2025-11-25 (sessions, the initialize handshake); the `-2026` ones the
 stateless protocol of 2026-07-28, over HTTP with every request going to the next of several
@@ -35,6 +36,8 @@ logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 TRANSPORT, _, PROTOCOL = sys.argv[1].partition("-")
 SETTINGS = json.loads(sys.argv[2])
 TASK = "dev.portcullis/task"
+CALL = "dev.portcullis/call"
+USER_MESSAGE = "dev.portcullis/user_message"
 ASKED = []
 NOTIFICATIONS = []
 
@@ -94,8 +97,9 @@ class Threaded:
         self.handle = meta.get(TASK, self.handle)
         return result
 
-    async def call_tool(self, name, arguments, **options):
-        return self.keep(await self.client.call_tool(name, arguments, meta=self.meta(), **options))
+    async def call_tool(self, name, arguments, meta=None, **options):
+        meta = {**(self.meta() or {}), **(meta or {})} or None
+        return self.keep(await self.client.call_tool(name, arguments, meta=meta, **options))
 
     async def list_tools(self):
         return self.keep(await self.client.list_tools(meta=self.meta()))
@@ -157,11 +161,11 @@ def view(result):
     }
 
 
-async def call(client, name, arguments):
+async def call(client, name, arguments, meta=None):
     try:
-        return view(await client.call_tool(name, arguments))
+        return view(await client.call_tool(name, arguments, meta=meta))
     except MCPError as error:
-        return {"protocol_error": error.error.code, "message": error.error.message}
+        return {"protocol_error": error.error.code, "message": error.error.message, "data": error.error.data}
 
 
 async def tool_names(client):
@@ -433,8 +437,30 @@ async def stateless(seen):
         seen["task_foreign"] = await request(http, second, "tasks/get", {"taskId": task_id}, task_id)
 
 
-async def main():
-    seen = {}
+async def relay(seen):
+    """A host that relays its user's messages: it plays the agent's run (each call with the
+    message the user wrote before it), retries a call, and sends what it may not."""
+    page = {"url": "https://example.com/offer"}
+    async with session("host", url=SETTINGS["url"]) as (host, _):
+        seen["run"] = [
+            await call(host, step["tool"], step["arguments"], {USER_MESSAGE: step["say"]} if "say" in step else None)
+            for step in SETTINGS["run"]
+        ]
+        # The same request twice, as after a lost answer: its call id is honoured under 2026-07-28.
+        again = {USER_MESSAGE: SETTINGS["retried"], CALL: "pay-de89"}
+        pay = {"recipient": "DE89370400440532013000", "amount_cents": 200}
+        seen["retry"] = [await call(host, "send_money", pay, again) for _ in range(2)]
+        seen["invalid"] = [
+            await call(host, "fetch_page", page, {USER_MESSAGE: words}) for words in (7, "x" * 70_000)
+        ]
+    async with session("agent", url=SETTINGS["url"]) as (agent, _):
+        seen["unmarked"] = await call(agent, "fetch_page", page, {USER_MESSAGE: "Read example.com/offer"})
+    async with session("host", url=SETTINGS["broken_url"]) as (host, _):
+        seen["unrecorded"] = await call(host, "fetch_page", page, {USER_MESSAGE: "Read example.com/offer"})
+
+
+async def shop(seen):
+    """The shop, at the transport and protocol asked."""
     await common(seen)
     if TRANSPORT == "http" and PROTOCOL:
         await resumed(seen)
@@ -445,6 +471,14 @@ async def main():
         await resumed(seen)
     elif not PROTOCOL:
         await raw_stdio(seen)
+
+
+async def main():
+    seen = {}
+    if SETTINGS.get("scenario") == "relay":
+        await relay(seen)
+    else:
+        await shop(seen)
     print(json.dumps(seen, default=str))
 
 

@@ -120,11 +120,15 @@ async fn a_value_inside_a_channels_name_is_not_vouched_for_in_any_spelling() {
             .chars()
             .filter_map(|c| char::from_u32(u32::from(c) + 0xFEE0))
             .collect(),
-        format!("US13\u{200B}3000000121212121212"),
+        "US13\u{200B}3000000121212121212".to_owned(),
     ];
     for spelling in &spellings {
         let refused = pay_to(&registry, &ctx, spelling).await;
-        assert_eq!(refused.code(), Some(RejectionCode::UntrustedValue), "{spelling}");
+        assert_eq!(
+            refused.code(),
+            Some(RejectionCode::UntrustedValue),
+            "{spelling}"
+        );
         assert_inside(&refused, "/recipient");
     }
     let named = pay_to(&registry, &ctx, "random").await;

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::Snapshots;
 use crate::gate::authorize::provenance::store::SourceRecord;
-use crate::{Ruling, ValueSource};
+use crate::{Origin, Ruling, ValueSource};
 
 /// What the gates learn of one call.
 #[derive(Default)]
@@ -28,6 +28,9 @@ pub(crate) struct Facts {
     pub(crate) lease: OnceLock<(String, String)>,
     /// Where each value the contract declares `#[from(...)]` was found.
     pub(crate) sources: OnceLock<Vec<ValueSource>>,
+    /// The first untrusted source the task read, when that makes the call wait for a human
+    /// (`after_untrusted = "approve"`): the reviewer is told.
+    pub(crate) tainted_by: OnceLock<Origin>,
     /// The source of a reviewer's edit, for the edited call's provenance.
     pub(crate) edit: OnceLock<SourceRecord>,
     /// What the versioned rule sets among the policies ruled.

@@ -209,6 +209,7 @@ async fn gates<'a>(tool: &'a dyn ErasedTool, passage: Passage<'a>) -> Result<Out
         provenance: &settings.provenance,
         edit: facts.edit.get(),
         found: &facts.sources,
+        tainted_by: &facts.tainted_by,
     });
     let untrusted = match settings.checks(Gate::Authorize) {
         true => {
@@ -415,6 +416,11 @@ async fn wait(
                 ));
             }
         }
+    }
+    if let Some(origin) = facts.tainted_by.get() {
+        pending.ticket.description.push_str(&format!(
+            "; the task read untrusted content before it ({origin}), and this tool waits for a human after that"
+        ));
     }
     pending.ticket.call_digest = pending.digest();
     let ticket = pending.ticket.clone();

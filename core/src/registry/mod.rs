@@ -190,8 +190,9 @@ impl Registry {
     /// may come from (the request it began with is one already:
     /// [`CallContext::with_request`]). Pass every message the user writes, as they wrote it:
     /// a value the model was refused as `untrusted_value` passes once the user confirms it in
-    /// one. Refused with `sources_unavailable` (or `output_unrecorded` from a full in-memory
-    /// store) when it could not be recorded.
+    /// one. The same words again in the task (a host relaying the turn with each call, a
+    /// retry) are kept once. Refused with `sources_unavailable` (or `output_unrecorded` from a
+    /// full in-memory store) when it could not be recorded.
     pub async fn add_user_message(&self, ctx: &CallContext, text: &str) -> Result<(), Rejection> {
         self.inner
             .settings

@@ -1,12 +1,13 @@
 //! A verified token's claims become the caller's [`CallContext`]: the actor from `sub`, roles
-//! from the scopes by the server's table, tenant and environment from claims the server names.
+//! from the scopes by the server's table, tenant and environment from claims the server names,
+//! and the mark of a host that relays its user's messages from the scope the server names.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use portcullis_core::CallContext;
 use serde_json::{Map, Value};
 
-use crate::identity::AuthRefusal;
+use crate::identity::{AuthRefusal, RelaysUserMessages};
 
 /// How claims map to a caller.
 #[derive(Debug, Clone, Default)]
@@ -15,6 +16,8 @@ pub(crate) struct ClaimMap {
     pub(crate) scopes: BTreeMap<String, Vec<String>>,
     pub(crate) tenant_claim: Option<String>,
     pub(crate) environment_claim: Option<String>,
+    /// The scope of hosts that relay their user's messages; it grants no roles.
+    pub(crate) relay_scope: Option<String>,
 }
 
 impl ClaimMap {
@@ -42,6 +45,11 @@ impl ClaimMap {
             .map(String::as_str)
             .collect();
         let mut caller = CallContext::new(actor).with_roles(roles);
+        if let Some(relay) = &self.relay_scope
+            && scopes(claims).any(|scope| scope == relay)
+        {
+            caller = caller.with_extension(RelaysUserMessages);
+        }
         if let Some(name) = &self.tenant_claim {
             caller = caller.with_tenant(text_claim(claims, name)?);
         }
@@ -175,6 +183,27 @@ mod tests {
             let refusal = map.caller(&claims(token)).unwrap_err();
             assert_eq!(refusal.code(), "token_missing_claim");
         }
+    }
+
+    #[test]
+    fn the_relay_scope_marks_a_host_and_grants_nothing_by_itself() {
+        let map = ClaimMap {
+            relay_scope: Some("relay".to_owned()),
+            ..map()
+        };
+        let host = map
+            .caller(&claims(json!({"sub": "desk", "scope": "tickets relay"})))
+            .unwrap();
+        assert!(RelaysUserMessages::marks(&host));
+        assert_eq!(host.roles(), ["support"]);
+        let other = map
+            .caller(&claims(json!({"sub": "ann", "scope": "tickets"})))
+            .unwrap();
+        assert!(!RelaysUserMessages::marks(&other));
+        let alone = map
+            .caller(&claims(json!({"sub": "desk", "scope": "relay"})))
+            .unwrap_err();
+        assert_eq!(alone.code(), "insufficient_scope");
     }
 
     #[test]

@@ -31,6 +31,8 @@ pub(crate) struct Judge<'a> {
     pub(crate) edit: Option<&'a provenance::store::SourceRecord>,
     /// Where its findings are kept, for the ticket and the audit.
     pub(crate) found: &'a std::sync::OnceLock<Vec<crate::ValueSource>>,
+    /// Where the untrusted source that makes the call wait is kept, for the ticket.
+    pub(crate) tainted_by: &'a std::sync::OnceLock<crate::Origin>,
 }
 
 /// The registry-wide rules the authorize gate consults.
@@ -96,6 +98,9 @@ pub(crate) async fn authorize(
         let (found, refusal) = match judged {
             Ok(judged) => {
                 untrusted = judged.needs_human;
+                if let Some(origin) = judged.tainted_by {
+                    let _ = judge.tainted_by.set(origin);
+                }
                 (judged.sources, None)
             }
             Err((refusal, found)) => (found, Some(refusal)),

@@ -152,19 +152,22 @@ pub(crate) fn entities(normal: &str) -> Vec<Entity<'_>> {
         None
     };
     for link in links.into_iter().flatten() {
+        let mut span = link.start()..link.end();
         let (kind, text) = match link.kind() {
-            LinkKind::Email => (EntityKind::Email, link.as_str()),
+            LinkKind::Email => {
+                // An address in quotes ('eve@evil.example') is the address: the quote is
+                // allowed in a local part, but nobody means it as one.
+                let text = link.as_str().trim_start_matches(['\'', '`', '’']);
+                span.start = span.end - text.len();
+                (EntityKind::Email, text)
+            }
             _ => {
                 let text = link.as_str();
                 let text = text.split_once("://").map_or(text, |(_, rest)| rest);
                 (EntityKind::Link, text)
             }
         };
-        found.push(Entity {
-            kind,
-            text,
-            span: link.start()..link.end(),
-        });
+        found.push(Entity { kind, text, span });
     }
     let overlaps = |found: &[Entity<'_>], span: &Range<usize>| {
         found
@@ -307,6 +310,17 @@ mod tests {
                     EntityKind::Code,
                     "bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq"
                 ),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_address_in_quotes_is_the_address() {
+        assert_eq!(
+            kinds("Send it to 'mark.black-2134@gmail.com' or `eve@evil.example`."),
+            [
+                (EntityKind::Email, "mark.black-2134@gmail.com"),
+                (EntityKind::Email, "eve@evil.example"),
             ]
         );
     }

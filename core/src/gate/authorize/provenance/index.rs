@@ -216,6 +216,13 @@ impl TaskSources {
             .count() as u64
     }
 
+    /// Whether the task holds a message of the user whose normalized text is `normal`.
+    pub(crate) fn holds_user_message(&self, normal: &str) -> bool {
+        self.sources.iter().any(|source| {
+            matches!(source.origin, Origin::UserMessage { .. }) && *source.text == *normal
+        })
+    }
+
     /// The first untrusted source the task read.
     pub(crate) fn first_untrusted(&self) -> Option<&Origin> {
         self.first_untrusted.map(|at| &self.sources[at].origin)

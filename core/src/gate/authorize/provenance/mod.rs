@@ -59,6 +59,9 @@ pub(crate) struct Judged {
     /// Whether the call must wait for a human: a value came from an untrusted source under
     /// `on_untrusted = "approve"`, or the task read one under `after_untrusted = "approve"`.
     pub(crate) needs_human: bool,
+    /// The first untrusted source the task read, when `after_untrusted = "approve"` makes the
+    /// call wait for it.
+    pub(crate) tainted_by: Option<Origin>,
 }
 
 impl Provenance {
@@ -141,14 +144,22 @@ impl Provenance {
         self.store.record(ctx, &record).await.map(drop)
     }
 
-    /// Records a later message of the user.
+    /// Records a later message of the user, unless the task holds the same words already.
     pub(crate) async fn add_user_message(
         &self,
         ctx: &CallContext,
         text: &str,
     ) -> Result<(), Rejection> {
         let task = self.task_sources(ctx).await?;
-        let number = lock(&task).read.user_messages() + 1;
+        let number = {
+            let task = lock(&task);
+            // The same words again (a host that relays the turn with each call, a retry) add
+            // no value to the task: they are kept once.
+            if task.read.holds_user_message(&normalize(text)) {
+                return Ok(());
+            }
+            task.read.user_messages() + 1
+        };
         let record = source(Origin::UserMessage { number }, text.to_owned());
         self.store.record(ctx, &record).await.map(drop)
     }
@@ -203,6 +214,7 @@ impl Provenance {
         let mut judged = Judged {
             sources: Vec::with_capacity(declared.rules.len()),
             needs_human: false,
+            tainted_by: None,
         };
         let mut holders = Vec::new();
         for rule in &declared.rules {
@@ -273,7 +285,10 @@ impl Provenance {
         }
         if let (Some(after), Some(read)) = (declared.after_untrusted, read.first_untrusted()) {
             match after {
-                AfterUntrusted::Approve => judged.needs_human = true,
+                AfterUntrusted::Approve => {
+                    judged.needs_human = true;
+                    judged.tainted_by = Some(read.clone());
+                }
                 AfterUntrusted::Refuse => {
                     let rejection = refusal(
                         RejectionCode::UntrustedTask,
@@ -490,7 +505,7 @@ fn judge_value<'s>(
         found.push(ValueSource {
             path,
             entity,
-            allowed: holder.is_some_and(|holder| vouches(holder)),
+            allowed: holder.is_some_and(vouches),
             found_in: holder.map(|holder| holder.origin.clone()),
             inside: holder.is_some_and(|holder| !holder.whole),
         });
@@ -1050,6 +1065,31 @@ mod judged {
         );
         block_on(provenance.add_user_message(&ctx, &format!("Yes, pay {ATTACKER}"))).unwrap();
         assert_eq!(code(&provenance, &contract, &ctx, call), Ok(false));
+    }
+
+    #[test]
+    fn the_same_words_of_the_user_are_kept_once_a_task() {
+        let provenance = provenance();
+        let ctx = CallContext::new("alice").with_task_id("t1");
+        let other_task = CallContext::new("alice").with_task_id("t2");
+        for (ctx, words) in [
+            (&ctx, "Pay my landlord"),
+            (&ctx, "Pay my landlord"),
+            (&ctx, "Yes"),
+            (&other_task, "Pay my landlord"),
+            (&ctx, "Pay\u{200B} my landlord"),
+        ] {
+            block_on(provenance.add_user_message(ctx, words)).unwrap();
+        }
+        let texts = |ctx: &CallContext| -> Vec<String> {
+            block_on(provenance.store.since(ctx, 0))
+                .unwrap()
+                .into_iter()
+                .map(|(_, record)| record.text)
+                .collect()
+        };
+        assert_eq!(texts(&ctx), ["Pay my landlord", "Yes"]);
+        assert_eq!(texts(&other_task), ["Pay my landlord"]);
     }
 
     #[test]
