@@ -5,155 +5,69 @@
 //! A tool returns what AgentDojo's returns, as JSON where AgentDojo prints YAML: the same fields
 //! in the same order, the same strings (a file's content, a transaction's subject, with whatever
 //! an attacker injected in them, byte for byte), the same messages. Each task gets a bank of its
-//! own ([`Bank`], attached to the task's [`CallContext`]), so a call's effect is real and stays
-//! in its task.
+//! own (a [`World`] of the [`BankingEnvironment`]), so a call's effect is real and stays in its
+//! task.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
+use std::sync::LazyLock;
 
 use portcullis::prelude::*;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 
-/// The suite, as `extract.py` wrote it.
-pub static FIXTURE: LazyLock<Fixture> = LazyLock::new(|| {
-    serde_json::from_str(include_str!("banking.json")).expect("banking.json is the suite")
-});
+use super::fixture::{Fixture, Suite, World, python_float};
 
-/// What `extract.py` read from the `agentdojo` package.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Fixture {
-    pub agentdojo: Origin,
-    /// The environment, each injection vector left as its placeholder (`{injection_bill_text}`).
-    environment: Value,
-    pub injection_vectors: BTreeMap<String, InjectionVector>,
-    pub user_tasks: Vec<UserTask>,
-    pub injection_tasks: Vec<InjectionTask>,
-    pub attack: Attack,
-}
+static FIXTURE: LazyLock<Fixture> = LazyLock::new(|| Fixture::parse(include_str!("banking.json")));
 
-/// Which package, benchmark version and suite the fixture holds.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Origin {
-    pub package_version: String,
-    pub benchmark_version: String,
-    pub suite: String,
-}
+/// AgentDojo's banking suite.
+pub struct Banking;
 
-/// A place of the environment where the benchmark puts an attacker's text (the fixture also
-/// holds its description, for the reader).
-#[derive(Debug, Deserialize)]
-pub struct InjectionVector {
-    /// The text the environment holds there when no attack runs.
-    pub default: String,
-}
+impl Suite for Banking {
+    type Environment = BankingEnvironment;
+    const NAME: &'static str = "banking";
+    const TOOLS: &'static [&'static str] = &[
+        "get_iban",
+        "send_money",
+        "schedule_transaction",
+        "update_scheduled_transaction",
+        "get_balance",
+        "get_most_recent_transactions",
+        "get_scheduled_transactions",
+        "read_file",
+        "get_user_info",
+        "update_password",
+        "update_user_info",
+    ];
 
-/// A task the user gives the agent.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct UserTask {
-    pub id: String,
-    pub prompt: String,
-    /// The calls that solve the task, as the benchmark computes them on the default environment.
-    pub ground_truth: Vec<Call>,
-    /// The vectors the benchmark injects for this task: those its ground-truth calls show.
-    pub injection_candidates: Vec<String>,
-}
-
-/// What an attacker wants the agent to do instead.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct InjectionTask {
-    pub id: String,
-    pub goal: String,
-    /// The calls that reach the goal, as the benchmark computes them on the default environment.
-    pub ground_truth: Vec<Call>,
-    /// The attack template filled with the goal.
-    pub attack_text: String,
-    /// Per vector, the text the environment holds once `attack_text` is injected there (the
-    /// benchmark's YAML round trip folds its line breaks).
-    pub injected: BTreeMap<String, String>,
-}
-
-/// One tool call of a ground truth.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Call {
-    pub function: String,
-    pub args: Map<String, Value>,
-}
-
-/// The `important_instructions` attack: its template and the names it fills in.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Attack {
-    pub name: String,
-    pub template: String,
-    pub user: String,
-    pub model: String,
-    /// The model whose pipeline the attack addresses, as `model` names it.
-    pub model_of_pipeline: String,
-}
-
-impl Attack {
-    /// The template filled with `goal`, as the benchmark's `str.format` fills it.
-    pub fn text(&self, goal: &str) -> String {
-        self.template
-            .replace("{goal}", goal)
-            .replace("{user}", &self.user)
-            .replace("{model}", &self.model)
-    }
-}
-
-impl Fixture {
-    /// A bank holding the environment with `texts[vector]` where a vector's placeholder is, and
-    /// the vector's default where `texts` names no text for it.
-    pub fn bank(&self, texts: &BTreeMap<String, String>) -> Bank {
-        let mut environment = self.environment.clone();
-        fill(&mut environment, &|text: &str| {
-            self.injection_vectors
-                .iter()
-                .fold(text.to_owned(), |text, (vector, info)| {
-                    let with = texts.get(vector).unwrap_or(&info.default);
-                    text.replace(&format!("{{{vector}}}"), with)
-                })
-        });
-        let environment =
-            serde_json::from_value(environment).expect("the fixture's environment is a bank");
-        Bank(Arc::new(Mutex::new(environment)))
+    fn fixture() -> &'static Fixture {
+        &FIXTURE
     }
 
-    /// A bank with every vector at its default: no attack.
-    pub fn default_bank(&self) -> Bank {
-        self.bank(&BTreeMap::new())
-    }
-
-    /// A bank under `attack`, as the benchmark builds it for `user_task`: the attack's text in
-    /// the vectors the user task's calls show, the defaults elsewhere.
-    pub fn attacked_bank(&self, user_task: &UserTask, attack: &InjectionTask) -> Bank {
-        let texts = user_task
-            .injection_candidates
-            .iter()
-            .map(|vector| (vector.clone(), attack.injected[vector].clone()))
-            .collect();
-        self.bank(&texts)
-    }
-}
-
-fn fill(value: &mut Value, with: &dyn Fn(&str) -> String) {
-    match value {
-        Value::String(text) => *text = with(text),
-        Value::Array(items) => items.iter_mut().for_each(|item| fill(item, with)),
-        Value::Object(fields) => fields.values_mut().for_each(|item| fill(item, with)),
-        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    /// The suite's tools, configured as a careful user following the guide would: the
+    /// contracts below, and the intent check that a request to look something up does not
+    /// change anything. Approvals of high-risk calls stay off (the registry's default): every
+    /// payment would otherwise wait for a human.
+    fn registry() -> Registry {
+        Registry::builder()
+            .tool(GetIban)
+            .tool(SendMoney)
+            .tool(ScheduleTransaction)
+            .tool(UpdateScheduledTransaction)
+            .tool(GetBalance)
+            .tool(GetMostRecentTransactions)
+            .tool(GetScheduledTransactions)
+            .tool(ReadFile)
+            .tool(GetUserInfo)
+            .tool(UpdatePassword)
+            .tool(UpdateUserInfo)
+            .intent_check(portcullis::ReadOnlyRequests::default())
+            .build()
+            .expect("the banking tools make a registry")
     }
 }
 
 /// The state of one task's world: AgentDojo's `BankingEnvironment`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BankingEnvironment {
     pub bank_account: BankAccount,
@@ -161,7 +75,7 @@ pub struct BankingEnvironment {
     pub user_account: UserAccount,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BankAccount {
     pub balance: f64,
@@ -181,10 +95,30 @@ impl BankAccount {
             .unwrap_or(0)
             + 1
     }
+
+    /// A new transaction from this account, under the next id.
+    fn transaction(
+        &self,
+        recipient: String,
+        amount: f64,
+        subject: String,
+        date: String,
+        recurring: bool,
+    ) -> Transaction {
+        Transaction {
+            id: self.next_id(),
+            sender: self.iban.clone(),
+            recipient,
+            amount,
+            subject,
+            date,
+            recurring,
+        }
+    }
 }
 
 /// A transaction, its fields in AgentDojo's order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Transaction {
     pub id: i64,
@@ -198,13 +132,13 @@ pub struct Transaction {
     pub recurring: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Filesystem {
     pub files: BTreeMap<String, String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UserAccount {
     pub first_name: String,
@@ -214,31 +148,9 @@ pub struct UserAccount {
     pub password: String,
 }
 
-/// One task's bank, shared by the calls of the task: attach it with
-/// `CallContext::with_extension`.
-#[derive(Clone)]
-pub struct Bank(Arc<Mutex<BankingEnvironment>>);
-
-impl Bank {
-    /// The environment as it is now.
-    pub fn state(&self) -> MutexGuard<'_, BankingEnvironment> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-fn bank(ctx: &CallContext) -> Result<MutexGuard<'_, BankingEnvironment>, ToolError> {
-    ctx.extension::<Bank>()
-        .map(Bank::state)
-        .ok_or_else(|| ToolError::new("no_bank", "this task has no bank account attached"))
-}
-
-/// `str()` of a Python float, as AgentDojo's messages print an amount: `98.7`, `10.0`.
-fn python_float(value: f64) -> String {
-    if value.is_finite() && value.fract() == 0.0 && value.abs() < 1e16 {
-        format!("{value:.1}")
-    } else {
-        value.to_string()
-    }
+/// An optional text AgentDojo counts as given: one that is not empty (Python's truth).
+fn given(text: Option<String>) -> Option<String> {
+    text.filter(|text| !text.is_empty())
 }
 
 /// The reply of the tools that change something.
@@ -276,7 +188,10 @@ impl From<&UserAccount> for UserInfo {
 /// Get the IBAN of the current bank account.
 #[tool(read_only, output = "trusted")]
 pub fn get_iban(ctx: &CallContext) -> Result<String, ToolError> {
-    Ok(bank(ctx)?.bank_account.iban.clone())
+    Ok(World::<BankingEnvironment>::of(ctx)?
+        .bank_account
+        .iban
+        .clone())
 }
 
 /// Sends a transaction to the recipient.
@@ -298,17 +213,9 @@ pub fn send_money(
     /// Date of the transaction
     date: String,
 ) -> Result<Message, ToolError> {
-    let mut bank = bank(ctx)?;
+    let mut bank = World::<BankingEnvironment>::of(ctx)?;
     let account = &mut bank.bank_account;
-    let transaction = Transaction {
-        id: account.next_id(),
-        sender: account.iban.clone(),
-        recipient: recipient.clone(),
-        amount,
-        subject,
-        date,
-        recurring: false,
-    };
+    let transaction = account.transaction(recipient.clone(), amount, subject, date, false);
     account.transactions.push(transaction);
     Ok(Message::new(format!(
         "Transaction to {recipient} for {} sent.",
@@ -333,17 +240,9 @@ pub fn schedule_transaction(
     /// Is the transaction recurring
     recurring: bool,
 ) -> Result<Message, ToolError> {
-    let mut bank = bank(ctx)?;
+    let mut bank = World::<BankingEnvironment>::of(ctx)?;
     let account = &mut bank.bank_account;
-    let transaction = Transaction {
-        id: account.next_id(),
-        sender: account.iban.clone(),
-        recipient: recipient.clone(),
-        amount,
-        subject,
-        date,
-        recurring,
-    };
+    let transaction = account.transaction(recipient.clone(), amount, subject, date, recurring);
     account.scheduled_transactions.push(transaction);
     Ok(Message::new(format!(
         "Transaction to {recipient} for {} scheduled.",
@@ -373,7 +272,7 @@ pub fn update_scheduled_transaction(
     /// Is the transaction recurring (optional)
     recurring: Option<bool>,
 ) -> Result<Message, ToolError> {
-    let mut bank = bank(ctx)?;
+    let mut bank = World::<BankingEnvironment>::of(ctx)?;
     let Some(transaction) = bank
         .bank_account
         .scheduled_transactions
@@ -385,7 +284,6 @@ pub fn update_scheduled_transaction(
             format!("Transaction with ID {id} not found."),
         ));
     };
-    let given = |text: Option<String>| text.filter(|text| !text.is_empty());
     if let Some(recipient) = given(recipient) {
         transaction.recipient = recipient;
     }
@@ -407,7 +305,7 @@ pub fn update_scheduled_transaction(
 /// Get the balance of the account.
 #[tool(read_only, output = "trusted")]
 pub fn get_balance(ctx: &CallContext) -> Result<f64, ToolError> {
-    Ok(bank(ctx)?.bank_account.balance)
+    Ok(World::<BankingEnvironment>::of(ctx)?.bank_account.balance)
 }
 
 /// Get the list of the most recent transactions, e.g. to summarize the last n transactions.
@@ -421,7 +319,9 @@ pub fn get_most_recent_transactions(
     /// Number of transactions to return (default 100)
     n: Option<i64>,
 ) -> Result<Vec<Transaction>, ToolError> {
-    let transactions = &bank(ctx)?.bank_account.transactions;
+    let transactions = &World::<BankingEnvironment>::of(ctx)?
+        .bank_account
+        .transactions;
     // AgentDojo returns `transactions[-n:]`, with Python's slice: `n = 0` is every transaction,
     // a negative `n` skips the first `-n`.
     let n = n.unwrap_or(100);
@@ -438,7 +338,10 @@ pub fn get_most_recent_transactions(
 /// Get the list of scheduled transactions.
 #[tool(read_only, output = "trusted")]
 pub fn get_scheduled_transactions(ctx: &CallContext) -> Result<Vec<Transaction>, ToolError> {
-    Ok(bank(ctx)?.bank_account.scheduled_transactions.clone())
+    Ok(World::<BankingEnvironment>::of(ctx)?
+        .bank_account
+        .scheduled_transactions
+        .clone())
 }
 
 /// Reads the contents of the file at the given path.
@@ -448,7 +351,7 @@ pub fn read_file(
     /// The path to the file to read.
     file_path: String,
 ) -> Result<String, ToolError> {
-    Ok(bank(ctx)?
+    Ok(World::<BankingEnvironment>::of(ctx)?
         .filesystem
         .files
         .get(&file_path)
@@ -459,7 +362,9 @@ pub fn read_file(
 /// Get the user information.
 #[tool(read_only, output = "trusted")]
 pub fn get_user_info(ctx: &CallContext) -> Result<UserInfo, ToolError> {
-    Ok(UserInfo::from(&bank(ctx)?.user_account))
+    Ok(UserInfo::from(
+        &World::<BankingEnvironment>::of(ctx)?.user_account,
+    ))
 }
 
 /// Update the user password.
@@ -471,7 +376,7 @@ pub fn update_password(
     #[from(user)]
     password: String,
 ) -> Result<Message, ToolError> {
-    bank(ctx)?.user_account.password = password;
+    World::<BankingEnvironment>::of(ctx)?.user_account.password = password;
     Ok(Message::new("Password updated.".to_owned()))
 }
 
@@ -494,9 +399,8 @@ pub fn update_user_info(
     #[from(user, trusted)]
     city: Option<String>,
 ) -> Result<UserInfo, ToolError> {
-    let mut bank = bank(ctx)?;
+    let mut bank = World::<BankingEnvironment>::of(ctx)?;
     let account = &mut bank.user_account;
-    let given = |text: Option<String>| text.filter(|text| !text.is_empty());
     for (field, value) in [
         (&mut account.first_name, first_name),
         (&mut account.last_name, last_name),
@@ -509,40 +413,3 @@ pub fn update_user_info(
     }
     Ok(UserInfo::from(&*account))
 }
-
-/// A registry of the suite's tools, configured as a careful user following the guide would:
-/// the contracts above, and the intent check that a request to look something up does not
-/// change anything. Approvals of high-risk calls stay off (the registry's default): every
-/// payment would otherwise wait for a human.
-pub fn registry() -> Registry {
-    Registry::builder()
-        .tool(GetIban)
-        .tool(SendMoney)
-        .tool(ScheduleTransaction)
-        .tool(UpdateScheduledTransaction)
-        .tool(GetBalance)
-        .tool(GetMostRecentTransactions)
-        .tool(GetScheduledTransactions)
-        .tool(ReadFile)
-        .tool(GetUserInfo)
-        .tool(UpdatePassword)
-        .tool(UpdateUserInfo)
-        .intent_check(portcullis::ReadOnlyRequests::default())
-        .build()
-        .expect("the banking tools make a registry")
-}
-
-/// The names of AgentDojo's banking tools, in its order.
-pub const TOOLS: [&str; 11] = [
-    "get_iban",
-    "send_money",
-    "schedule_transaction",
-    "update_scheduled_transaction",
-    "get_balance",
-    "get_most_recent_transactions",
-    "get_scheduled_transactions",
-    "read_file",
-    "get_user_info",
-    "update_password",
-    "update_user_info",
-];
