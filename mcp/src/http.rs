@@ -23,7 +23,8 @@ impl McpServer {
     /// ([`serve_http`](Self::serve_http)) or to nest in an application. A request whose
     /// credentials `authenticator` refuses gets `401 Unauthorized` (or `403` for too little
     /// scope) with a `WWW-Authenticate` challenge; each session answers only the caller that
-    /// opened it, under a task id of its own. An authenticator for OAuth access tokens
+    /// opened it, under a task id of its own: any request of another caller on it (`DELETE`
+    /// and `GET` too) gets `403`, code `session_of_another_caller`. An authenticator for OAuth access tokens
     /// ([`OAuth`](crate::oauth::OAuth)) adds its protected resource metadata document at
     /// `/.well-known/oauth-protected-resource` (and that path followed by the resource's
     /// path), outside authentication. A request past a cap

@@ -18,10 +18,15 @@
 //!   resource metadata the MCP authorization specification asks for.
 //! - Both lifecycles, as each request asks: 2025-11-25, where each session has a task id of
 //!   its own and answers only the caller that opened it; and the stateless 2026-07-28, where
-//!   the task is named by a handle the server seals for the caller and returns in each
-//!   result's `_meta["dev.portcullis/task"]`, a caller's confirmation goes through
-//!   `InputRequiredResult` with a sealed `requestState`, and any instance sharing the stores
-//!   and the [`state_codec`](McpServerBuilder::state_codec) answers any request.
+//!   a request without a task handle is a task that ends with it, and a continuable task
+//!   (asked for with `_meta["dev.portcullis/continuable"]: true`) is named by a handle the
+//!   server seals for the caller and returns in each result's `_meta["dev.portcullis/task"]`,
+//!   lives at most [`continuable_task_lifetime`](McpServerBuilder::continuable_task_lifetime)
+//!   and ends the caller's oldest past
+//!   [`max_continuable_tasks_per_caller`](McpServerBuilder::max_continuable_tasks_per_caller),
+//!   a caller's confirmation goes through `InputRequiredResult` with a sealed `requestState`,
+//!   and any instance sharing the stores and the
+//!   [`state_codec`](McpServerBuilder::state_codec) answers any request.
 //! - A host the operator trusts to relay its user's words ([`RelaysUserMessages`]) sends the
 //!   user's latest message with a `tools/call`, in `_meta["dev.portcullis/user_message"]`;
 //!   the server records it in the call's task before the call is judged, so that a
@@ -30,7 +35,8 @@
 //! - Over HTTP, each caller may hold at most 128 sessions and 32 requests in flight, and the
 //!   server 4096 sessions ([`McpServerBuilder::max_sessions_per_caller`] and the others): past a
 //!   cap, `429` with the JSON-RPC error `-32010`. A request with an `Origin` not allowed
-//!   ([`McpServerBuilder::allowed_origins`]) gets `403`.
+//!   ([`McpServerBuilder::allowed_origins`]) gets `403`, and so does any request on a session
+//!   from a caller other than the one that opened it (`session_of_another_caller`).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -40,6 +46,7 @@ mod challenge;
 mod http;
 mod identity;
 mod limits;
+mod live_tasks;
 mod message;
 pub mod oauth;
 mod sealed;

@@ -18,6 +18,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body::{Frame, SizeHint};
 use rmcp::RoleServer;
+use rmcp::model::ErrorCode;
 use rmcp::service::RequestContext;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -31,6 +32,13 @@ const LIMIT_ERROR: i64 = -32010;
 
 /// Seconds a client is asked to wait when the server holds as many sessions as it serves.
 const RETRY_AFTER_SECONDS: &str = "30";
+
+/// The code of a refusal of a request on a session another caller opened.
+pub(crate) const SESSION_OF_ANOTHER_CALLER: &str = "session_of_another_caller";
+
+/// What that refusal says.
+pub(crate) const SESSION_OF_ANOTHER_CALLER_MESSAGE: &str =
+    "this session belongs to another caller: open a session of your own";
 
 /// The header that names a session.
 const SESSION_ID: &str = "mcp-session-id";
@@ -47,10 +55,17 @@ pub(crate) struct Caps {
 pub(crate) struct Limits {
     caps: Caps,
     held: Mutex<Held>,
-    /// The open sessions by id, to give a session's place back when a `DELETE` closes it
-    /// rather than when rmcp gets round to dropping it. Entries of sessions that ended
-    /// otherwise are pruned as sessions open.
-    by_id: Mutex<HashMap<String, Weak<OpenSession>>>,
+    /// The open sessions by id, with the caller that opened each: to refuse every request on
+    /// a session from another caller, and to give a session's place back when a `DELETE`
+    /// closes it rather than when rmcp gets round to dropping it. Entries of sessions that
+    /// ended otherwise are pruned as sessions open.
+    by_id: Mutex<HashMap<String, Opened>>,
+}
+
+/// A session as it opened: its owner, and its place while it lasts.
+struct Opened {
+    owner: Caller,
+    place: Weak<OpenSession>,
 }
 
 #[derive(Default)]
@@ -158,13 +173,27 @@ impl Limits {
         }
     }
 
-    /// Remembers that the session `id` holds `open`'s place.
-    fn opened(&self, id: &str, open: &Arc<OpenSession>) {
+    /// Remembers that the session `id`, opened by `owner`, holds `open`'s place.
+    fn opened(&self, id: &str, owner: &Caller, open: &Arc<OpenSession>) {
         let mut by_id = self.by_id.lock().unwrap_or_else(PoisonError::into_inner);
         if by_id.len() >= self.caps.sessions {
-            by_id.retain(|_, open| open.strong_count() > 0);
+            by_id.retain(|_, opened| opened.place.strong_count() > 0);
         }
-        by_id.insert(id.to_owned(), Arc::downgrade(open));
+        let opened = Opened {
+            owner: owner.clone(),
+            place: Arc::downgrade(open),
+        };
+        by_id.insert(id.to_owned(), opened);
+    }
+
+    /// Whether the session `id` was opened by a caller other than `caller`. A session the
+    /// server does not know is left to rmcp, which answers `404`.
+    fn owned_by_another(&self, id: &str, caller: &Caller) -> bool {
+        self.by_id
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(id)
+            .is_some_and(|opened| opened.owner != *caller)
     }
 
     /// Gives back the place of the session `id`, which a `DELETE` closed.
@@ -175,7 +204,7 @@ impl Limits {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(id);
         let slot = open
-            .and_then(|open| open.upgrade())
+            .and_then(|opened| opened.place.upgrade())
             .and_then(|open| open.0.lock().unwrap_or_else(PoisonError::into_inner).take());
         drop(slot);
     }
@@ -211,7 +240,11 @@ struct Head {
 }
 
 /// Lets an authenticated request through if its caller is under the caps, or refuses it with
-/// `429` and a JSON-RPC error; gives a session's place back when a `DELETE` closed it.
+/// `429` and a JSON-RPC error; gives a session's place back when a `DELETE` closed it. A
+/// request on a session another caller opened is refused whatever it is (`403`), before rmcp
+/// sees it: a session id alone does not make a caller, and a `DELETE` would end the owner's
+/// session, a `GET` receive its notifications and requests, and a POSTed answer or
+/// notification reach its calls.
 pub(crate) async fn admit(limits: Arc<Limits>, request: Request, next: Next) -> Response {
     let Some(caller) = request
         .extensions()
@@ -220,6 +253,9 @@ pub(crate) async fn admit(limits: Arc<Limits>, request: Request, next: Next) -> 
     else {
         return next.run(request).await;
     };
+    if session_id(&request).is_some_and(|id| limits.owned_by_another(&id, &caller)) {
+        return not_the_owner();
+    }
     match *request.method() {
         Method::POST => {}
         Method::DELETE => {
@@ -274,7 +310,7 @@ pub(crate) async fn admit(limits: Arc<Limits>, request: Request, next: Next) -> 
         && let Some(id) = response.headers().get(SESSION_ID)
         && let Ok(id) = id.to_str()
     {
-        limits.opened(id, &open);
+        limits.opened(id, &caller, &open);
     }
     response.map(|body| {
         Body::new(Holding {
@@ -332,6 +368,21 @@ fn refused(caps: &Caps, refusal: Refusal, id: Value) -> Response {
         );
     }
     response
+}
+
+/// The `403` of a request on a session another caller opened, with a JSON-RPC error (of no
+/// id: the request's body is not read, as the refusal does not depend on it).
+fn not_the_owner() -> Response {
+    let body = json!({"jsonrpc": "2.0", "id": null, "error": {
+        "code": ErrorCode::INVALID_REQUEST.0,
+        "message": SESSION_OF_ANOTHER_CALLER_MESSAGE,
+        "data": {"code": SESSION_OF_ANOTHER_CALLER}}});
+    (
+        StatusCode::FORBIDDEN,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 /// A response body that holds its request's place until it has been sent.
@@ -412,14 +463,21 @@ mod tests {
     }
 
     #[test]
-    fn a_delete_gives_the_place_back_at_once() {
+    fn a_session_is_its_openers_and_a_delete_gives_the_place_back_at_once() {
         let limits = limits();
         let ann = Caller::of(&CallContext::new("ann"));
         let open = Arc::new(OpenSession(Mutex::new(Some(
             limits.open_session(&ann).unwrap(),
         ))));
-        limits.opened("s-1", &open);
+        limits.opened("s-1", &ann, &open);
         assert_eq!(limits.held().sessions, 1);
+        let bob = Caller::of(&CallContext::new("bob"));
+        assert!(limits.owned_by_another("s-1", &bob));
+        assert!(!limits.owned_by_another("s-1", &ann));
+        assert!(
+            !limits.owned_by_another("s-2", &bob),
+            "rmcp answers an unknown session"
+        );
         limits.closed("s-1");
         assert_eq!(limits.held().sessions, 0, "while the session is still held");
         drop(open);

@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::identity::Caller;
+use crate::live_tasks::TaskStart;
 
 /// The request `_meta` key that carries the task handle, and the result `_meta` key that
 /// returns it.
@@ -34,8 +35,9 @@ pub(crate) const TASK_META: &str = "dev.portcullis/task";
 /// (on any instance) is the same call and runs at most once.
 pub(crate) const CALL_META: &str = "dev.portcullis/call";
 
-/// How long a task handle stays good after the last result that returned it.
-const TASK_HANDLE_LIFETIME: Duration = Duration::from_secs(24 * 60 * 60);
+/// How long the id of an MCP task waiting for an operator stays good after its ticket expired,
+/// to report that.
+const WAITING_TASK_AFTER_EXPIRY: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// The server's sealing keys.
 pub(crate) struct Seals {
@@ -47,6 +49,8 @@ pub(crate) struct Seals {
 pub(crate) struct Confirmation {
     /// The task of the call: the retry's, whatever task handle the retry carries.
     pub(crate) task: String,
+    /// When and where that task started.
+    pub(crate) start: TaskStart,
     /// The call waiting for it.
     pub(crate) call_id: String,
     /// The ticket it waits under.
@@ -75,11 +79,13 @@ impl WaitingCall {
     }
 }
 
+/// A stateless task as its handle names it.
 #[derive(Serialize, Deserialize)]
-struct TaskHandle {
-    task: String,
+pub(crate) struct TaskHandle {
+    pub(crate) task: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    waiting: Vec<StillWaiting>,
+    pub(crate) waiting: Vec<StillWaiting>,
+    pub(crate) start: TaskStart,
 }
 
 /// A call that still waited for approval when its request answered: a later call of the same
@@ -139,33 +145,40 @@ impl Seals {
         )
     }
 
-    /// The handle of `ctx`'s task, with its calls still `waiting`, for `ctx`'s caller only.
-    pub(crate) fn task_handle(&self, ctx: &CallContext, waiting: &[StillWaiting]) -> String {
+    /// The handle of `ctx`'s task, started at `start`, with its calls still `waiting`, for
+    /// `ctx`'s caller only. The task is refused past its `lifetime`, from its start; the handle
+    /// opens for twice that from now, so that a handle of a task past its lifetime is refused
+    /// as such (`task_expired`) for a while rather than as no handle at all.
+    pub(crate) fn task_handle(
+        &self,
+        ctx: &CallContext,
+        waiting: &[StillWaiting],
+        start: &TaskStart,
+        lifetime: Duration,
+    ) -> String {
         self.seal(
             &TaskHandle {
                 task: ctx.task_id().to_owned(),
                 waiting: waiting.to_vec(),
+                start: start.clone(),
             },
             &binding("task", ctx, &[]),
-            TASK_HANDLE_LIFETIME,
+            lifetime.saturating_mul(2),
         )
     }
 
-    /// `identity` with the task its `handle` names and the task's calls still waiting, or with
-    /// a new task when it sent none.
-    pub(crate) fn task_context(
+    /// The task `handle` names, if this server sealed it for `identity`'s caller and it has
+    /// not expired.
+    pub(crate) fn open_task_handle(
         &self,
-        identity: CallContext,
-        handle: Option<&Value>,
-    ) -> Result<(CallContext, Vec<StillWaiting>), ErrorData> {
-        let Some(handle) = handle else {
-            return Ok((identity.with_fresh_task_id(), Vec::new()));
-        };
+        identity: &CallContext,
+        handle: &Value,
+    ) -> Result<TaskHandle, ErrorData> {
         let opened = handle
             .as_str()
-            .and_then(|handle| self.open::<TaskHandle>(handle, &binding("task", &identity, &[])));
+            .and_then(|handle| self.open::<TaskHandle>(handle, &binding("task", identity, &[])));
         match opened {
-            Some(TaskHandle { task, waiting }) => Ok((identity.with_task_id(task), waiting)),
+            Some(handle) => Ok(handle),
             None => Err(refusal(
                 "task_handle_invalid",
                 format!(
@@ -180,6 +193,7 @@ impl Seals {
     pub(crate) fn confirmation(
         &self,
         ctx: &CallContext,
+        start: &TaskStart,
         call: &ToolCall,
         ticket: &Ticket,
         lifetime: Duration,
@@ -187,6 +201,7 @@ impl Seals {
         self.seal(
             &Confirmation {
                 task: ctx.task_id().to_owned(),
+                start: start.clone(),
                 call_id: call.id.clone(),
                 ticket: ticket.id.clone(),
             },
@@ -244,7 +259,7 @@ impl Seals {
             },
             &binding("waiting", ctx, &session_task(ctx, in_session)),
             // Past the ticket's expiry the call is refused anyway; the task still reports that.
-            lifetime + TASK_HANDLE_LIFETIME,
+            lifetime + WAITING_TASK_AFTER_EXPIRY,
         )
     }
 
@@ -312,17 +327,32 @@ mod tests {
             .with_task_id("task-1")
     }
 
+    fn start() -> TaskStart {
+        TaskStart {
+            expires_ms: 2,
+            instance: "instance-1".into(),
+        }
+    }
+
     #[test]
     fn a_task_handle_opens_for_its_caller_only() {
         let seals = Seals::of_this_process();
         let waiting = StillWaiting::of(&ToolCall::new("c1", "pay", json!({"cents": 5})));
-        let handle = json!(seals.task_handle(&ann(), std::slice::from_ref(&waiting)));
+        let lifetime = Duration::from_secs(60);
+        let handle =
+            json!(seals.task_handle(&ann(), std::slice::from_ref(&waiting), &start(), lifetime));
         let identity = CallContext::new("ann").with_roles(["finance"]);
-        let (opened, still) = seals.task_context(identity.clone(), Some(&handle)).unwrap();
-        assert_eq!(opened.task_id(), "task-1");
-        let again = still[0].again("pay", &json!({"cents": 5.0})).unwrap();
+        let opened = seals.open_task_handle(&identity, &handle).unwrap();
+        assert_eq!((opened.task.as_str(), opened.start), ("task-1", start()));
+        let again = opened.waiting[0]
+            .again("pay", &json!({"cents": 5.0}))
+            .unwrap();
         assert_eq!(again.id, "c1");
-        assert!(still[0].again("pay", &json!({"cents": 6})).is_none());
+        assert!(
+            opened.waiting[0]
+                .again("pay", &json!({"cents": 6}))
+                .is_none()
+        );
         for other in [
             CallContext::new("bob").with_roles(["finance"]),
             CallContext::new("ann").with_roles(["finance", "admin"]),
@@ -330,24 +360,12 @@ mod tests {
                 .with_roles(["finance"])
                 .with_tenant("acme"),
         ] {
-            let refused = seals.task_context(other, Some(&handle)).unwrap_err();
+            let refused = seals.open_task_handle(&other, &handle).err().unwrap();
             assert_eq!(refused.data.unwrap()["code"], "task_handle_invalid");
         }
         let elsewhere = Seals::of_this_process();
-        assert!(
-            elsewhere
-                .task_context(identity.clone(), Some(&handle))
-                .is_err()
-        );
-        assert!(
-            seals
-                .task_context(identity.clone(), Some(&json!(7)))
-                .is_err()
-        );
-        assert_ne!(
-            seals.task_context(identity, None).unwrap().0.task_id(),
-            "task-1"
-        );
+        assert!(elsewhere.open_task_handle(&identity, &handle).is_err());
+        assert!(seals.open_task_handle(&identity, &json!(7)).is_err());
     }
 
     #[test]
@@ -361,7 +379,7 @@ mod tests {
             "self_approval": false, "caller_confirms": true, "contract_hash": ""
         }))
         .unwrap();
-        let state = seals.confirmation(&ann(), &call, &ticket, Duration::from_secs(60));
+        let state = seals.confirmation(&ann(), &start(), &call, &ticket, Duration::from_secs(60));
         let opened = seals
             .open_confirmation(&ann(), "cancel_order", &json!({"order_id": 7.0}), &state)
             .unwrap();

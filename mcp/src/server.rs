@@ -13,6 +13,7 @@ use rmcp::service::Peer;
 use serde_json::Value;
 
 use crate::limits::{Caps, Limits};
+use crate::live_tasks::LiveTasks;
 use crate::sealed::Seals;
 
 /// A [`Registry`] served over MCP, over stdio ([`serve_stdio`](Self::serve_stdio)) or
@@ -55,6 +56,8 @@ pub(crate) struct Shared {
     tools_ttl: Duration,
     /// The caps on sessions and requests over HTTP, and what callers hold under them.
     pub(crate) limits: Arc<Limits>,
+    /// The continuable tasks of the stateless protocol this instance started.
+    pub(crate) live_tasks: LiveTasks,
     listeners: Mutex<Vec<Listener>>,
 }
 
@@ -112,6 +115,8 @@ pub struct McpServerBuilder {
     state_codec: Option<RequestStateCodec>,
     tools_ttl: Duration,
     caps: Caps,
+    task_lifetime: Duration,
+    continuable_tasks_per_caller: usize,
 }
 
 impl McpServerBuilder {
@@ -244,6 +249,27 @@ impl McpServerBuilder {
         self
     }
 
+    /// How long a continuable task of the stateless protocol (2026-07-28) lives from its start,
+    /// however often it is used (default 24 hours): a request with its handle after that is
+    /// refused (`-32602`, `data.code` `task_expired`) and what the stores hold for it is
+    /// forgotten. A task is continuable when a request without a handle asks for one
+    /// (`_meta["dev.portcullis/continuable"]: true`) or when its call still waits for a human;
+    /// any other request without a handle is a task that ends with the request.
+    pub fn continuable_task_lifetime(mut self, lifetime: Duration) -> Self {
+        self.task_lifetime = lifetime;
+        self
+    }
+
+    /// How many continuable tasks of the stateless protocol one caller (actor and tenant) holds
+    /// at once on this instance (default 64; at least 1): starting one more ends the caller's
+    /// oldest, whose handle is then refused (`-32602`, `data.code` `task_ended`). The default
+    /// lets 100 callers each hold 64 tasks and have 32 requests in flight (each a task) within
+    /// the 10,000 tasks the default in-memory provenance store holds.
+    pub fn max_continuable_tasks_per_caller(mut self, tasks: usize) -> Self {
+        self.continuable_tasks_per_caller = tasks;
+        self
+    }
+
     /// The server; [`ServeError::NoMcpProfile`] unless the registry was built for the MCP
     /// profile ([`RegistryBuilder::profile`](portcullis_core::RegistryBuilder::profile)), which
     /// checks at build time that every tool fits MCP.
@@ -266,6 +292,7 @@ impl McpServerBuilder {
                     .map_or_else(Seals::of_this_process, Seals::new),
                 tools_ttl: self.tools_ttl,
                 limits: Arc::new(Limits::new(self.caps)),
+                live_tasks: LiveTasks::new(self.task_lifetime, self.continuable_tasks_per_caller),
                 listeners: Mutex::new(Vec::new()),
             }),
         })
@@ -295,6 +322,8 @@ impl McpServer {
                 sessions: 4096,
                 requests_per_caller: 32,
             },
+            task_lifetime: Duration::from_secs(24 * 60 * 60),
+            continuable_tasks_per_caller: 64,
         }
     }
 

@@ -6,8 +6,10 @@
 //!   request's) and a task id made for the session.
 //! - 2026-07-28, stateless: one handler per request; the caller from the request's
 //!   credentials, the task from the sealed handle the client passes back in
-//!   `_meta["dev.portcullis/task"]` (a new task when it sends none), returned in every result's
-//!   `_meta`; a caller's confirmation through `InputRequiredResult` and its retry.
+//!   `_meta["dev.portcullis/task"]`, returned in the results of a continuable task; without
+//!   one, a new task that ends with the request unless the client asks for a continuable one
+//!   or its call waits for a human ([`live_tasks`](crate::live_tasks)); a caller's confirmation
+//!   through `InputRequiredResult` and its retry.
 //!
 //! Under both, a `tools/call` from a host that relays its user's messages may carry the user's
 //! latest message, recorded in the call's task before the call is judged (`user_message`).
@@ -33,7 +35,8 @@ use serde_json::{Value, json};
 use crate::approval::{self, WAITING_MESSAGE};
 use crate::identity::Caller;
 use crate::limits::{self, OpenSession};
-use crate::sealed::{CALL_META, Confirmation, StillWaiting, TASK_META};
+use crate::live_tasks::{CONTINUABLE_META, LiveTasks, TaskStart};
+use crate::sealed::{CALL_META, Confirmation, StillWaiting, TASK_META, TaskHandle, refusal};
 use crate::server::{Listener, Shared};
 use crate::task;
 use crate::user_message::{self, USER_MESSAGE_META};
@@ -91,27 +94,24 @@ impl Session {
         }
     }
 
-    /// The context of the request's caller and task. In a session, the task is the session's,
-    /// and over HTTP the first request names the session's caller: a request with another
-    /// caller's credentials is refused, as a session id alone does not make a caller. Under the
-    /// stateless protocol, the task is the one the request's handle names.
+    /// The context of a request that names no task of its own (`initialize`, `tasks/get`,
+    /// `tasks/cancel`): in a session, the session's ([`session_context`](Self::session_context));
+    /// under the stateless protocol, the caller's identity, as an MCP task id names its call's
+    /// task whatever handle the request carries.
     fn context(&self, request: &RequestContext<RoleServer>) -> Result<CallContext, ErrorData> {
-        self.served(request).map(|(ctx, _)| ctx)
+        if stateless(request) {
+            return self.identity(request);
+        }
+        self.session_context(request)
     }
 
-    /// [`context`](Self::context), and under the stateless protocol the task's calls still
-    /// waiting, as the request's handle carries them (a session keeps its own in `waiting`).
-    fn served(
+    /// The context of the session's caller and task. Over HTTP the first request names the
+    /// session's caller: a request with another caller's credentials is refused, as a session
+    /// id alone does not make a caller.
+    fn session_context(
         &self,
         request: &RequestContext<RoleServer>,
-    ) -> Result<(CallContext, Vec<StillWaiting>), ErrorData> {
-        if stateless(request) {
-            let identity = self.identity(request)?;
-            return self
-                .shared
-                .seals
-                .task_context(identity, request.meta.0.get(TASK_META));
-        }
+    ) -> Result<CallContext, ErrorData> {
         if let Origin::Requests = self.origin {
             let identity = self.identity(request)?;
             let (owner, _) = self.caller.get_or_init(|| {
@@ -119,16 +119,78 @@ impl Session {
                 (identity.clone(), session)
             });
             if Caller::of(owner) != Caller::of(&identity) {
+                // Over HTTP the request is refused before it gets here (`limits::admit`).
                 return Err(ErrorData::invalid_request(
-                    "this session belongs to another caller: open a session of your own",
-                    None,
+                    limits::SESSION_OF_ANOTHER_CALLER_MESSAGE,
+                    Some(json!({"code": limits::SESSION_OF_ANOTHER_CALLER})),
                 ));
             }
         }
         self.caller
             .get()
-            .map(|(_, session)| (session.clone(), Vec::new()))
+            .map(|(_, session)| session.clone())
             .ok_or_else(|| ErrorData::internal_error("the session has no caller", None))
+    }
+
+    /// The context of a stateless request's caller and task, the task's calls still waiting
+    /// (as its handle carries them) and what becomes of the task. The task is the one the
+    /// request's handle names, refused past its lifetime (`task_expired`) or once ended here
+    /// (`task_ended`); without a handle, a new one, continuable if the client asks
+    /// (`_meta["dev.portcullis/continuable"]: true`).
+    fn stateless_task(
+        &self,
+        request: &RequestContext<RoleServer>,
+    ) -> Result<(CallContext, Vec<StillWaiting>, Stateless), ErrorData> {
+        let identity = self.identity(request)?;
+        let meta = &request.meta.0;
+        let live = &self.shared.live_tasks;
+        // Read even beside a handle (where it changes nothing), so that a bad one is refused.
+        let continuable = continuable_asked(meta.get(CONTINUABLE_META))?;
+        if let Some(handle) = meta.get(TASK_META) {
+            let TaskHandle {
+                task,
+                waiting,
+                start,
+            } = self.shared.seals.open_task_handle(&identity, handle)?;
+            if LiveTasks::expired(&start) {
+                return Err(refusal(
+                    "task_expired",
+                    "this task is past its lifetime and has ended: send no handle to start a new \
+                     task",
+                ));
+            }
+            if live.ended(&identity, &task, &start) {
+                return Err(refusal(
+                    "task_ended",
+                    "this task was ended to make room for a newer task of this caller: send no \
+                     handle to start a new task",
+                ));
+            }
+            let task_ctx = identity.with_task_id(task);
+            let continued = Stateless {
+                start,
+                life: Life::Continued,
+            };
+            return Ok((task_ctx, waiting, continued));
+        }
+        let life = if continuable {
+            Life::Continuable
+        } else {
+            Life::OneRequest
+        };
+        let task = Stateless {
+            start: live.start_now(),
+            life,
+        };
+        Ok((identity.with_fresh_task_id(), Vec::new(), task))
+    }
+
+    /// Counts the task of `ctx`, started at `start`, among its caller's live continuable tasks,
+    /// and forgets the state of the tasks no instance can continue any more.
+    async fn keep(&self, ctx: &CallContext, start: &TaskStart) {
+        for forgotten in self.shared.live_tasks.keep(ctx, ctx.task_id(), start) {
+            self.shared.registry.end_task(&forgotten).await;
+        }
     }
 
     /// The identity of the request's caller, as configured or as its credentials name it.
@@ -317,22 +379,28 @@ impl ServerHandler for Session {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let (ctx, waiting) = self.served(&context)?;
-        let tools = self.shared.tools_for(&ctx)?;
-        let mut result: ListToolsResult = serde_json::from_value(json!({"tools": tools.clone()}))
-            .map_err(|error| {
-            ErrorData::internal_error(format!("unrenderable tools: {error}"), None)
-        })?;
-        result.result_type = Some(ResultType::COMPLETE);
-        if stateless(&context) {
-            // Each caller sees its own tools: no cache may share them with another.
-            result.cache_scope = Some(CacheScope::Private);
-            result.ttl_ms = Some(self.shared.tools_ttl_ms());
-            self.hand_back(&ctx, &waiting, &mut result.meta);
-        } else {
+        if !stateless(&context) {
+            let ctx = self.session_context(&context)?;
+            let tools = self.shared.tools_for(&ctx)?;
+            let result = tool_list(&tools)?;
             self.shared
                 .listen(Listener::new(context.peer.clone(), ctx, tools));
+            return Ok(result);
         }
+        let (ctx, waiting, task) = self.stateless_task(&context)?;
+        let tools = self.shared.tools_for(&ctx)?;
+        let mut result = tool_list(&tools)?;
+        // Each caller sees its own tools: no cache may share them with another.
+        result.cache_scope = Some(CacheScope::Private);
+        result.ttl_ms = Some(self.shared.tools_ttl_ms());
+        // A one-request task listed tools only: nothing of it is in the stores to forget.
+        if task.life == Life::OneRequest {
+            return Ok(result);
+        }
+        if task.life == Life::Continuable {
+            self.keep(&ctx, &task.start).await;
+        }
+        self.hand_back(&ctx, &waiting, &task.start, &mut result.meta);
         Ok(result)
     }
 
@@ -341,32 +409,65 @@ impl ServerHandler for Session {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let (ctx, mut waiting) = self.served(&context)?;
-        let words = user_message::relayed(
-            context.meta.0.get(USER_MESSAGE_META),
-            &self.identity(&context)?,
-        )?;
         if !stateless(&context) {
+            let ctx = self.session_context(&context)?;
+            let words = user_message::relayed(
+                context.meta.0.get(USER_MESSAGE_META),
+                &self.identity(&context)?,
+            )?;
             if let Err(refused) = self.hear(&ctx, words).await {
                 return tool_result(&refused).map(CallToolResponse::from);
             }
             return self.call_in_session(&ctx, &request, &context).await;
         }
+        let (ctx, mut waiting, task) = self.stateless_task(&context)?;
+        let words = user_message::relayed(
+            context.meta.0.get(USER_MESSAGE_META),
+            &self.identity(&context)?,
+        )?;
         let (ctx, call, asked) = self.stateless_call(ctx, &mut waiting, &request, &context)?;
-        let mut response = match self.hear(&ctx, words).await {
-            Ok(()) => {
-                self.call_stateless(&ctx, &mut waiting, &request, call, asked, &context)
-                    .await?
-            }
-            Err(refused) => tool_result(&refused).map(CallToolResponse::from)?,
+        // A retry that answers a confirmation goes on in the task the confirmation was asked
+        // in, which went on past its request as its call waited.
+        let task = match &asked {
+            Some(asked) => Stateless {
+                start: asked.start.clone(),
+                life: Life::Continued,
+            },
+            None => task,
         };
+        let answer = asked.and_then(|asked| Some((asked.ticket, confirmation_answer(&request)?)));
+        let answered = match self.hear(&ctx, words).await {
+            Ok(()) => {
+                self.call_stateless(&ctx, &task.start, &mut waiting, call, answer, &context)
+                    .await
+            }
+            Err(refused) => tool_result(&refused).map(CallToolResponse::from),
+        };
+        let still_waits = !waiting.is_empty()
+            || matches!(
+                answered,
+                Ok(CallToolResponse::InputRequired(_) | CallToolResponse::Task(_))
+            );
+        // A call waiting for a human goes on in its task, as its handle resumes it.
+        let goes_on = task.life == Life::Continued
+            || (answered.is_ok() && (task.life == Life::Continuable || still_waits));
+        if !goes_on {
+            // No handle of the task was given nor will be: nothing can go on in it, so what
+            // the stores hold for it can go.
+            self.shared.registry.end_task(ctx.task_id()).await;
+            return answered;
+        }
+        if task.life != Life::Continued {
+            self.keep(&ctx, &task.start).await;
+        }
+        let mut response = answered?;
         let meta = match &mut response {
             CallToolResponse::Complete(result) => &mut result.meta,
             CallToolResponse::InputRequired(result) => &mut result.meta,
             CallToolResponse::Task(result) => &mut result.meta,
             _ => return Ok(response),
         };
-        self.hand_back(&ctx, &waiting, meta);
+        self.hand_back(&ctx, &waiting, &task.start, meta);
         Ok(response)
     }
 }
@@ -436,25 +537,25 @@ impl Session {
         Ok((ctx, call, Some(asked)))
     }
 
-    /// A call under the stateless protocol. The caller confirms in two requests: the first
-    /// answers `InputRequiredResult` with a sealed `requestState`; the retry carries the answer
-    /// (`asked`: what the state named).
+    /// A call under the stateless protocol, in the task of `ctx` started at `start`. The
+    /// caller confirms in two requests: the first answers `InputRequiredResult` with a sealed
+    /// `requestState`; the retry carries the `answer`, with the ticket its state named.
     async fn call_stateless(
         &self,
         ctx: &CallContext,
+        start: &TaskStart,
         waiting: &mut Vec<StillWaiting>,
-        request: &CallToolRequestParams,
         call: ToolCall,
-        asked: Option<Confirmation>,
+        answer: Option<(String, ElicitationAction)>,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let mut outcome = self.shared.registry.dispatch(ctx, &call).await;
         if let Outcome::Pending(ticket) = &outcome
             && ticket.caller_confirms
         {
-            let answer = asked
-                .filter(|asked| asked.ticket == ticket.id)
-                .and_then(|_| confirmation_answer(request));
+            let answer = answer
+                .filter(|(asked, _)| *asked == ticket.id)
+                .map(|(_, action)| action);
             match answer {
                 Some(action) => {
                     if let Some(decided) = approval::decide(&self.shared, ctx, ticket, action).await
@@ -466,7 +567,7 @@ impl Session {
                     // Sent again without its answer (the state expired, say), the call asks
                     // again under the same ticket rather than opening another.
                     remember(waiting, &call, &outcome);
-                    return self.ask_to_confirm(ctx, &call, ticket);
+                    return self.ask_to_confirm(ctx, start, &call, ticket);
                 }
                 None => {}
             }
@@ -487,6 +588,7 @@ impl Session {
     fn ask_to_confirm(
         &self,
         ctx: &CallContext,
+        start: &TaskStart,
         call: &ToolCall,
         ticket: &Ticket,
     ) -> Result<CallToolResponse, ErrorData> {
@@ -495,10 +597,10 @@ impl Session {
             "params": approval::confirmation_form(ticket),
         }))
         .map_err(|error| ErrorData::internal_error(format!("unrenderable form: {error}"), None))?;
-        let state = self
-            .shared
-            .seals
-            .confirmation(ctx, call, ticket, self.shared.approval_wait);
+        let state =
+            self.shared
+                .seals
+                .confirmation(ctx, start, call, ticket, self.shared.approval_wait);
         Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
             Some([(CONFIRMATION.to_owned(), ask)].into()),
             Some(state),
@@ -527,14 +629,17 @@ impl Session {
         ))
     }
 
-    /// Puts the handle of `ctx`'s task in a result's `_meta`, for the client to send back.
+    /// Puts the handle of `ctx`'s task, started at `start`, in a result's `_meta`, for the
+    /// client to send back.
     fn hand_back(
         &self,
         ctx: &CallContext,
         waiting: &[StillWaiting],
+        start: &TaskStart,
         meta: &mut Option<MetaObject>,
     ) {
-        let handle = self.shared.seals.task_handle(ctx, waiting);
+        let lifetime = self.shared.live_tasks.lifetime();
+        let handle = self.shared.seals.task_handle(ctx, waiting, start, lifetime);
         meta.get_or_insert_with(MetaObject::default)
             .0
             .insert(TASK_META.to_owned(), json!(handle));
@@ -544,6 +649,26 @@ impl Session {
     fn waiting(&self) -> std::sync::MutexGuard<'_, Vec<StillWaiting>> {
         self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// A stateless request's task: when and where it started, and whether it goes on after the
+/// request (its handle handed back) or ends with it.
+struct Stateless {
+    start: TaskStart,
+    life: Life,
+}
+
+/// What becomes of a stateless task when its request ends.
+#[derive(Clone, Copy, PartialEq)]
+enum Life {
+    /// Started by the request, which asked for no continuable task: it ends with the request,
+    /// unless its call still waits for a human.
+    OneRequest,
+    /// Started by the request, which asked for a continuable task: counted among its caller's
+    /// live tasks once the request answers.
+    Continuable,
+    /// A live task that an earlier request started.
+    Continued,
 }
 
 /// How the wait for an operator ended.
@@ -575,11 +700,32 @@ fn client_call_id(given: Option<&Value>) -> Result<Option<String>, ErrorData> {
     match given {
         None => Ok(None),
         Some(Value::String(id)) if !id.is_empty() && id.len() <= 128 => Ok(Some(id.clone())),
-        Some(_) => Err(crate::sealed::refusal(
+        Some(_) => Err(refusal(
             "call_id_invalid",
             format!("`_meta.{CALL_META}` must be a string of 1 to 128 characters"),
         )),
     }
+}
+
+/// Whether a handle-less request asks for a continuable task, `asked` in
+/// `_meta["dev.portcullis/continuable"]`.
+fn continuable_asked(asked: Option<&Value>) -> Result<bool, ErrorData> {
+    match asked {
+        None => Ok(false),
+        Some(Value::Bool(asked)) => Ok(*asked),
+        Some(_) => Err(refusal(
+            "continuable_invalid",
+            format!("`_meta.{CONTINUABLE_META}` must be true or false"),
+        )),
+    }
+}
+
+/// A tool list as a result.
+fn tool_list(tools: &Value) -> Result<ListToolsResult, ErrorData> {
+    let mut result: ListToolsResult = serde_json::from_value(json!({ "tools": tools }))
+        .map_err(|error| ErrorData::internal_error(format!("unrenderable tools: {error}"), None))?;
+    result.result_type = Some(ResultType::COMPLETE);
+    Ok(result)
 }
 
 /// The caller's answer to the confirmation, from the retry's `inputResponses`.

@@ -7,14 +7,13 @@
 //! the stores. So the server remembers nothing per task: any instance on the same stores and
 //! keys answers `tasks/get` for any task, after restarts, and a task ends with no clean-up.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use portcullis_core::{CallContext, Outcome, Ticket, ToolCall};
 use rmcp::ErrorData;
 use rmcp::model::{CallToolResponse, GetTaskResult};
 use serde_json::{Value, json};
 
 use crate::approval;
+use crate::live_tasks::now_ms;
 use crate::sealed::WaitingCall;
 use crate::server::Shared;
 
@@ -88,14 +87,6 @@ fn wire_task(shared: &Shared, task_id: &str, ticket: &str, created_ms: u64, now:
 
 fn waiting_message(ticket: &str) -> String {
     format!("awaiting a reviewer's approval under ticket {ticket}")
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| {
-            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-        })
 }
 
 /// `ms` since the Unix epoch as an ISO 8601 UTC timestamp.

@@ -1,6 +1,7 @@
 //! The caps a caller meets over HTTP, as a client sees them: sessions per caller and in all,
 //! requests in flight per caller, each refused with `429` and its code while other callers are
 //! served; a session's place given back by `DELETE` (answered `204`) and by the idle timeout;
+//! a session used or closed by its owner only (`403` for any other caller);
 //! requests from a page of another origin refused with `403`; JSON that is no client message
 //! answered with its JSON-RPC error, holding no place.
 
@@ -113,6 +114,47 @@ async fn a_caller_past_its_session_cap_is_refused_and_others_are_served() {
         closed.status,
         StatusCode::NOT_FOUND,
         "the closed session is gone"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_caller_that_opened_a_session_may_use_or_close_it() {
+    let address = serve_with(builder()).await;
+    let mut ann = Client::connect(&address, ANN).await;
+    let session = ann.initialize(0).await.session.expect("a session id");
+    let mut bob = Client::connect(&address, BOB).await;
+
+    // bob knows ann's session id: closing it, listening on it, calling in it, answering or
+    // notifying in it are all refused, before the MCP layer sees them.
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 1}});
+    let answer = json!({"jsonrpc": "2.0", "id": 0, "result": {"action": "accept"}});
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "track_parcel", "arguments": {"parcel": 1}}});
+    for (method, message) in [
+        (Method::DELETE, None),
+        (Method::GET, None),
+        (Method::POST, Some(call)),
+        (Method::POST, Some(cancel)),
+        (Method::POST, Some(answer)),
+    ] {
+        let refused = bob.send(method.clone(), Some(&session), &[], message).await;
+        assert_eq!(
+            refused.status,
+            StatusCode::FORBIDDEN,
+            "{method}: {refused:?}"
+        );
+        assert_eq!(refused.error_code(), Some("session_of_another_caller"));
+        assert_eq!(refused.message.unwrap()["error"]["code"], -32600);
+    }
+
+    // The session lives on for ann, and she alone closes it.
+    let served = track(&mut ann, &session, 2).await;
+    assert_eq!(served.message.unwrap()["result"]["isError"], false);
+    assert_eq!(ann.delete(&session).await, StatusCode::NO_CONTENT);
+    assert_eq!(
+        track(&mut ann, &session, 3).await.status,
+        StatusCode::NOT_FOUND
     );
 }
 

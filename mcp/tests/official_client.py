@@ -5,6 +5,7 @@
     python official_client.py http-2026 '{"urls": [..., ...], "pids": [...], "tokens": ...}'
     python official_client.py stdio-2026 '{"command": ..., "store": ...}'
     python official_client.py http[-2026] '{"scenario": "relay", "url": ..., "run": [...], ...}'
+    python official_client.py http-2026 '{"scenario": "tasks", "url": ..., "lifetime_ms": ..., ...}'
 
 `http` and `stdio` speak 2025-11-25 (sessions, the initialize handshake); the `-2026` ones the
 stateless protocol of 2026-07-28, over HTTP with every request going to the next of several
@@ -37,6 +38,7 @@ TRANSPORT, _, PROTOCOL = sys.argv[1].partition("-")
 SETTINGS = json.loads(sys.argv[2])
 TASK = "dev.portcullis/task"
 CALL = "dev.portcullis/call"
+CONTINUABLE = "dev.portcullis/continuable"
 USER_MESSAGE = "dev.portcullis/user_message"
 ASKED = []
 NOTIFICATIONS = []
@@ -80,21 +82,19 @@ def http_client(identity, balanced=True):
 
 
 class Threaded:
-    """A 2026-07-28 client that sends back the task handle each result gives it, as the
-    specification's explicit state handles go: its calls share one task (and its budget)."""
+    """A 2026-07-28 client that asks for a continuable task and sends back the task handle each
+    result gives it, as the specification's explicit state handles go: its calls share one task
+    (and its budget)."""
 
     def __init__(self, client):
         self.client = client
         self.handle = None
 
     def meta(self):
-        return {TASK: self.handle} if self.handle else None
+        return {TASK: self.handle} if self.handle else {CONTINUABLE: True}
 
     def keep(self, result):
-        meta = result.meta or {}
-        if not isinstance(meta, dict):
-            meta = meta.model_dump(by_alias=True)
-        self.handle = meta.get(TASK, self.handle)
+        self.handle = handle_of(result) or self.handle
         return result
 
     async def call_tool(self, name, arguments, meta=None, **options):
@@ -103,6 +103,14 @@ class Threaded:
 
     async def list_tools(self):
         return self.keep(await self.client.list_tools(meta=self.meta()))
+
+
+def handle_of(result):
+    """The task handle a 2026-07-28 result hands back, if any."""
+    meta = result.meta or {}
+    if not isinstance(meta, dict):
+        meta = meta.model_dump(by_alias=True)
+    return meta.get(TASK)
 
 
 @contextlib.asynccontextmanager
@@ -459,6 +467,43 @@ async def relay(seen):
         seen["unrecorded"] = await call(host, "fetch_page", page, {USER_MESSAGE: "Read example.com/offer"})
 
 
+async def tasks(seen):
+    """Stateless tasks: a request without a handle is a task of its own; a continuable one is
+    asked for, and bound by its per-task budget, its lifetime and its caller's cap; the
+    per-actor rate limit binds both."""
+
+    async def track(client, meta):
+        try:
+            result = await client.call_tool("track_parcel", {"parcel": 7}, meta=meta)
+        except MCPError as error:
+            return {"verdict": (error.error.data or {}).get("code"), "handle": None}
+        outcome = view(result)
+        verdict = outcome["text"]["error"] if outcome["is_error"] else "completed"
+        return {"verdict": verdict, "handle": handle_of(result)}
+
+    url = SETTINGS["url"]
+    async with session("ann", url=url) as (ann, _):
+        first = await track(ann.client, {CONTINUABLE: True})
+        again = [await track(ann.client, {TASK: first["handle"]}) for _ in range(2)]
+        seen["continuable"] = [step["verdict"] for step in [first, *again]]
+        one_request = [await track(ann.client, None) for _ in range(3)]
+        seen["one_request"] = [step["verdict"] for step in one_request]
+        seen["one_request_handles"] = [step["handle"] for step in one_request]
+        flood = []
+        while len(flood) < 10 and (not flood or flood[-1] == "completed"):
+            flood.append((await track(ann.client, None))["verdict"])
+        seen["flood"] = flood
+        seen["continuable_flooded"] = (await track(ann.client, {CONTINUABLE: True}))["verdict"]
+    async with session("bob", url=url) as (bob, _):
+        started = await track(bob.client, {CONTINUABLE: True})
+        await asyncio.sleep(SETTINGS["lifetime_ms"] / 1000 + 0.3)
+        seen["expired"] = (await track(bob.client, {TASK: started["handle"]}))["verdict"]
+    async with session("carl", url=url) as (carl, _):
+        started = [await track(carl.client, {CONTINUABLE: True}) for _ in range(SETTINGS["cap"] + 1)]
+        seen["oldest"] = (await track(carl.client, {TASK: started[0]["handle"]}))["verdict"]
+        seen["newest"] = (await track(carl.client, {TASK: started[-1]["handle"]}))["verdict"]
+
+
 async def shop(seen):
     """The shop, at the transport and protocol asked."""
     await common(seen)
@@ -477,6 +522,8 @@ async def main():
     seen = {}
     if SETTINGS.get("scenario") == "relay":
         await relay(seen)
+    elif SETTINGS.get("scenario") == "tasks":
+        await tasks(seen)
     else:
         await shop(seen)
     print(json.dumps(seen, default=str))

@@ -2,7 +2,8 @@
 //! `tests/conformance/requirements.txt`), over streamable HTTP and over stdio: what each
 //! identity sees, a call, a refusal from each gate, the caller's confirmation accepted and
 //! declined, an operator's approval through the store while the client waits, one JSON-RPC id
-//! in two sessions, malformed JSON-RPC, and a host relaying its user's messages.
+//! in two sessions, malformed JSON-RPC, a host relaying its user's messages, and the stateless
+//! protocol's tasks: one-request and continuable, their budgets, lifetime and cap.
 //!
 //! `bash .ci/run` installs the SDK and sets `PORTCULLIS_REFEREE_PYTHON`; without it the test
 //! says so and checks nothing. The stdio server is this test binary, started again by the
@@ -20,8 +21,9 @@ use portcullis::agent::{Agent, ScriptedModel, StepEvent};
 use portcullis::export::Profile;
 use portcullis::prelude::*;
 use portcullis::{
-    ApprovalDecision, BoxFuture, DecisionKey, InMemoryProvenanceStore, Keyring, Origin,
-    ProvenanceStore, Reviewer, SourceRecord, record_decision, sources_unavailable,
+    ApprovalDecision, BoxFuture, BudgetLimits, DecisionKey, InMemoryProvenanceStore, Keyring,
+    Origin, ProvenanceStore, RateLimit, Reviewer, SourceRecord, record_decision,
+    sources_unavailable,
 };
 use portcullis_mcp::{BearerTokens, McpServer, RelaysUserMessages, RequestStateCodec};
 use portcullis_stores::Store;
@@ -156,6 +158,8 @@ fn main() {
         println!("test official_client::relaying_user_messages ... ok");
         relaying_user_messages(&python, "2026-07-28").await;
         println!("test official_client::relaying_user_messages_2026 ... ok");
+        stateless_tasks(&python).await;
+        println!("test official_client::stateless_tasks_2026 ... ok");
     });
 }
 
@@ -868,4 +872,79 @@ async fn relaying_user_messages(python: &str, protocol: &str) {
         .chain(std::iter::repeat_n("send_money", payments))
         .collect();
     assert_eq!(ran, expected);
+}
+
+/// Look a parcel up: at most twice in a task.
+#[tool(read_only, max_calls_per_task = 2)]
+fn track_parcel(parcel: u64) -> Result<String, ToolError> {
+    Ok(format!("parcel {parcel} is on its way"))
+}
+
+/// How long a continuable task of [`stateless_tasks`] lives.
+const TASK_LIFETIME: Duration = Duration::from_millis(700);
+
+/// How many continuable tasks a caller of [`stateless_tasks`] holds.
+const TASKS_PER_CALLER: usize = 2;
+
+/// The stateless protocol's tasks, as the official client meets them: a continuable task's
+/// per-task budget binds across its calls while each request without a handle is a task of its
+/// own that hands no handle back; a per-actor rate limit binds both; a handle past its task's
+/// lifetime is refused `task_expired`; a caller past its live-task cap finds its oldest ended.
+async fn stateless_tasks(python: &str) {
+    let registry = Registry::builder()
+        .tool(TrackParcel)
+        .budget(BudgetLimits {
+            rate_limit: Some(RateLimit {
+                calls: 6,
+                per: Duration::from_secs(60),
+            }),
+            ..BudgetLimits::default()
+        })
+        .profile(Profile::Mcp)
+        .build()
+        .unwrap();
+    let server = McpServer::builder(registry)
+        .continuable_task_lifetime(TASK_LIFETIME)
+        .max_continuable_tasks_per_caller(TASKS_PER_CALLER)
+        .build()
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let tokens = BearerTokens::new()
+        .token("ann-token", CallContext::new("ann"))
+        .token("bob-token", CallContext::new("bob"))
+        .token("carl-token", CallContext::new("carl"));
+    let serving = tokio::spawn(async move { server.serve_http(listener, tokens).await.unwrap() });
+    // The operator `drive` plays watches a store; nothing here waits for one.
+    let store = Store::open(scratch("mcp-tasks.db").to_str().unwrap())
+        .await
+        .unwrap();
+    let settings = json!({
+        "scenario": "tasks",
+        "url": url,
+        "lifetime_ms": TASK_LIFETIME.as_millis(),
+        "cap": TASKS_PER_CALLER,
+        "tokens": {"ann": "ann-token", "bob": "bob-token", "carl": "carl-token"},
+    });
+    let seen = drive(python, "http-2026", settings, &store, None).await;
+    serving.abort();
+    assert_eq!(
+        seen["continuable"],
+        json!(["completed", "completed", "budget_calls_exceeded"]),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["one_request"],
+        json!(["completed", "completed", "completed"]),
+        "{seen}"
+    );
+    assert_eq!(seen["one_request_handles"], json!([null, null, null]));
+    // Six calls a minute per actor: the handle-less flood stops at the limit, and a new
+    // continuable task of the same actor is held to it too.
+    let flood = seen["flood"].as_array().unwrap();
+    assert_eq!(flood.last().unwrap(), "rate_limited", "{seen}");
+    assert_eq!(seen["continuable_flooded"], "rate_limited");
+    assert_eq!(seen["expired"], "task_expired", "{seen}");
+    assert_eq!(seen["oldest"], "task_ended", "{seen}");
+    assert_eq!(seen["newest"], "completed", "{seen}");
 }
