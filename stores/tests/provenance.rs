@@ -522,10 +522,11 @@ fn read_inbox(folder: String) -> Result<Vec<String>, ToolError> {
     )])
 }
 
-/// The user's own payees, which no third party writes (a trusted output).
+/// The user's own payees, by name, which no third party writes (a trusted output: each IBAN a
+/// whole value of it).
 #[tool(read_only, output = "trusted")]
-fn list_payees() -> Result<Vec<String>, ToolError> {
-    Ok(vec![format!("plumber {PLUMBER}")])
+fn list_payees() -> Result<std::collections::BTreeMap<String, String>, ToolError> {
+    Ok([("plumber".to_owned(), PLUMBER.to_owned())].into())
 }
 
 /// Pay a recipient, who must come from the user or a trusted tool.
