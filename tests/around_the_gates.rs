@@ -1196,6 +1196,8 @@ async fn flooding_a_full_budget_store_gives_no_task_its_budget_back() {
     let budget = InMemoryBudgetStore::default().with_capacity(BudgetCapacity {
         tasks: 64,
         actors: 64,
+        // One caller floods: its share is more than the store, to reach the store's own bound.
+        tasks_per_caller: Some(1000),
     });
     let registry = Registry::builder()
         .tool(FindCustomer)

@@ -89,6 +89,7 @@ async fn one_task(stores: &Stores, task: u64, limit: &RefusalLimit) {
     let charge = Charge {
         task: &name,
         actor: &actor,
+        tenant: None,
         tool: "pay_invoice",
         cost: 1,
         tool_max_calls_per_task: budgeted.then_some(5),

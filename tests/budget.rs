@@ -278,3 +278,51 @@ async fn concurrent_calls_never_overspend() {
     }
     assert_eq!(completed, 10);
 }
+
+/// The measured attack of issue 40, against the default store (100,000 tasks, 1,000 for each
+/// caller), with a per-task limit (`create_invoice`: one call a task): one caller starts a task
+/// after another, past its share; its new tasks are refused with its own share's code, never
+/// the store's, and no task's spent budget is forgotten to make room. Another caller's new task
+/// is served; a task the flooding caller ends gives its place back.
+#[tokio::test]
+async fn one_caller_flooding_the_budget_store_is_held_to_its_share() {
+    let registry = registry(BudgetLimits::default());
+    let flooder = |task: u32| CallContext::new("mallory").with_task_id(format!("flood-{task}"));
+    let invoice = json!({"amount_cents": 1200});
+    for task in 0..1000 {
+        let outcome = call(&registry, &flooder(task), "create_invoice", invoice.clone()).await;
+        assert!(outcome.is_completed(), "{task}: {outcome:?}");
+    }
+    for task in 1000..1100 {
+        let refused = call(&registry, &flooder(task), "create_invoice", invoice.clone()).await;
+        let rejection = refused.rejection().expect("refused");
+        assert_eq!(rejection.code(), RejectionCode::BudgetShareFull, "{task}");
+        assert_eq!(rejection.gate(), Gate::Budget);
+        assert!(rejection.retryable());
+        assert!(rejection.message().contains("1000 tasks"), "{rejection:?}");
+    }
+    // Its tasks keep their spent budgets.
+    let spent = call(&registry, &flooder(0), "create_invoice", invoice.clone()).await;
+    assert_eq!(spent.code(), Some(RejectionCode::BudgetCallsExceeded));
+    // Another caller, and the same actor in another tenant, are served in new tasks.
+    let bob = CallContext::new("bob").with_task_id("bob-1");
+    assert!(
+        call(&registry, &bob, "create_invoice", invoice.clone())
+            .await
+            .is_completed()
+    );
+    let other_tenant = CallContext::new("mallory")
+        .with_tenant("globex")
+        .with_task_id("globex-1");
+    assert!(
+        call(&registry, &other_tenant, "create_invoice", invoice.clone())
+            .await
+            .is_completed()
+    );
+    // A task it ends gives its place back, once.
+    registry.end_task("flood-1").await;
+    let next = call(&registry, &flooder(1100), "create_invoice", invoice.clone()).await;
+    assert!(next.is_completed(), "{next:?}");
+    let over = call(&registry, &flooder(1101), "create_invoice", invoice).await;
+    assert_eq!(over.code(), Some(RejectionCode::BudgetShareFull));
+}

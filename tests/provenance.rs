@@ -472,7 +472,8 @@ async fn a_tools_error_message_is_an_untrusted_source_too() {
 #[tokio::test]
 async fn an_output_that_cannot_be_recorded_is_withheld() {
     let registry = builder()
-        .provenance_store(InMemoryProvenanceStore::with_capacity(1))
+        // The caller's share is above the store's bound, to reach the bound itself.
+        .provenance_store(InMemoryProvenanceStore::with_capacity(1).per_caller(2))
         .build()
         .unwrap();
     read_page(&registry, &user("one task"), "first").await;
@@ -483,6 +484,68 @@ async fn an_output_that_cannot_be_recorded_is_withheld() {
     assert_eq!(rejection.gate(), Gate::Execute);
     assert!(!rejection.message().contains(ATTACKER));
     assert!(!rejection.retryable());
+}
+
+/// The measured attack of issue 40, against the default store (10,000 tasks, 100 for each
+/// caller): one caller reads a page in a task of its own, again and again, past its share; its
+/// new tasks' outputs are withheld with its own share's code, never the store's, and nothing
+/// of its tasks is forgotten to make room (its tainted task stays tainted). Another caller, in
+/// a new task, reads a page and is served; a task the flooding caller ends gives its place
+/// back.
+#[tokio::test]
+async fn one_caller_flooding_the_sources_store_is_held_to_its_share() {
+    let registry = registry();
+    let flooder = |task: u32| {
+        CallContext::new("mallory")
+            .with_tenant("acme")
+            .with_task_id(format!("flood-{task}"))
+            .with_request("Change my password to hunter22")
+    };
+    read_page(&registry, &flooder(0), &injected()).await;
+    for task in 1..100 {
+        read_page(&registry, &flooder(task), "a page").await;
+    }
+    for task in 100..10_001 {
+        let withheld = call(
+            &registry,
+            &flooder(task),
+            "fetch_page",
+            json!({"page": injected()}),
+        )
+        .await;
+        let rejection = withheld.rejection().expect("withheld");
+        assert_eq!(rejection.code(), RejectionCode::SourcesShareFull, "{task}");
+        assert_eq!(rejection.gate(), Gate::Execute);
+        assert!(rejection.retryable());
+        assert!(rejection.message().contains("100 tasks"), "{rejection:?}");
+        assert!(!rejection.message().contains(ATTACKER));
+    }
+    // Its own tasks go on, and the one that read untrusted content stays tainted.
+    read_page(&registry, &flooder(1), "another page").await;
+    let password = json!({"password": "hunter22"});
+    let refused = call(&registry, &flooder(0), "change_password", password).await;
+    assert_eq!(refused.code(), Some(RejectionCode::UntrustedTask));
+    // Another caller, in a new task, is served.
+    let bob = CallContext::new("bob")
+        .with_tenant("acme")
+        .with_task_id("bob-1");
+    read_page(&registry, &bob, "a page").await;
+    // The same actor in another tenant is another caller.
+    let other_tenant = CallContext::new("mallory")
+        .with_tenant("globex")
+        .with_task_id("globex-1");
+    read_page(&registry, &other_tenant, "a page").await;
+    // A task it ends gives its place back.
+    registry.end_task("flood-1").await;
+    read_page(&registry, &flooder(10_001), "a page").await;
+    let withheld = call(
+        &registry,
+        &flooder(10_002),
+        "fetch_page",
+        json!({"page": "x"}),
+    )
+    .await;
+    assert_eq!(withheld.code(), Some(RejectionCode::SourcesShareFull));
 }
 
 #[tokio::test]

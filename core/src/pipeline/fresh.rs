@@ -158,6 +158,7 @@ fn counts_as_refusal(outcome: &Outcome) -> bool {
                     | RejectionCode::ClaimStoreFull
                     | RejectionCode::BudgetUnavailable
                     | RejectionCode::BudgetStoreFull
+                    | RejectionCode::BudgetShareFull
                     | RejectionCode::ApprovalsUnavailable
                     | RejectionCode::SealKeyMissing
             )

@@ -566,6 +566,20 @@ async fn recorded(
     };
     match read {
         Ok(()) => outcome,
+        // The caller's own share is full: say so, as its own, not the store's.
+        Err(refusal) if refusal.code() == RejectionCode::SourcesShareFull => {
+            let mut withheld = Rejection::new(
+                RejectionCode::SourcesShareFull,
+                format!(
+                    "the tool ran, but its output is withheld: {}",
+                    refusal.message()
+                ),
+            );
+            if let Some(hint) = refusal.hint() {
+                withheld = withheld.with_hint(hint);
+            }
+            Outcome::Rejected(withheld)
+        }
         Err(refusal) => Outcome::Rejected(Rejection::new(
             RejectionCode::OutputUnrecorded,
             format!(

@@ -175,7 +175,8 @@ impl Registry {
 
     /// Tells the budget and provenance stores that task `task_id` ended and that its id is
     /// never used again, so that a bounded store forgets what it counted for it and what it
-    /// read ([`BudgetStore::forget_task`], [`ProvenanceStore::forget_task`]). The MCP server
+    /// read ([`BudgetStore::forget_task`], [`ProvenanceStore::forget_task`]), and the task's
+    /// place in its caller's share of an in-memory store is given back. The MCP server
     /// does so as a session closes, since its task id was made for it. Never for a task that
     /// may go on: its budget and its refusals would start afresh, and the untrusted content it
     /// read would be forgotten.
@@ -191,8 +192,9 @@ impl Registry {
     /// [`CallContext::with_request`]). Pass every message the user writes, as they wrote it:
     /// a value the model was refused as `untrusted_value` passes once the user confirms it in
     /// one. The same words again in the task (a host relaying the turn with each call, a
-    /// retry) are kept once. Refused with `sources_unavailable` (or `output_unrecorded` from a
-    /// full in-memory store) when it could not be recorded.
+    /// retry) are kept once. Refused with `sources_unavailable` when it could not be
+    /// recorded; in a new task, an in-memory store refuses it with `sources_share_full` when
+    /// the caller holds its whole share, or `output_unrecorded` when the store is full.
     pub async fn add_user_message(&self, ctx: &CallContext, text: &str) -> Result<(), Rejection> {
         self.inner
             .settings

@@ -98,6 +98,7 @@ impl Gate {
                 TooManyRefusals,
                 BudgetUnavailable,
                 BudgetStoreFull,
+                BudgetShareFull,
             ],
             Gate::Repeat => &[
                 CallInProgress,
@@ -124,6 +125,7 @@ impl Gate {
             Gate::Execute => &[
                 ToolFailed,
                 OutputUnrecorded,
+                SourcesShareFull,
                 ToolTimeout,
                 ToolPanicked,
                 DryRun,

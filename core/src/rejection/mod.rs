@@ -90,6 +90,12 @@ pub enum RejectionCode {
     /// not this one, so the call could not be counted and did not run; see
     /// [`BudgetCapacity`](crate::BudgetCapacity).
     BudgetStoreFull,
+    /// The caller (its actor in its tenant) holds as many tasks in a bounded store of budgets
+    /// as its share of the store allows, and this call would start another: it was not
+    /// counted and did not run. Its calls in the tasks it holds still run, and a task it ends
+    /// gives its place back; other callers are not affected. See
+    /// [`BudgetCapacity::tasks_per_caller`](crate::BudgetCapacity::tasks_per_caller).
+    BudgetShareFull,
     /// A call with the same id is running now; send it again later to read its outcome.
     CallInProgress,
     /// The call id was used before, by this caller in this task, for other arguments.
@@ -151,6 +157,12 @@ pub enum RejectionCode {
     /// The tool ran, but its output could not be recorded as a source of the task, so it is
     /// withheld from the model: what the gates cannot account for must not be read.
     OutputUnrecorded,
+    /// The tool ran, but the caller (its actor in its tenant) holds as many tasks in a bounded
+    /// store of sources as its share allows, and this output would start another: it is
+    /// withheld from the model. Its calls in the tasks it holds are served, and a task it ends
+    /// gives its place back; other callers are not affected. See
+    /// [`InMemoryProvenanceStore::per_caller`](crate::InMemoryProvenanceStore::per_caller).
+    SourcesShareFull,
     /// The tool did not finish within its `timeout_ms`.
     ToolTimeout,
     /// The tool panicked; the panic was contained.
@@ -187,6 +199,7 @@ impl RejectionCode {
             RejectionCode::UntrustedTask => "untrusted_task",
             RejectionCode::SourcesUnavailable => "sources_unavailable",
             RejectionCode::OutputUnrecorded => "output_unrecorded",
+            RejectionCode::SourcesShareFull => "sources_share_full",
             RejectionCode::BudgetCallsExceeded => "budget_calls_exceeded",
             RejectionCode::BudgetCostExceeded => "budget_cost_exceeded",
             RejectionCode::StalledLoop => "stalled_loop",
@@ -195,6 +208,7 @@ impl RejectionCode {
             RejectionCode::TooManyRefusals => "too_many_refusals",
             RejectionCode::BudgetUnavailable => "budget_unavailable",
             RejectionCode::BudgetStoreFull => "budget_store_full",
+            RejectionCode::BudgetShareFull => "budget_share_full",
             RejectionCode::CallInProgress => "call_in_progress",
             RejectionCode::CallIdReused => "call_id_reused",
             RejectionCode::OutcomeUnknown => "outcome_unknown",
@@ -254,7 +268,8 @@ impl RejectionCode {
             | RejectionCode::CircuitOpen
             | RejectionCode::TooManyRefusals
             | RejectionCode::BudgetUnavailable
-            | RejectionCode::BudgetStoreFull => Gate::Budget,
+            | RejectionCode::BudgetStoreFull
+            | RejectionCode::BudgetShareFull => Gate::Budget,
             RejectionCode::CallInProgress
             | RejectionCode::CallIdReused
             | RejectionCode::OutcomeUnknown
@@ -278,6 +293,7 @@ impl RejectionCode {
             RejectionCode::AuditUnavailable => Gate::Audit,
             RejectionCode::ToolFailed
             | RejectionCode::OutputUnrecorded
+            | RejectionCode::SourcesShareFull
             | RejectionCode::ToolTimeout
             | RejectionCode::ToolPanicked
             | RejectionCode::DryRun => Gate::Execute,

@@ -16,6 +16,7 @@ fn charge<'a>(
     Charge {
         task: ctx.task_id(),
         actor: ctx.actor(),
+        tenant: ctx.tenant(),
         tool: contract.name(),
         cost: contract.cost(),
         tool_max_calls_per_task: contract.max_calls_per_task(),
@@ -58,6 +59,7 @@ impl Budget {
         let charge = Charge {
             task: ctx.task_id(),
             actor: ctx.actor(),
+            tenant: ctx.tenant(),
             tool,
             cost,
             tool_max_calls_per_task: None,

@@ -11,6 +11,7 @@ use std::future::ready;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::context::caller_key;
 use crate::future::BoxFuture;
 use crate::locked_parts::LockedParts;
 use crate::{BudgetUsage, Rejection, RejectionCode};
@@ -109,6 +110,9 @@ pub struct Charge<'a> {
     pub task: &'a str,
     /// Who calls.
     pub actor: &'a str,
+    /// The caller's tenant, if any: with the actor, the caller whose share of a bounded store
+    /// holds the task.
+    pub tenant: Option<&'a str>,
     /// The tool.
     pub tool: &'a str,
     /// The tool's cost.
@@ -304,6 +308,14 @@ pub fn judge_charge(
 /// when it holds as many as its capacity allows, is refused (`budget_store_full`): a new task's
 /// calls, and any call of a task whose refusals could not be counted.
 ///
+/// Each caller (its actor in its tenant) has a share of the tasks: a task whose calls a
+/// per-task limit counted is held in the share of the caller whose call counted first, until
+/// [`Registry::end_task`](crate::Registry::end_task) forgets it and gives its place back. A
+/// caller whose share is full is refused a new task (`budget_share_full`), while the calls of
+/// the tasks it holds go on, and other callers are not affected: no caller fills the store for
+/// the others. The store's own bound stays, the last resort. Nothing is evicted for a share
+/// either: a forgotten budget would start afresh, and give a task the calls it spent back.
+///
 /// The entries are kept in 16 parts with a share of the capacity each (rounded up), so a new
 /// task can be refused a little before the store holds `tasks` of them, never after.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -312,21 +324,35 @@ pub struct BudgetCapacity {
     pub tasks: usize,
     /// Actors with calls in their rate window at once.
     pub actors: usize,
+    /// Tasks whose calls were counted held at once for one caller (its actor in its tenant);
+    /// `None`: a hundredth of `tasks` (at least one), so that at least 100 callers use the
+    /// store at once. See [`tasks_per_caller`](Self::tasks_per_caller).
+    pub tasks_per_caller: Option<usize>,
+}
+
+impl BudgetCapacity {
+    /// The tasks one caller's share holds: `tasks_per_caller`, or a hundredth of `tasks`; at
+    /// least one.
+    pub fn tasks_per_caller(&self) -> usize {
+        self.tasks_per_caller.unwrap_or(self.tasks / 100).max(1)
+    }
 }
 
 impl Default for BudgetCapacity {
-    /// 100,000 tasks and 100,000 actors: with a rate limit of 60 calls, about 60 MiB at most
-    /// for the actors' windows, and a few hundred bytes per task plus its last call's arguments
-    /// for the stalled-loop breaker.
+    /// 100,000 tasks (1,000 for each caller) and 100,000 actors: with a rate limit of 60
+    /// calls, about 60 MiB at most for the actors' windows, and a few hundred bytes per task
+    /// plus its last call's arguments for the stalled-loop breaker.
     fn default() -> Self {
         BudgetCapacity {
             tasks: 100_000,
             actors: 100_000,
+            tasks_per_caller: None,
         }
     }
 }
 
-/// A [`BudgetStore`] in memory, for one process, bounded by its [`BudgetCapacity`].
+/// A [`BudgetStore`] in memory, for one process, bounded by its [`BudgetCapacity`], with a
+/// share of its tasks for each caller (`budget_share_full` for a caller over it).
 ///
 /// Tools' circuits, callers' rate windows and tasks' usage are kept in 16 parts each, every
 /// part with a lock of its own, so that calls of different tools, callers and tasks do not wait
@@ -345,9 +371,14 @@ struct State {
     circuits: LockedParts<HashMap<String, Circuit>>,
     actors: LockedParts<Held<ActorWindow>>,
     tasks: LockedParts<Held<TaskUsage>>,
+    /// How many counted tasks each caller's share holds (a caller with none is not kept):
+    /// locked after its task's part.
+    callers: LockedParts<HashMap<String, usize>>,
     /// Actors and tasks each part may hold.
     actors_per_part: usize,
     tasks_per_part: usize,
+    /// Counted tasks one caller may hold.
+    tasks_per_caller: usize,
 }
 
 impl State {
@@ -356,8 +387,10 @@ impl State {
             circuits: LockedParts::new(PARTS),
             actors: LockedParts::new(PARTS),
             tasks: LockedParts::new(PARTS),
+            callers: LockedParts::new(PARTS),
             actors_per_part: capacity.actors.div_ceil(PARTS),
             tasks_per_part: capacity.tasks.div_ceil(PARTS),
+            tasks_per_caller: capacity.tasks_per_caller(),
         }
     }
 }
@@ -466,6 +499,8 @@ struct TaskUsage {
     /// Whether a per-task limit counted its calls: then they are kept until the task is
     /// forgotten, since its budget holds for its whole life.
     counted: bool,
+    /// The key of the caller whose share holds it, once counted.
+    caller: Option<String>,
     /// Its latest refusals within the refusal limit's window, oldest first.
     refusals: VecDeque<Instant>,
     /// When it can refuse nothing any more: when it was made, for a task that holds nothing
@@ -482,6 +517,7 @@ impl TaskUsage {
             per_tool: HashMap::new(),
             last: None,
             counted: false,
+            caller: None,
             refusals: VecDeque::new(),
             forgettable_from: Some(now),
         }
@@ -538,6 +574,17 @@ fn store_full(what: &str) -> Rejection {
     .with_hint("try again later")
 }
 
+/// The refusal of a caller whose share of `tasks` tasks is full.
+fn share_full(tasks: usize) -> Rejection {
+    Rejection::new(
+        RejectionCode::BudgetShareFull,
+        format!(
+            "this caller has {tasks} tasks counted in the budget, its whole share, so a call in a new task of it could not be counted and did not run"
+        ),
+    )
+    .with_hint("go on in a task you started already, or end one of yours before starting another")
+}
+
 impl InMemoryBudgetStore {
     /// A store that reads the time from `clock` (tests use a clock they move by hand), with
     /// the default [`BudgetCapacity`].
@@ -561,7 +608,25 @@ impl InMemoryBudgetStore {
     /// its id come again: forget only a task whose id is never used again (a session's task,
     /// once the session closed).
     pub fn forget_task(&self, task: &str) {
-        self.state.tasks.lock(task).entries.remove(task);
+        let mut tasks = self.state.tasks.lock(task);
+        let caller = tasks.entries.remove(task).and_then(|usage| usage.caller);
+        if let Some(caller) = caller {
+            let mut callers = self.state.callers.lock(&caller);
+            if let Some(held) = callers.get_mut(&caller) {
+                *held -= 1;
+                if *held == 0 {
+                    callers.remove(&caller);
+                }
+            }
+        }
+    }
+
+    /// How many tasks the share of `actor` in `tenant` holds now.
+    #[cfg(test)]
+    fn held_by(&self, actor: &str, tenant: Option<&str>) -> usize {
+        let caller = caller_key(actor, tenant.unwrap_or_default());
+        let callers = self.state.callers.lock(&caller);
+        callers.get(&caller).copied().unwrap_or(0)
     }
 
     /// How many tasks and actors the store holds now: the entries its capacity bounds.
@@ -597,6 +662,23 @@ impl InMemoryBudgetStore {
         };
         let counts = counts_task(&charge, limits);
         let mut tasks = state.tasks.lock(charge.task);
+        // A task the store counts for the first time takes a place in its caller's share: its
+        // part stays locked until the call is counted, so that two new tasks of one caller
+        // cannot both take its last place.
+        let mut share = None;
+        if counts
+            && !tasks
+                .entries
+                .get(charge.task)
+                .is_some_and(|task| task.counted)
+        {
+            let caller = caller_key(charge.actor, charge.tenant.unwrap_or_default());
+            let callers = state.callers.lock(&caller);
+            if callers.get(&caller).copied().unwrap_or(0) >= state.tasks_per_caller {
+                return Err(share_full(state.tasks_per_caller));
+            }
+            share = Some((callers, caller));
+        }
         let task = if counts {
             Some(
                 tasks
@@ -627,6 +709,10 @@ impl InMemoryBudgetStore {
         };
         let admitted = judge_charge(&charge, limits, &usage)?;
         if let Some(task) = task.filter(|_| counts) {
+            if let Some((mut callers, caller)) = share {
+                *callers.entry(caller.clone()).or_default() += 1;
+                task.caller = Some(caller);
+            }
             task.counted = true;
             task.forgettable_from = None;
             task.calls += 1;
@@ -798,6 +884,7 @@ mod tests {
         Charge {
             task,
             actor: "alice",
+            tenant: None,
             tool,
             cost: 10,
             tool_max_calls_per_task: None,
@@ -876,6 +963,133 @@ mod tests {
             ("t".to_owned(), format!("agent-{thread}"), "a".to_owned())
         });
         assert_eq!(admitted, 100);
+    }
+
+    /// The measured attack: one caller counts a task more than its share, as fast as it can;
+    /// its last is refused with its own share's code, its tasks go on, another caller (and
+    /// the same actor in another tenant) is served, and a task it ends gives its place back.
+    #[test]
+    fn one_caller_over_its_share_is_refused_and_others_are_served() {
+        let store = InMemoryBudgetStore::default().with_capacity(BudgetCapacity {
+            tasks: 1600,
+            actors: 1600,
+            tasks_per_caller: Some(10),
+        });
+        let limits = BudgetLimits {
+            max_calls_per_task: Some(5),
+            ..BudgetLimits::default()
+        };
+        let of = |task: &'static str, actor: &'static str, tenant: Option<&'static str>| Charge {
+            actor,
+            tenant,
+            ..charge(task, "a", None)
+        };
+        let tasks: Vec<String> = (0..11).map(|index| format!("t{index}")).collect();
+        for task in &tasks[..10] {
+            assert_eq!(
+                code(store.check_and_record(charge(task, "a", None), &limits)),
+                None
+            );
+        }
+        let refused = store
+            .check_and_record(charge(&tasks[10], "a", None), &limits)
+            .unwrap_err();
+        assert_eq!(refused.code(), RejectionCode::BudgetShareFull);
+        assert!(refused.retryable());
+        assert!(
+            refused.message().contains("10 tasks"),
+            "{}",
+            refused.message()
+        );
+        assert_eq!(store.held_by("alice", None), 10);
+        // Its tasks go on; others are served.
+        assert_eq!(
+            code(store.check_and_record(charge("t0", "a", None), &limits)),
+            None
+        );
+        assert_eq!(
+            code(store.check_and_record(of("b0", "bob", None), &limits)),
+            None
+        );
+        assert_eq!(
+            code(store.check_and_record(of("c0", "alice", Some("acme")), &limits)),
+            None,
+            "the same actor in another tenant is another caller"
+        );
+        // Another caller's call in one of its tasks takes nothing from either share.
+        assert_eq!(
+            code(store.check_and_record(of("t1", "bob", None), &limits)),
+            None
+        );
+        assert_eq!(store.held_by("bob", None), 1);
+        // A first call refused by a limit takes no place.
+        let dear = Charge {
+            cost: 100,
+            ..of("b1", "bob", None)
+        };
+        let capped = BudgetLimits {
+            max_cost_per_task: Some(50),
+            ..limits.clone()
+        };
+        assert_eq!(
+            code(store.check_and_record(dear, &capped)),
+            Some(RejectionCode::BudgetCostExceeded)
+        );
+        assert_eq!(store.held_by("bob", None), 1);
+        // A task it ends gives its place back.
+        store.forget_task("t0");
+        assert_eq!(store.held_by("alice", None), 9);
+        assert_eq!(
+            code(store.check_and_record(charge(&tasks[10], "a", None), &limits)),
+            None
+        );
+        assert_eq!(
+            code(store.check_and_record(charge("t11", "a", None), &limits)),
+            Some(RejectionCode::BudgetShareFull)
+        );
+        for task in &tasks {
+            store.forget_task(task);
+        }
+        assert_eq!(store.held_by("alice", None), 0);
+        let mut kept = 0;
+        store.state.callers.each(|part| kept += part.len());
+        assert_eq!(
+            kept, 2,
+            "bob and alice of acme; alice, with none, is not kept"
+        );
+    }
+
+    #[test]
+    fn threads_starting_tasks_of_one_caller_take_exactly_its_share() {
+        let store = InMemoryBudgetStore::default().with_capacity(BudgetCapacity {
+            tasks: 16_000,
+            actors: 16_000,
+            tasks_per_caller: Some(50),
+        });
+        let limits = BudgetLimits {
+            max_calls_per_task: Some(1),
+            ..BudgetLimits::default()
+        };
+        let admitted = admitted_by_threads(&store, &limits, |thread, index| {
+            (
+                format!("t{thread}-{index}"),
+                "alice".to_owned(),
+                "a".to_owned(),
+            )
+        });
+        assert_eq!(admitted, 50);
+        assert_eq!(store.held_by("alice", None), 50);
+        assert_eq!(store.held().0, 50, "a refused task is not held");
+    }
+
+    #[test]
+    fn the_default_share_is_a_hundredth() {
+        assert_eq!(BudgetCapacity::default().tasks_per_caller(), 1000);
+        let small = BudgetCapacity {
+            tasks: 50,
+            ..BudgetCapacity::default()
+        };
+        assert_eq!(small.tasks_per_caller(), 1);
     }
 
     #[test]
@@ -1103,6 +1317,7 @@ mod tests {
         let store = store.with_capacity(BudgetCapacity {
             tasks: 32,
             actors: 1000,
+            tasks_per_caller: Some(1000),
         });
         let limits = BudgetLimits {
             max_calls_per_task: Some(1),
@@ -1137,6 +1352,7 @@ mod tests {
         let store = store.with_capacity(BudgetCapacity {
             tasks: 32,
             actors: 32,
+            tasks_per_caller: Some(1000),
         });
         let limit = RefusalLimit {
             refusals: 2,

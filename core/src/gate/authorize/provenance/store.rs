@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use foldhash::fast::RandomState;
 use serde::{Deserialize, Serialize};
 
+use crate::context::caller_key;
 use crate::future::BoxFuture;
 use crate::{CallContext, Origin, Rejection, RejectionCode};
 
@@ -70,9 +71,10 @@ pub const TASK_TEXT_LIMIT: usize = 4 * 1024 * 1024;
 /// number is taken only once the previous one is visible.
 pub trait ProvenanceStore: Send + Sync + 'static {
     /// Appends `source` to the task of `ctx`; returns its number. A refusal
-    /// (`sources_unavailable`, or `output_unrecorded` from a bounded store that has no room
-    /// for the task) withholds the output from the model: what was not recorded must not be
-    /// read.
+    /// (`sources_unavailable`; from a bounded store that has no room for the task,
+    /// `sources_share_full` when its caller holds its whole share, `output_unrecorded` when
+    /// the store is full) withholds the output from the model: what was not recorded must not
+    /// be read.
     fn record<'a>(
         &'a self,
         ctx: &'a CallContext,
@@ -105,11 +107,12 @@ pub fn sources_unavailable(error: impl fmt::Display) -> Rejection {
     .with_hint("try again later")
 }
 
-/// One task's sources, and the bytes of text they keep.
+/// One task's sources, the bytes of text they keep, and the caller whose share holds it.
 #[derive(Default)]
 struct Held {
     sources: Vec<SourceRecord>,
     text_bytes: usize,
+    caller: String,
 }
 
 impl Held {
@@ -127,22 +130,37 @@ impl Held {
 }
 
 /// The sources of each task: by task id, then by tenant (empty for none), so that a task is
-/// found without copying its keys; and how many tasks that is.
+/// found without copying its keys; how many tasks that is; and how many each caller's share
+/// holds (a caller with none is not kept).
 #[derive(Default)]
 struct Tasks {
     by_id: HashMap<String, HashMap<String, Held, RandomState>, RandomState>,
     held: usize,
+    per_caller: HashMap<String, usize, RandomState>,
 }
 
 /// A [`ProvenanceStore`] in memory, for one process, holding at most `tasks` tasks at once
-/// (10,000 by default). A task it does not hold when it is full is refused
-/// (`output_unrecorded`: the output is withheld from the model) until
-/// [`end_task`](crate::Registry::end_task) forgets one: forgetting a task's sources on its own
-/// could let a tool that needs a human after untrusted content run without one.
+/// (10,000 by default), and at most a share of them for each caller: its actor in its tenant
+/// ([`CallContext::actor`], [`CallContext::tenant`]), a hundredth of `tasks` by default (at
+/// least one), so that at least 100 callers use the store at once
+/// ([`per_caller`](Self::per_caller)).
+///
+/// A task is held from its first source on, in the share of the caller that recorded it,
+/// until [`end_task`](crate::Registry::end_task) forgets it and gives its place back to that
+/// share. A caller whose share is full is refused a new task (`sources_share_full`: the
+/// output is withheld from the model), while its tasks held go on being served and other
+/// callers are not affected; a store full of every caller's tasks refuses any new task
+/// (`output_unrecorded`), the last resort.
+///
+/// Nothing is evicted to make room, for a caller or for the store: refusing is the only safe
+/// way. Forgetting a task's sources on its own could let a tool that needs a human after
+/// untrusted content (`after_untrusted`) run without one, since the task would no longer be
+/// known to have read it.
 #[derive(Clone)]
 pub struct InMemoryProvenanceStore {
     tasks: Arc<Mutex<Tasks>>,
     capacity: usize,
+    per_caller: usize,
 }
 
 impl Default for InMemoryProvenanceStore {
@@ -155,16 +173,28 @@ impl fmt::Debug for InMemoryProvenanceStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("InMemoryProvenanceStore")
             .field("capacity", &self.capacity)
+            .field("per_caller", &self.per_caller)
             .finish_non_exhaustive()
     }
 }
 
 impl InMemoryProvenanceStore {
-    /// A store holding at most `tasks` tasks at once.
+    /// A store holding at most `tasks` tasks at once, and at most a hundredth of them (at
+    /// least one) for each caller.
     pub fn with_capacity(tasks: usize) -> Self {
         InMemoryProvenanceStore {
             tasks: Arc::default(),
             capacity: tasks,
+            per_caller: (tasks / 100).max(1),
+        }
+    }
+
+    /// This store, holding at most `tasks` tasks (at least one) for each caller: its actor in
+    /// its tenant. Call it as the store is made.
+    pub fn per_caller(self, tasks: usize) -> Self {
+        InMemoryProvenanceStore {
+            per_caller: tasks.max(1),
+            ..self
         }
     }
 
@@ -216,14 +246,25 @@ impl ProvenanceStore for InMemoryProvenanceStore {
             .and_then(|tenants| tenants.get_mut(tenant));
         let recorded = match held {
             Some(held) => Ok(held.keep(source)),
-            None if tasks.held >= self.capacity => Err(Rejection::new(
-                RejectionCode::OutputUnrecorded,
-                "the store of the tasks' sources is full, so this output could not be recorded and is withheld",
-            )
-            .with_hint("tell the user the tool's output could not be shown")),
             None => {
+                let caller = caller_key(ctx.actor(), tenant);
+                let share = tasks.per_caller.get(&caller).copied().unwrap_or(0);
+                if share >= self.per_caller {
+                    return Box::pin(ready(Err(share_full(self.per_caller))));
+                }
+                if tasks.held >= self.capacity {
+                    return Box::pin(ready(Err(Rejection::new(
+                        RejectionCode::OutputUnrecorded,
+                        "the store of the tasks' sources is full, so this output could not be recorded and is withheld",
+                    )
+                    .with_hint("tell the user the tool's output could not be shown"))));
+                }
                 tasks.held += 1;
-                let mut held = Held::default();
+                *tasks.per_caller.entry(caller.clone()).or_default() += 1;
+                let mut held = Held {
+                    caller,
+                    ..Held::default()
+                };
                 let number = held.keep(source);
                 tasks
                     .by_id
@@ -260,9 +301,134 @@ impl ProvenanceStore for InMemoryProvenanceStore {
 
     fn forget_task<'a>(&'a self, task: &'a str) -> BoxFuture<'a, ()> {
         let mut tasks = self.tasks();
+        let tasks = &mut *tasks;
         if let Some(tenants) = tasks.by_id.remove(task) {
             tasks.held -= tenants.len();
+            for held in tenants.into_values() {
+                if let Some(share) = tasks.per_caller.get_mut(&held.caller) {
+                    *share -= 1;
+                    if *share == 0 {
+                        tasks.per_caller.remove(&held.caller);
+                    }
+                }
+            }
         }
         Box::pin(ready(()))
+    }
+}
+
+/// The refusal of a caller whose share of `per_caller` tasks is full.
+fn share_full(per_caller: usize) -> Rejection {
+    Rejection::new(
+        RejectionCode::SourcesShareFull,
+        format!(
+            "this caller has the sources of {per_caller} tasks kept, its whole share of the store, so nothing can be recorded for a new task of it"
+        ),
+    )
+    .with_hint("go on in a task you started already, or end one of yours before starting another")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every future here is ready at once: the store is in memory.
+    fn block_on<F: std::future::Future>(future: F) -> F::Output {
+        use std::task::{Context, Poll, Waker};
+        let mut future = std::pin::pin!(future);
+        match future
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+        {
+            Poll::Ready(output) => output,
+            Poll::Pending => panic!("the in-memory store never waits"),
+        }
+    }
+
+    fn page() -> SourceRecord {
+        SourceRecord {
+            origin: Origin::Request,
+            text: "a page".to_owned(),
+        }
+    }
+
+    fn record(store: &InMemoryProvenanceStore, ctx: &CallContext) -> Option<RejectionCode> {
+        block_on(store.record(ctx, &page()))
+            .err()
+            .map(|refusal| refusal.code())
+    }
+
+    /// One caller records a source in a task more than its share: its last is refused with
+    /// its own share's code; its tasks go on; other callers (the same actor in another tenant
+    /// among them) are served; a task it ends gives its place back, and nothing is evicted.
+    #[test]
+    fn one_caller_over_its_share_is_refused_and_others_are_served() {
+        let store = InMemoryProvenanceStore::with_capacity(1000).per_caller(3);
+        let task = |id: &str| CallContext::new("mallory").with_task_id(id);
+        for id in ["t0", "t1", "t2"] {
+            assert_eq!(record(&store, &task(id)), None);
+        }
+        let refused = block_on(store.record(&task("t3"), &page())).unwrap_err();
+        assert_eq!(refused.code(), RejectionCode::SourcesShareFull);
+        assert!(refused.retryable());
+        assert!(
+            refused.message().contains("3 tasks"),
+            "{}",
+            refused.message()
+        );
+        assert_eq!(record(&store, &task("t0")), None, "its tasks go on");
+        assert_eq!(block_on(store.since(&task("t0"), 0)).unwrap().len(), 2);
+        let bob = CallContext::new("bob").with_task_id("b0");
+        assert_eq!(record(&store, &bob), None);
+        let other_tenant = task("m0").with_tenant("acme");
+        assert_eq!(record(&store, &other_tenant), None);
+        // Nothing was evicted to make room.
+        for id in ["t0", "t1", "t2"] {
+            assert!(!block_on(store.since(&task(id), 0)).unwrap().is_empty());
+        }
+        block_on(store.forget_task("t1"));
+        assert_eq!(record(&store, &task("t3")), None);
+        assert_eq!(
+            record(&store, &task("t4")),
+            Some(RejectionCode::SourcesShareFull)
+        );
+        for id in ["t0", "t2", "t3", "b0", "m0"] {
+            block_on(store.forget_task(id));
+        }
+        let tasks = store.tasks();
+        assert_eq!((tasks.held, tasks.per_caller.len()), (0, 0));
+    }
+
+    /// A task kept under two tenants counts in each tenant's caller, and forgetting it gives
+    /// both places back.
+    #[test]
+    fn a_task_id_under_two_tenants_is_two_callers_tasks() {
+        let store = InMemoryProvenanceStore::with_capacity(10).per_caller(1);
+        let acme = CallContext::new("alice")
+            .with_tenant("acme")
+            .with_task_id("t");
+        let globex = CallContext::new("alice")
+            .with_tenant("globex")
+            .with_task_id("t");
+        assert_eq!(record(&store, &acme), None);
+        assert_eq!(record(&store, &globex), None);
+        block_on(store.forget_task("t"));
+        let tasks = store.tasks();
+        assert_eq!((tasks.held, tasks.per_caller.len()), (0, 0));
+    }
+
+    /// The share is a hundredth of the store by default; the store's own bound stays, the
+    /// last resort, when many callers fill it.
+    #[test]
+    fn the_default_share_and_the_store_bound() {
+        assert_eq!(InMemoryProvenanceStore::default().per_caller, 100);
+        assert_eq!(InMemoryProvenanceStore::with_capacity(5).per_caller, 1);
+        let store = InMemoryProvenanceStore::with_capacity(4);
+        for caller in 0..4 {
+            let ctx = CallContext::new(format!("c{caller}")).with_task_id(format!("t{caller}"));
+            assert_eq!(record(&store, &ctx), None);
+        }
+        let late = CallContext::new("late").with_task_id("t");
+        assert_eq!(record(&store, &late), Some(RejectionCode::OutputUnrecorded));
     }
 }
