@@ -714,7 +714,7 @@ mod judged {
     }
 
     /// Every future here is ready at once: the store is in memory.
-    fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    pub(super) fn block_on<F: std::future::Future>(future: F) -> F::Output {
         use std::task::{Context, Poll, Waker};
         let mut future = std::pin::pin!(future);
         match future

@@ -330,20 +330,8 @@ fn share_full(per_caller: usize) -> Rejection {
 
 #[cfg(test)]
 mod tests {
+    use super::super::judged::block_on;
     use super::*;
-
-    /// Every future here is ready at once: the store is in memory.
-    fn block_on<F: std::future::Future>(future: F) -> F::Output {
-        use std::task::{Context, Poll, Waker};
-        let mut future = std::pin::pin!(future);
-        match future
-            .as_mut()
-            .poll(&mut Context::from_waker(Waker::noop()))
-        {
-            Poll::Ready(output) => output,
-            Poll::Pending => panic!("the in-memory store never waits"),
-        }
-    }
 
     fn page() -> SourceRecord {
         SourceRecord {
