@@ -448,7 +448,15 @@ async fn a_tool_that_may_not_run_after_untrusted_content_does_not() {
     );
     assert!(!rejection.message().contains("hunter22"));
     let waits = call(&registry, &ctx, "close_account", json!({})).await;
-    assert!(waits.ticket().is_some(), "{waits:?}");
+    let ticket = waits.ticket().expect("waits for a human");
+    // The reviewer is told what the task read that holds the call.
+    assert!(
+        ticket
+            .description
+            .contains("the task read untrusted content before it (the output of tool `fetch_page`"),
+        "{}",
+        ticket.description
+    );
 }
 
 #[tokio::test]

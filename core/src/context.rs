@@ -9,12 +9,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// The key of a caller's share in a bounded store: its actor in its tenant (none and the empty
-/// tenant are one), the tenant's length first so that no two callers share a key.
-pub(crate) fn caller_key(actor: &str, tenant: &str) -> String {
-    format!("{}:{tenant}{actor}", tenant.len())
-}
-
 /// The caller of a tool call: actor, roles, tenant, environment, task and trace ids, the user's
 /// original request, and typed extensions for application data.
 ///

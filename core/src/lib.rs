@@ -36,6 +36,7 @@ mod registry;
 mod rejection;
 mod rollback;
 mod schema;
+mod share;
 mod suggest;
 mod time;
 mod tool;

@@ -38,9 +38,9 @@ mod wire_fields;
 /// of a map); a trusted output vouches for the whole values it returns, not for the words
 /// inside them. `trusted_prose = ["/notes"]` trusts the text at these pointers word for word,
 /// as the user's own words, and `output = "trusted_prose"` all of it: for prose no third
-/// party can write a word of. `on_untrusted = "refuse" | "approve"` (a call with a value found only in
-/// untrusted sources is refused with `untrusted_value`, the default, or waits for a human;
-/// only on a tool with an argument that may declare `#[from]`),
+/// party can write a word of. `on_untrusted = "refuse" | "approve"` (a call with a value
+/// found only in untrusted sources is refused with `untrusted_value`, the default, or waits
+/// for a human; only on a tool with an argument that may declare `#[from]`),
 /// `after_untrusted = "approve" | "refuse"` (once the task has read untrusted content, every
 /// call of the tool waits for a human, or is refused with `untrusted_task`).
 ///

@@ -11,9 +11,9 @@ use std::future::ready;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::context::caller_key;
 use crate::future::BoxFuture;
 use crate::locked_parts::LockedParts;
+use crate::share::{Shares, caller_key};
 use crate::{BudgetUsage, Rejection, RejectionCode};
 
 /// The limits the budget gate enforces; every one is off unless set.
@@ -373,7 +373,7 @@ struct State {
     tasks: LockedParts<Held<TaskUsage>>,
     /// How many counted tasks each caller's share holds (a caller with none is not kept):
     /// locked after its task's part.
-    callers: LockedParts<HashMap<String, usize>>,
+    callers: LockedParts<Shares>,
     /// Actors and tasks each part may hold.
     actors_per_part: usize,
     tasks_per_part: usize,
@@ -611,13 +611,7 @@ impl InMemoryBudgetStore {
         let mut tasks = self.state.tasks.lock(task);
         let caller = tasks.entries.remove(task).and_then(|usage| usage.caller);
         if let Some(caller) = caller {
-            let mut callers = self.state.callers.lock(&caller);
-            if let Some(held) = callers.get_mut(&caller) {
-                *held -= 1;
-                if *held == 0 {
-                    callers.remove(&caller);
-                }
-            }
+            self.state.callers.lock(&caller).give_back(&caller);
         }
     }
 
@@ -625,8 +619,7 @@ impl InMemoryBudgetStore {
     #[cfg(test)]
     fn held_by(&self, actor: &str, tenant: Option<&str>) -> usize {
         let caller = caller_key(actor, tenant.unwrap_or_default());
-        let callers = self.state.callers.lock(&caller);
-        callers.get(&caller).copied().unwrap_or(0)
+        self.state.callers.lock(&caller).held(&caller)
     }
 
     /// How many tasks and actors the store holds now: the entries its capacity bounds.
@@ -674,7 +667,7 @@ impl InMemoryBudgetStore {
         {
             let caller = caller_key(charge.actor, charge.tenant.unwrap_or_default());
             let callers = state.callers.lock(&caller);
-            if callers.get(&caller).copied().unwrap_or(0) >= state.tasks_per_caller {
+            if callers.held(&caller) >= state.tasks_per_caller {
                 return Err(share_full(state.tasks_per_caller));
             }
             share = Some((callers, caller));
@@ -710,7 +703,7 @@ impl InMemoryBudgetStore {
         let admitted = judge_charge(&charge, limits, &usage)?;
         if let Some(task) = task.filter(|_| counts) {
             if let Some((mut callers, caller)) = share {
-                *callers.entry(caller.clone()).or_default() += 1;
+                callers.take(&caller);
                 task.caller = Some(caller);
             }
             task.counted = true;
@@ -1052,7 +1045,7 @@ mod tests {
         }
         assert_eq!(store.held_by("alice", None), 0);
         let mut kept = 0;
-        store.state.callers.each(|part| kept += part.len());
+        store.state.callers.each(|part| kept += part.callers());
         assert_eq!(
             kept, 2,
             "bob and alice of acme; alice, with none, is not kept"

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use foldhash::fast::RandomState;
 use serde::{Deserialize, Serialize};
 
-use crate::context::caller_key;
 use crate::future::BoxFuture;
+use crate::share::{Shares, caller_key};
 use crate::{CallContext, Origin, Rejection, RejectionCode};
 
 impl fmt::Display for Origin {
@@ -136,7 +136,7 @@ impl Held {
 struct Tasks {
     by_id: HashMap<String, HashMap<String, Held, RandomState>, RandomState>,
     held: usize,
-    per_caller: HashMap<String, usize, RandomState>,
+    per_caller: Shares,
 }
 
 /// A [`ProvenanceStore`] in memory, for one process, holding at most `tasks` tasks at once
@@ -248,8 +248,7 @@ impl ProvenanceStore for InMemoryProvenanceStore {
             Some(held) => Ok(held.keep(source)),
             None => {
                 let caller = caller_key(ctx.actor(), tenant);
-                let share = tasks.per_caller.get(&caller).copied().unwrap_or(0);
-                if share >= self.per_caller {
+                if tasks.per_caller.held(&caller) >= self.per_caller {
                     return Box::pin(ready(Err(share_full(self.per_caller))));
                 }
                 if tasks.held >= self.capacity {
@@ -260,7 +259,7 @@ impl ProvenanceStore for InMemoryProvenanceStore {
                     .with_hint("tell the user the tool's output could not be shown"))));
                 }
                 tasks.held += 1;
-                *tasks.per_caller.entry(caller.clone()).or_default() += 1;
+                tasks.per_caller.take(&caller);
                 let mut held = Held {
                     caller,
                     ..Held::default()
@@ -305,12 +304,7 @@ impl ProvenanceStore for InMemoryProvenanceStore {
         if let Some(tenants) = tasks.by_id.remove(task) {
             tasks.held -= tenants.len();
             for held in tenants.into_values() {
-                if let Some(share) = tasks.per_caller.get_mut(&held.caller) {
-                    *share -= 1;
-                    if *share == 0 {
-                        tasks.per_caller.remove(&held.caller);
-                    }
-                }
+                tasks.per_caller.give_back(&held.caller);
             }
         }
         Box::pin(ready(()))
@@ -384,7 +378,7 @@ mod tests {
             block_on(store.forget_task(id));
         }
         let tasks = store.tasks();
-        assert_eq!((tasks.held, tasks.per_caller.len()), (0, 0));
+        assert_eq!((tasks.held, tasks.per_caller.callers()), (0, 0));
     }
 
     /// A task kept under two tenants counts in each tenant's caller, and forgetting it gives
@@ -402,7 +396,7 @@ mod tests {
         assert_eq!(record(&store, &globex), None);
         block_on(store.forget_task("t"));
         let tasks = store.tasks();
-        assert_eq!((tasks.held, tasks.per_caller.len()), (0, 0));
+        assert_eq!((tasks.held, tasks.per_caller.callers()), (0, 0));
     }
 
     /// The share is a hundredth of the store by default; the store's own bound stays, the

@@ -1,0 +1,9 @@
+use portcullis::prelude::*;
+
+/// Read the user's notes.
+#[tool(read_only, output = "trusted_prose", trusted_prose = ["/notes"])]
+fn read_notes() -> Result<Vec<String>, ToolError> {
+    Ok(Vec::new())
+}
+
+fn main() {}
