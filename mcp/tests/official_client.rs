@@ -9,11 +9,9 @@
 //! says so and checks nothing. The stdio server is this test binary, started again by the
 //! Python client with `PORTCULLIS_MCP_STDIO_STORE` set.
 
-#[path = "../../examples/shop/mod.rs"]
-mod shop;
+mod shop_server;
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,13 +19,13 @@ use portcullis::agent::{Agent, ScriptedModel, StepEvent};
 use portcullis::export::Profile;
 use portcullis::prelude::*;
 use portcullis::{
-    ApprovalDecision, BoxFuture, BudgetLimits, DecisionKey, InMemoryProvenanceStore, Keyring,
-    Origin, ProvenanceStore, RateLimit, Reviewer, SourceRecord, record_decision,
-    sources_unavailable,
+    ApprovalDecision, BoxFuture, BudgetLimits, InMemoryProvenanceStore, Origin, ProvenanceStore,
+    RateLimit, Reviewer, SourceRecord, record_decision, sources_unavailable,
 };
 use portcullis_mcp::{BearerTokens, McpServer, RelaysUserMessages, RequestStateCodec};
 use portcullis_stores::Store;
 use serde_json::{Value, json};
+use shop_server::{finance, rita_key, scratch, server_key, shop_registry, support, tokens};
 
 /// The paint colours on offer now: a dynamic value the test changes while a client is
 /// connected.
@@ -52,45 +50,7 @@ fn paint_sample(#[one_of(colours)] colour: String) -> Result<String, ToolError> 
 }
 
 fn registry(store: &Store) -> Registry {
-    shop::shop_tools()
-        .tool(shop::CancelOrder)
-        .tool(PaintSample)
-        .policy(shop::embargo)
-        .profile(Profile::Mcp)
-        .approvers(["finance"])
-        .approval_store(store.clone())
-        .keyring(
-            Keyring::new()
-                .reviewer(
-                    Reviewer::new("rita").with_roles(["finance"]),
-                    rita_key().public_key(),
-                )
-                .caller_confirmations(server_key().public_key()),
-        )
-        .repeat_store(store.clone())
-        .budget_store(store.clone())
-        .audit(store.clone())
-        .build()
-        .unwrap()
-}
-
-/// The key the server signs its callers' confirmations with; fixed, as the stdio server is
-/// this binary started again.
-fn server_key() -> DecisionKey {
-    DecisionKey::from_text(&format!("ed25519:{}", "5e".repeat(32))).unwrap()
-}
-
-/// The operator's signing key.
-fn rita_key() -> DecisionKey {
-    DecisionKey::from_text(&format!("ed25519:{}", "0f".repeat(32))).unwrap()
-}
-
-fn support() -> CallContext {
-    CallContext::new("sam").with_roles(["support"])
-}
-
-fn finance() -> CallContext {
-    CallContext::new("fiona").with_roles(["finance", "billing_admin"])
+    shop_registry(store).tool(PaintSample).build().unwrap()
 }
 
 /// The protocol with sessions and the `initialize` handshake.
@@ -172,12 +132,6 @@ async fn serve_instance(location: &str) {
     server(&store).serve_http(listener, tokens()).await.unwrap();
 }
 
-fn tokens() -> BearerTokens {
-    BearerTokens::new()
-        .token("support-token", support())
-        .token("finance-token", finance())
-}
-
 /// A store that several processes share: a fresh PostgreSQL database when
 /// `PORTCULLIS_POSTGRES_URL` names a server (`.ci/run` starts one), a SQLite file otherwise.
 async fn shared_store(name: &str) -> String {
@@ -218,14 +172,6 @@ async fn start_instance(location: &str) -> (tokio::process::Child, String) {
         .unwrap()
         .expect("the instance said where it listens");
     (instance, url)
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-    }
-    path
 }
 
 /// Runs the Python client on `transport` with `settings`, approving the operator's ticket in
