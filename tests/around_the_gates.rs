@@ -310,6 +310,64 @@ async fn pending_calls_are_capped() {
     assert_eq!(over.code(), Some(RejectionCode::TooManyPending));
 }
 
+/// The hostile tenant against the default in-memory stores of claims and approvals: one caller
+/// leaves calls waiting for a reviewer, task after task, as fast as it can. Past its share (a
+/// hundredth of the 10,000 open claims the repeat store holds) its next call is refused with its
+/// own share's code, nothing claimed; another caller, and the same actor in another tenant,
+/// still get their tickets, and a call of its own that is decided gives a place back.
+#[tokio::test]
+async fn one_caller_leaving_calls_waiting_is_held_to_its_share() {
+    let registry = Registry::builder().tool(SendNewsletter).build().unwrap();
+    let send = |id: usize| {
+        call(
+            &format!("n{id}"),
+            "send_newsletter",
+            json!({"subject": "hi"}),
+        )
+    };
+    let mallory = |task: usize| {
+        CallContext::new("mallory")
+            .with_tenant("acme")
+            .with_task_id(format!("m{task}"))
+    };
+    let mut tickets = Vec::new();
+    for task in 0..100 {
+        let waiting = registry.dispatch(&mallory(task), &send(task)).await;
+        tickets.push(waiting.ticket().expect("waits").clone());
+    }
+    for task in 100..200 {
+        let over = registry.dispatch(&mallory(task), &send(task)).await;
+        let rejection = over.rejection().expect("refused");
+        assert_eq!(rejection.code(), RejectionCode::ClaimShareFull, "{task}");
+        assert!(rejection.retryable());
+    }
+    let alice = CallContext::new("alice").with_tenant("acme");
+    assert!(registry.dispatch(&alice, &send(1)).await.ticket().is_some());
+    let elsewhere = CallContext::new("mallory").with_tenant("globex");
+    assert!(
+        registry
+            .dispatch(&elsewhere, &send(1))
+            .await
+            .ticket()
+            .is_some()
+    );
+    let reject = ApprovalDecision::Reject {
+        reviewer: Reviewer::new("rita"),
+        message: "not today".into(),
+    };
+    assert_eq!(
+        registry.resume(&tickets[0].id, reject).await.code(),
+        Some(RejectionCode::ApprovalRejected)
+    );
+    assert!(
+        registry
+            .dispatch(&mallory(200), &send(200))
+            .await
+            .ticket()
+            .is_some()
+    );
+}
+
 /// Ticket ids are 128 random bits: a guess finds nothing.
 #[tokio::test]
 async fn a_guessed_ticket_id_finds_nothing() {

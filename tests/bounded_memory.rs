@@ -98,8 +98,9 @@ async fn one_task(stores: &Stores, task: u64, limit: &RefusalLimit) {
     stores.budget.reserve(charge, &limits).await.unwrap();
     let done = ClaimState::Settled(Outcome::Completed(json!(task)));
     stores.repeats.update(&key, done).await;
-    stores.budget.count_refusal(&name, limit).await;
-    assert_eq!(stores.budget.refusals(&name, limit).await.unwrap(), 1);
+    let ctx = CallContext::new(actor.as_str()).with_task_id(name.as_str());
+    stores.budget.count_refusal(&ctx, limit).await;
+    assert_eq!(stores.budget.refusals(&ctx, limit).await.unwrap(), 1);
     if budgeted {
         stores.budget.forget_task(&name);
     }

@@ -556,6 +556,92 @@ async fn one_caller_flooding_the_sources_store_is_held_to_its_share() {
     assert_eq!(withheld.code(), Some(RejectionCode::SourcesShareFull));
 }
 
+/// No process has to end its tasks: a task idle past its lifetime is ended by the store, and
+/// ends tainted if it read untrusted text. Two workers share one store, one that served the
+/// task before (its sources cached) and one that never did: once the store ended the task,
+/// both still refuse the tool that may not run after untrusted content, and a caller's new
+/// tasks take the places the idle ones gave back.
+#[tokio::test]
+async fn a_task_the_store_ended_on_its_own_stays_tainted_on_every_worker() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::{Duration, Instant};
+    let start = Instant::now();
+    let seconds = Arc::new(AtomicU64::new(0));
+    let hand = Arc::clone(&seconds);
+    let store = Arc::new(
+        InMemoryProvenanceStore::with_capacity(1000)
+            .per_caller(2)
+            .with_lifetime(portcullis::TaskLifetime {
+                idle: Duration::from_secs(60),
+                absolute: Duration::from_secs(3600),
+                remembered: Duration::from_secs(24 * 3600),
+            })
+            .with_clock(move || start + Duration::from_secs(hand.load(Ordering::SeqCst))),
+    );
+    let worker = || {
+        builder()
+            .provenance_store(Arc::clone(&store))
+            .build()
+            .unwrap()
+    };
+    let (served_it, fresh) = (worker(), worker());
+    let task = |id: &str| {
+        CallContext::new("mallory")
+            .with_tenant("acme")
+            .with_task_id(id)
+            .with_request("Change my password to hunter22")
+    };
+    read_page(&served_it, &task("tainted"), &injected()).await;
+    let payees = json!({"payees": ["DE89370400440532013000"]});
+    let listed = call(&served_it, &task("clean"), "list_payees", payees).await;
+    assert!(listed.is_completed(), "{listed:?}");
+    let password = json!({"password": "hunter22"});
+    let refused = call(
+        &served_it,
+        &task("tainted"),
+        "change_password",
+        password.clone(),
+    )
+    .await;
+    assert_eq!(refused.code(), Some(RejectionCode::UntrustedTask));
+    let withheld = call(&fresh, &task("third"), "fetch_page", json!({"page": "x"})).await;
+    assert_eq!(withheld.code(), Some(RejectionCode::SourcesShareFull));
+
+    seconds.store(60, Ordering::SeqCst);
+    read_page(&fresh, &task("third"), "a page").await;
+    read_page(&fresh, &task("fourth"), "a page").await;
+    for worker in [&served_it, &fresh] {
+        let refused = call(
+            worker,
+            &task("tainted"),
+            "change_password",
+            password.clone(),
+        )
+        .await;
+        assert_eq!(refused.code(), Some(RejectionCode::UntrustedTask));
+        let rejection = refused.rejection().unwrap();
+        assert!(
+            rejection.message().contains("`fetch_page`"),
+            "{rejection:?}"
+        );
+    }
+    // The clean task ended for good: its id is a new, clean task, which takes a place in the
+    // caller's share once one is given back.
+    let refused = call(&fresh, &task("clean"), "change_password", password.clone()).await;
+    assert_eq!(refused.code(), Some(RejectionCode::SourcesShareFull));
+    assert!(
+        refused
+            .rejection()
+            .unwrap()
+            .message()
+            .contains("did not run")
+    );
+    fresh.end_task("fourth").await;
+    let changed = call(&fresh, &task("clean"), "change_password", password).await;
+    assert!(changed.is_completed(), "{changed:?}");
+}
+
 #[tokio::test]
 async fn the_manifest_shows_each_tools_provenance() {
     let manifest = registry().manifest();

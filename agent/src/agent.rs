@@ -61,6 +61,10 @@ pub enum RunError {
     /// The run store could not be read or written (`runs_unavailable`).
     #[error("the run store failed: {0}")]
     Unavailable(String),
+    /// The caller holds as many runs going on as its share of the run store allows; nothing
+    /// started (`run_share_full`). Finish or stop a run of its own first.
+    #[error("{0}; finish or stop one of its runs first")]
+    ShareFull(String),
 }
 
 impl RunError {
@@ -75,13 +79,17 @@ impl RunError {
             RunError::TakenOver(_) => "run_taken_over",
             RunError::SourcesUnavailable(_) => "sources_unavailable",
             RunError::Unavailable(_) => "runs_unavailable",
+            RunError::ShareFull(_) => "run_share_full",
         }
     }
 }
 
 impl From<RunStoreError> for RunError {
     fn from(error: RunStoreError) -> Self {
-        RunError::Unavailable(error.0)
+        match error {
+            RunStoreError::ShareFull(_) => RunError::ShareFull(error.to_string()),
+            RunStoreError::Failed(message) => RunError::Unavailable(message),
+        }
     }
 }
 

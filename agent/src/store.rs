@@ -29,11 +29,20 @@ pub struct StoredRun {
     pub state: RunState,
 }
 
-/// Why a store could not answer: it is unreachable, full, or holds what cannot be read.
-/// [`Agent`](crate::Agent) refuses with `runs_unavailable`.
+/// Why a store could not answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct RunStoreError(pub String);
+#[non_exhaustive]
+pub enum RunStoreError {
+    /// It is unreachable, full, or holds what cannot be read: [`Agent`](crate::Agent) refuses
+    /// with `runs_unavailable`.
+    #[error("{0}")]
+    Failed(String),
+    /// The run's caller (its actor in its tenant) holds as many runs going on (running or
+    /// paused) as its share of a bounded store allows: [`Agent`](crate::Agent) refuses with
+    /// `run_share_full`.
+    #[error("this caller has {0} runs going on, its whole share of the store")]
+    ShareFull(usize),
+}
 
 /// Where runs are kept.
 pub trait RunStore: Send + Sync + 'static {
@@ -55,10 +64,14 @@ pub trait RunStore: Send + Sync + 'static {
 /// Runs in this process's memory, lost when it stops: for tests, and for a single worker whose
 /// paused runs need not outlive it. At most `capacity` runs (10,000 by default); a full store
 /// first forgets the finished and stopped runs that changed longest ago, and refuses a new run
-/// when every run it holds is running or paused.
+/// when every run it holds is running or paused. Each caller (its actor in its tenant) has at
+/// most a hundredth of `capacity` runs going on (running or paused) at once
+/// ([`per_caller`](Self::per_caller)): one more is refused (`run_share_full`), so that no
+/// caller fills the store for the others.
 pub struct InMemoryRunStore {
     runs: Mutex<HashMap<String, StoredRun>>,
     capacity: usize,
+    per_caller: usize,
 }
 
 impl Default for InMemoryRunStore {
@@ -73,20 +86,50 @@ impl InMemoryRunStore {
         InMemoryRunStore {
             runs: Mutex::new(HashMap::new()),
             capacity: capacity.max(1),
+            per_caller: (capacity / 100).max(1),
         }
     }
+
+    /// This store, with at most `runs` runs going on (at least one) for each caller.
+    pub fn per_caller(self, runs: usize) -> Self {
+        InMemoryRunStore {
+            per_caller: runs.max(1),
+            ..self
+        }
+    }
+}
+
+/// Whether `run` is going on: running, or paused for a human.
+fn going_on(run: &StoredRun) -> bool {
+    use crate::run::RunStatus;
+    !matches!(
+        run.state.status,
+        RunStatus::Finished { .. } | RunStatus::Stopped { .. }
+    )
 }
 
 impl RunStore for InMemoryRunStore {
     fn insert(&self, run: StoredRun) -> BoxFuture<'_, Result<(), RunStoreError>> {
         let mut runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
+        let caller = &run.state.ctx;
+        let of_caller = || {
+            runs.values()
+                .filter(|held| {
+                    going_on(held)
+                        && held.state.ctx.actor() == caller.actor()
+                        && held.state.ctx.tenant() == caller.tenant()
+                })
+                .count()
+        };
         let result = if runs.contains_key(&run.state.id) {
-            Err(RunStoreError(format!(
+            Err(RunStoreError::Failed(format!(
                 "a run `{}` exists already",
                 run.state.id
             )))
+        } else if of_caller() >= self.per_caller {
+            Err(RunStoreError::ShareFull(self.per_caller))
         } else if runs.len() >= self.capacity && !forget_oldest_ended(&mut runs) {
-            Err(RunStoreError(format!(
+            Err(RunStoreError::Failed(format!(
                 "the store holds {} runs, each running or paused",
                 runs.len()
             )))
@@ -124,15 +167,9 @@ impl RunStore for InMemoryRunStore {
 
 /// Forgets the ended run that changed longest ago; `false` if no run has ended.
 fn forget_oldest_ended(runs: &mut HashMap<String, StoredRun>) -> bool {
-    use crate::run::RunStatus;
     let oldest = runs
         .values()
-        .filter(|run| {
-            matches!(
-                run.state.status,
-                RunStatus::Finished { .. } | RunStatus::Stopped { .. }
-            )
-        })
+        .filter(|run| !going_on(run))
         .min_by_key(|run| run.state.updated_ms)
         .map(|run| run.state.id.clone());
     oldest.is_some_and(|id| runs.remove(&id).is_some())

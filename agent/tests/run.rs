@@ -742,3 +742,32 @@ fn a_run_taken_over_from_a_worker_that_died_sends_its_calls_again_and_none_runs_
         );
     });
 }
+
+/// One caller holding its share of runs going on (each paused for a human) is refused one more
+/// with its own share's code, nothing started; another caller, and the same actor in another
+/// tenant, start runs as before.
+#[test]
+fn one_caller_holding_its_share_of_runs_is_refused_another_and_others_are_not() {
+    block_on(async {
+        let store = Arc::new(InMemoryRunStore::with_capacity(1000).per_caller(2));
+        let agent = |invoice: &str| {
+            Agent::builder(registry(), paying_model(invoice))
+                .store(store.clone())
+                .build()
+                .unwrap()
+        };
+        let mallory = CallContext::new("mallory");
+        for invoice in ["inv_m1", "inv_m2"] {
+            let run = agent(invoice).run(&mallory, "Pay it").await.unwrap();
+            assert!(matches!(run.outcome, RunOutcome::Paused { .. }));
+        }
+        let refused = agent("inv_m3").run(&mallory, "Pay it").await.unwrap_err();
+        assert_eq!(refused.code(), "run_share_full");
+        assert!(refused.to_string().contains("2 runs"), "{refused}");
+        assert_eq!(store.list().await.unwrap().len(), 2, "nothing started");
+        for caller in [CallContext::new("alice"), mallory.with_tenant("acme")] {
+            let run = agent("inv_other").run(&caller, "Pay it").await.unwrap();
+            assert!(matches!(run.outcome, RunOutcome::Paused { .. }));
+        }
+    });
+}

@@ -329,10 +329,12 @@ async fn a_swap_under_eight_tasks_decides_each_call_by_exactly_one_recorded_vers
         tasks.push(tokio::spawn(async move {
             let mut outcomes = Vec::new();
             for call in 0..200 {
-                // A task of its own for each call: refused calls would stop a long task.
+                // A task of its own for each call, ended once its call is: refused calls would
+                // stop a long task, and tasks left open would fill the caller's share.
                 let ctx = finance.clone().with_task_id(format!("task-{task}-{call}"));
                 let call = transfer_call(&format!("{task}-{call}"), "acme", 10, "EUR");
                 outcomes.push(registry.dispatch(&ctx, &call).await.is_completed());
+                registry.end_task(ctx.task_id()).await;
                 tokio::task::yield_now().await;
             }
             outcomes

@@ -1,7 +1,7 @@
 //! `portcullis`: the operator's command line. It decides pending approvals, reads and verifies
-//! the audit log, lists and shows agent runs, compares contract manifests and prints tool
-//! exports, against the store the application's workers share (a SQLite file or a PostgreSQL
-//! URL).
+//! the audit log, lists and shows agent runs, shows what each caller holds and prunes what the
+//! lifetimes and retentions allow, compares contract manifests and prints tool exports, against
+//! the store the application's workers share (a SQLite file or a PostgreSQL URL).
 //!
 //! Its exit codes are [`EXIT_CODES`], printed under every command's `--help`.
 
@@ -20,6 +20,7 @@ mod runs;
 mod store;
 mod table;
 mod tools;
+mod usage;
 
 use std::fmt;
 use std::io::{self, Write};
@@ -81,6 +82,11 @@ enum Command {
     /// Contract manifests: what changed between two.
     #[command(subcommand)]
     Manifest(manifest::Command),
+    /// End the tasks past their lifetime and delete what the retention allows: runs, settled
+    /// claims, expired pending calls, old window rows (never the audit log); tells what it
+    /// removed (--dry-run: what it would). A sealed store's tasks end only with its seal keys
+    /// (--seal-key-file): a task whose sources do not read is left as it is.
+    Prune(usage::Prune),
     /// Reviewers who decide in the console with a passkey: invite, list, confirm, withdraw.
     #[command(subcommand)]
     Reviewers(reviewers::Command),
@@ -90,6 +96,9 @@ enum Command {
     /// The tool list as a provider is shown it.
     #[command(subcommand)]
     Tools(tools::Command),
+    /// What each caller (tenant, actor) holds in the store against its share: live and ended
+    /// tasks, sources' text, open claims, runs, pending approvals.
+    Usage(usage::Usage),
 }
 
 /// Everything that stops a command, with what to do about it.
@@ -301,6 +310,8 @@ impl Cli {
             Command::Reviewers(command) => reviewers::run(command, &self.store, out).await,
             Command::Runs(command) => runs::run(command, &self.store, out).await,
             Command::Tools(command) => tools::run(command, out),
+            Command::Prune(prune) => usage::prune(prune, &self.store, out).await,
+            Command::Usage(shown) => usage::usage(shown, &self.store, out).await,
         }
     }
 }

@@ -26,6 +26,7 @@ pub mod export;
 mod future;
 mod gate;
 pub mod json;
+mod lifetime;
 mod locked_parts;
 pub mod manifest;
 mod outcome;
@@ -64,17 +65,19 @@ pub use gate::approve::store::{
 };
 pub use gate::authorize::provenance::store::{
     InMemoryProvenanceStore, ProvenanceStore, SOURCE_TEXT_LIMIT, SourceRecord, TASK_TEXT_LIMIT,
-    sources_unavailable,
+    output_unrecorded, sources_share_full, sources_unavailable,
 };
 pub use gate::budget::store::{
     Admitted, BudgetCapacity, BudgetLimits, BudgetStore, Charge, CircuitBreaker,
-    InMemoryBudgetStore, RateLimit, RefusalLimit, Usage, judge_charge,
+    InMemoryBudgetStore, RateLimit, RefusalLimit, Usage, budget_share_full, budget_store_full,
+    judge_charge, task_expired,
 };
 pub use gate::repeat::{
     CallKey, Claim, ClaimState, InMemoryRepeatStore, OpenClaim, RepeatStore, claim_not_found,
     existing_claim, may_settle,
 };
 pub use gate::validate::ArgumentsCheck;
+pub use lifetime::TaskLifetime;
 pub use outcome::{Outcome, Ticket};
 pub use policy::{
     BudgetUsage, Decision, Policy, PolicyError, PolicyRequest, ReadOnlyRequests, Ruling,

@@ -47,6 +47,13 @@ impl<T> LockedParts<T> {
         self.parts.len()
     }
 
+    /// Every part, one after another, each locked while `change` changes it.
+    pub(crate) fn each_mut(&self, mut change: impl FnMut(&mut T)) {
+        for part in &self.parts {
+            change(&mut part.0.lock().unwrap_or_else(PoisonError::into_inner));
+        }
+    }
+
     /// Every part, one after another, each locked while `visit` reads it.
     pub(crate) fn each(&self, mut visit: impl FnMut(&T)) {
         for part in &self.parts {

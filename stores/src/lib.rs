@@ -11,6 +11,17 @@
 //! ticket taken, a call claimed) is one SQLite transaction, so several processes on one machine
 //! may share the file.
 //!
+//! No caller exhausts what others share: the provenance and budget stores hold at most
+//! [`TaskShares`] tasks, and a share of them for each caller (an actor in its tenant; a
+//! hundredth by default, so that at least 100 callers use a store at once). A caller at its
+//! share is refused a new task (`sources_share_full`, `budget_share_full`) while its tasks go
+//! on and other callers are served. Tasks end on their own
+//! ([`TaskLifetime`](portcullis_core::TaskLifetime), [`Store::with_lifetime`]), without ever
+//! allowing what they refused: a tainted task stays tainted, a spent budget is refused `task_expired`, while the
+//! store remembers them. `portcullis usage` shows what each caller holds; `portcullis prune`
+//! ([`Store::prune`]) ends what the lifetimes allow and deletes what the [`Retention`] allows
+//! (never the audit log).
+//!
 //! ```
 //! use portcullis_core::{DecisionKey, Keyring, Registry, Reviewer};
 //! use portcullis_stores::SqliteStore;
@@ -46,6 +57,7 @@ mod seal;
 mod sources;
 mod sqlite;
 mod store;
+mod tasks;
 mod values;
 
 pub use error::OpenError;
@@ -57,3 +69,4 @@ pub use runs::RunSummary;
 pub use seal::{SealError, SealKeys};
 pub use sqlite::SqliteStore;
 pub use store::{Location, Store};
+pub use tasks::{CallerUsage, Pruned, Retention, TaskShares};

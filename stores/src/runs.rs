@@ -193,16 +193,16 @@ fn unreadable(id: &str, error: &(dyn std::error::Error + 'static)) -> RunStoreEr
     } else {
         ""
     };
-    RunStoreError(format!("run `{id}` could not be read: {error}{hint}"))
+    RunStoreError::Failed(format!("run `{id}` could not be read: {error}{hint}"))
 }
 
 /// The error of a run store whose database failed at `operation`.
 pub(crate) fn database_failed(operation: &str, error: &dyn std::fmt::Display) -> RunStoreError {
     tracing::error!(%error, "the store could not {operation}");
-    RunStoreError(format!("the store could not {operation}: {error}"))
+    RunStoreError::Failed(format!("the store could not {operation}: {error}"))
 }
 
 /// The error of a run inserted under an id another run has.
 pub(crate) fn exists(id: &str) -> RunStoreError {
-    RunStoreError(format!("a run `{id}` exists already"))
+    RunStoreError::Failed(format!("a run `{id}` exists already"))
 }

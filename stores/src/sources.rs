@@ -54,6 +54,23 @@ impl StoredSource {
     }
 }
 
+impl StoredSource {
+    /// The source that stands for the sources of a task the store ended, which read the
+    /// untrusted source of `origin` first: that origin, without its text, as number `number`.
+    pub(crate) fn standing_for(
+        sealing: &Sealing,
+        task: (&str, &str),
+        number: i64,
+        origin: &Origin,
+    ) -> Result<Self, serde_json::Error> {
+        let source = SourceRecord {
+            origin: origin.clone(),
+            text: String::new(),
+        };
+        StoredSource::of(sealing, task, number, &source, 0)
+    }
+}
+
 /// The text of a source that a task keeping `kept_bytes` bytes of text keeps: cut to
 /// [`SOURCE_TEXT_LIMIT`] bytes on a character boundary, and empty when it would take the
 /// task past [`TASK_TEXT_LIMIT`]. The gate's index keeps a task's text by the same rule, so
@@ -77,16 +94,20 @@ fn text_place(tenant: &str, task: &str, number: i64, origin: &str) -> serde_json
 }
 
 /// The sources stored for the task (`tenant`, `task`) after number `after`, read back from
-/// their rows (number, origin, text) in the order of their numbers. The numbers must follow
-/// `after` one by one: a missing number is a row removed around the store, and a reader
-/// that skipped it could lose the untrusted source the task read.
+/// their rows (number, origin, text) in the order of their numbers, where the task's sources
+/// kept begin at number `first` (1 for a task the store never ended; the record standing for
+/// the sources of an earlier life, or the first source of a new one, for a task it did). The
+/// numbers must follow `after` (or `first`, for a reader of an earlier life) one by one: a
+/// missing number is a row removed around the store, and a reader that skipped it could lose
+/// the untrusted source the task read.
 pub(crate) fn read_sources(
     sealing: &Sealing,
     (tenant, task): (&str, &str),
     after: u64,
+    first: i64,
     rows: Vec<(i64, String, String)>,
 ) -> Result<Vec<(u64, SourceRecord)>, Rejection> {
-    let mut expected = after;
+    let mut expected = after.max(u64::try_from(first.saturating_sub(1)).unwrap_or(0));
     let mut sources = Vec::with_capacity(rows.len());
     for (number, origin, text) in rows {
         expected = expected.saturating_add(1);

@@ -13,10 +13,11 @@ use portcullis_core::{
     ProvenanceStore, Recorded, RefusalLimit, Rejection, RepeatStore, SignedDecision, SourceRecord,
     StoredStep, Ticket, TransactionStore,
 };
-use portcullis_core::{PasskeyCredential, Reviewer};
+use portcullis_core::{PasskeyCredential, Reviewer, TaskLifetime};
 
 use crate::{
-    Enrolled, Invite, OpenError, PostgresStore, PostgresTls, RunSummary, SealKeys, SqliteStore,
+    CallerUsage, Enrolled, Invite, OpenError, PostgresStore, PostgresTls, Pruned, Retention,
+    RunSummary, SealKeys, SqliteStore, TaskShares,
 };
 
 /// Runs `$call` on whichever store `$store` is.
@@ -113,6 +114,54 @@ impl Store {
         match self {
             Store::Sqlite(store) => Store::Sqlite(store.sealed_with(keys)),
             Store::Postgres(store) => Store::Postgres(store.sealed_with(keys)),
+        }
+    }
+
+    /// The store, holding at most `shares` tasks in its provenance and budget stores, in all
+    /// and for each caller (see [`SqliteStore::with_shares`]). Give every worker the same.
+    pub fn with_shares(self, shares: TaskShares) -> Self {
+        match self {
+            Store::Sqlite(store) => Store::Sqlite(store.with_shares(shares)),
+            Store::Postgres(store) => Store::Postgres(store.with_shares(shares)),
+        }
+    }
+
+    /// The store, ending its provenance and budget tasks on their own after `lifetime` (see
+    /// [`SqliteStore::with_lifetime`]). Give every worker the same.
+    pub fn with_lifetime(self, lifetime: TaskLifetime) -> Self {
+        match self {
+            Store::Sqlite(store) => Store::Sqlite(store.with_lifetime(lifetime)),
+            Store::Postgres(store) => Store::Postgres(store.with_lifetime(lifetime)),
+        }
+    }
+
+    /// The store, keeping what is not a task for `retention`, for [`prune`](Self::prune).
+    pub fn with_retention(self, retention: Retention) -> Self {
+        match self {
+            Store::Sqlite(store) => Store::Sqlite(store.with_retention(retention)),
+            Store::Postgres(store) => Store::Postgres(store.with_retention(retention)),
+        }
+    }
+
+    /// What each caller (tenant, actor) holds in the store, by tenant and actor: its live and
+    /// ended tasks, its sources' text, its open claims, runs and pending calls.
+    pub async fn usage(&self) -> io::Result<Vec<CallerUsage>> {
+        match self {
+            Store::Sqlite(store) => store.usage(),
+            Store::Postgres(store) => store.usage().await,
+        }
+    }
+
+    /// Ends the provenance and budget tasks past their lifetime, forgets the records of ended
+    /// tasks past their time, and deletes the runs, settled claims, expired pending calls and
+    /// window rows past their retention (never the audit log), in one transaction; with
+    /// `dry_run`, changes nothing and tells what it would have done. A sealed store's tasks
+    /// are ended only with its seal keys ([`sealed_with`](Self::sealed_with)): a task whose
+    /// sources do not read is left as it is.
+    pub async fn prune(&self, dry_run: bool) -> io::Result<Pruned> {
+        match self {
+            Store::Sqlite(store) => store.prune(dry_run),
+            Store::Postgres(store) => store.prune(dry_run).await,
         }
     }
 
@@ -355,20 +404,28 @@ impl BudgetStore for Store {
         on_store!(self, store => BudgetStore::release(store, charge))
     }
 
-    fn count_refusal<'a>(&'a self, task: &'a str, limit: &'a RefusalLimit) -> BoxFuture<'a, u64> {
-        on_store!(self, store => store.count_refusal(task, limit))
+    fn count_refusal<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        limit: &'a RefusalLimit,
+    ) -> BoxFuture<'a, u64> {
+        on_store!(self, store => store.count_refusal(ctx, limit))
     }
 
     fn refusals<'a>(
         &'a self,
-        task: &'a str,
+        ctx: &'a CallContext,
         limit: &'a RefusalLimit,
     ) -> BoxFuture<'a, Result<u64, Rejection>> {
-        on_store!(self, store => store.refusals(task, limit))
+        on_store!(self, store => store.refusals(ctx, limit))
     }
 
     fn task_usage<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Result<BudgetUsage, Rejection>> {
         on_store!(self, store => store.task_usage(task))
+    }
+
+    fn forget_task<'a>(&'a self, task: &'a str) -> BoxFuture<'a, ()> {
+        on_store!(self, store => BudgetStore::forget_task(store, task))
     }
 }
 

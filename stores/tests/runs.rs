@@ -201,7 +201,7 @@ async fn of_two_writers_at_one_version_one_wins(backend: Backend) {
         .await
         .unwrap();
     let again = RunStore::insert(&second, stored("run_a", "again", 1_000)).await;
-    assert!(again.unwrap_err().0.contains("exists already"));
+    assert!(again.unwrap_err().to_string().contains("exists already"));
 
     for round in 0..5u64 {
         let mut mine = stored("run_a", &format!("first {round}"), 2_000 + round);

@@ -348,7 +348,7 @@ fn refused_alike(outcome: &Outcome, name: &str, other: &Outcome, other_name: &st
         && !names(refusal.hint().unwrap_or_default())
 }
 
-/// Sends `steps` in order as `ctx`, in task `task`; the last one's outcome.
+/// Sends `steps` in order as `ctx`, in task `task`, then ends the task; the last one's outcome.
 async fn dispatch(registry: &Registry, ctx: &CallContext, task: &str, steps: &[Step]) -> Outcome {
     let ctx = ctx.clone().with_task_id(task);
     let mut last = None;
@@ -364,6 +364,9 @@ async fn dispatch(registry: &Registry, ctx: &CallContext, task: &str, steps: &[S
         };
         last = Some(registry.dispatch(&ctx, &call).await);
     }
+    // Every case is a task of its own, over once its calls are: ended, as a worker ends its
+    // tasks, so that a run of many cases holds no more of the stores than one case does.
+    registry.end_task(task).await;
     last.expect("a probe sends at least one call")
 }
 

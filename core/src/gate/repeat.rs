@@ -21,6 +21,7 @@ use sha2::{Digest, Sha256};
 use crate::encoding::hex;
 use crate::future::BoxFuture;
 use crate::locked_parts::LockedParts;
+use crate::share::{Shares, caller_key};
 use crate::time::now_ms;
 use crate::{CallContext, Outcome, Rejection, RejectionCode, Ticket};
 
@@ -163,6 +164,10 @@ pub enum Claim {
     /// A bounded store holds as many open claims as it may: the call is new, but is not
     /// claimed, and is refused (`claim_store_full`).
     Full,
+    /// The caller (its actor in its tenant) holds as many open claims as its share of a
+    /// bounded store allows: the call is new, but is not claimed, and is refused
+    /// (`claim_share_full`).
+    ShareFull,
 }
 
 /// Keeps the claims of calls. Implementations must claim atomically: of two concurrent claims
@@ -196,7 +201,10 @@ pub trait RepeatStore: Send + Sync + 'static {
 /// is needed (its dispatch was dropped, or its tool hangs): it is decided then as
 /// `outcome_unknown`, and forgotten as any outcome. A new call finding its part of the store
 /// holding its share of open claims, all within their lease, is refused with
-/// `claim_store_full`: nothing open is forgotten to make room for it.
+/// `claim_store_full`: nothing open is forgotten to make room for it. Each caller (its actor
+/// in its tenant) holds at most a share of the open claims, a hundredth of them by default
+/// ([`open_claims_per_caller`](Self::open_claims_per_caller)): one more call of a caller
+/// holding its share is refused with `claim_share_full`, and other callers are not affected.
 ///
 /// A store of [`InMemoryRepeatStore::SPLIT_FROM`] calls or more is split into
 /// [`InMemoryRepeatStore::PARTS`] parts, each with a lock of its own, so that threads claiming
@@ -210,6 +218,9 @@ pub struct InMemoryRepeatStore {
     parts: Arc<LockedParts<Claims>>,
     capacity_per_part: usize,
     open_per_part: usize,
+    /// How many open claims each caller holds, and may hold: locked after a claim's part.
+    callers: Arc<LockedParts<Shares>>,
+    open_per_caller: usize,
     /// Random bytes of this store's own, hashed before every key: see [`KeyDigest`].
     salt: [u8; 16],
 }
@@ -227,7 +238,13 @@ impl Claims {
     /// Whether one more open claim fits within `open`, once the claims still running
     /// that were claimed before `lease_start_ms` are decided as `outcome_unknown` (what a
     /// repeat of them is told already).
-    fn room(&mut self, open: usize, capacity: usize, lease_start_ms: u64) -> bool {
+    fn room(
+        &mut self,
+        open: usize,
+        capacity: usize,
+        lease_start_ms: u64,
+        callers: &LockedParts<Shares>,
+    ) -> bool {
         if self.open < open {
             return true;
         }
@@ -236,6 +253,7 @@ impl Claims {
                 held.state = ClaimState::Settled(Outcome::Rejected(outcome_unknown()));
                 self.settled.push_back(*digest);
                 self.open -= 1;
+                give_back(callers, held.caller.take());
             }
         }
         self.forget_beyond(capacity);
@@ -253,11 +271,13 @@ impl Claims {
     }
 }
 
-/// A claim: the call's fingerprint, where it stands, and when it was claimed.
+/// A claim: the call's fingerprint, where it stands, when it was claimed, and, while it is
+/// open, the caller whose share holds it.
 struct Held {
     fingerprint: String,
     state: ClaimState,
     claimed_ms: u64,
+    caller: Option<String>,
 }
 
 /// The SHA-256 of the store's salt and a [`CallKey`], its fields each preceded by its length:
@@ -339,6 +359,8 @@ impl InMemoryRepeatStore {
             parts: Arc::new(LockedParts::new(parts)),
             capacity_per_part: share(capacity, parts),
             open_per_part: share(Self::OPEN_CLAIMS, parts),
+            callers: Arc::new(LockedParts::new(Self::PARTS)),
+            open_per_caller: Self::OPEN_CLAIMS / 100,
             salt,
         }
     }
@@ -348,6 +370,15 @@ impl InMemoryRepeatStore {
     /// once; one more is refused with `claim_store_full`.
     pub fn with_open_claims(mut self, open: usize) -> Self {
         self.open_per_part = share(open, self.parts.count());
+        self.open_per_caller = (open / 100).max(1);
+        self
+    }
+
+    /// This store, holding up to `open` open claims (at least one) for each caller: its actor
+    /// in its tenant. Call it as the store is made, after
+    /// [`with_open_claims`](Self::with_open_claims), which sets it to a hundredth of the store's.
+    pub fn open_claims_per_caller(mut self, open: usize) -> Self {
+        self.open_per_caller = open.max(1);
         self
     }
 
@@ -394,8 +425,21 @@ impl RepeatStore for InMemoryRepeatStore {
             );
             return Box::pin(ready(claim));
         }
-        if !claims.room(self.open_per_part, self.capacity_per_part, lease_start_ms) {
+        if !claims.room(
+            self.open_per_part,
+            self.capacity_per_part,
+            lease_start_ms,
+            &self.callers,
+        ) {
             return Box::pin(ready(Claim::Full));
+        }
+        let caller = caller_key(&key.actor, key.tenant.as_deref().unwrap_or_default());
+        {
+            let mut callers = self.callers.lock(&caller);
+            if callers.held(&caller) >= self.open_per_caller {
+                return Box::pin(ready(Claim::ShareFull));
+            }
+            callers.take(&caller);
         }
         claims.calls.insert(
             digest,
@@ -403,6 +447,7 @@ impl RepeatStore for InMemoryRepeatStore {
                 fingerprint: fingerprint.to_owned(),
                 state: ClaimState::Running,
                 claimed_ms: now_ms(),
+                caller: Some(caller),
             },
         );
         claims.open += 1;
@@ -417,8 +462,10 @@ impl RepeatStore for InMemoryRepeatStore {
         {
             held.state = state;
             if settles {
+                let caller = held.caller.take();
                 claims.settled.push_back(digest);
                 claims.open -= 1;
+                give_back(&self.callers, caller);
             }
         }
         claims.forget_beyond(self.capacity_per_part);
@@ -431,11 +478,18 @@ impl RepeatStore for InMemoryRepeatStore {
             .calls
             .get(&digest)
             .is_some_and(|held| !matches!(held.state, ClaimState::Settled(_)));
-        if open {
-            claims.calls.remove(&digest);
+        if open && let Some(held) = claims.calls.remove(&digest) {
             claims.open -= 1;
+            give_back(&self.callers, held.caller);
         }
         Box::pin(ready(()))
+    }
+}
+
+/// Gives a claim's place back to the share of `caller`, once the claim is no longer open.
+fn give_back(callers: &LockedParts<Shares>, caller: Option<String>) {
+    if let Some(caller) = caller {
+        callers.lock(&caller).give_back(&caller);
     }
 }
 
@@ -506,6 +560,14 @@ pub(crate) fn answer(claim: Claim) -> Option<Outcome> {
                  claimed and did not run",
             )
             .with_hint("try again later"),
+        )),
+        Claim::ShareFull => Some(Outcome::Rejected(
+            Rejection::new(
+                RejectionCode::ClaimShareFull,
+                "this caller has as many calls running or waiting for approval as its share of \
+                 the store of claims allows, so the call was not claimed and did not run",
+            )
+            .with_hint("wait for a call of yours to end, then send this one again"),
         )),
         Claim::OtherArguments => Some(Outcome::Rejected(
             Rejection::new(
@@ -683,9 +745,33 @@ mod tests {
         assert_eq!(claim(&store, &key("alice", "0"), "a"), Claim::New);
     }
 
+    /// One caller holding its share of open claims is refused the next with its own share's
+    /// code; other callers (the same actor in another tenant among them) are served; a call
+    /// that ends gives its place back.
+    #[test]
+    fn one_caller_over_its_share_of_open_claims_is_refused_and_others_are_served() {
+        let store = InMemoryRepeatStore::default();
+        let calls: Vec<CallKey> = (0..101).map(|id| key("mallory", &id.to_string())).collect();
+        for call in &calls[..100] {
+            assert_eq!(claim(&store, call, "a"), Claim::New);
+        }
+        assert_eq!(claim(&store, &calls[100], "a"), Claim::ShareFull);
+        let refused = answer(Claim::ShareFull).and_then(|outcome| outcome.code());
+        assert_eq!(refused, Some(RejectionCode::ClaimShareFull));
+        assert_eq!(claim(&store, &key("alice", "1"), "a"), Claim::New);
+        let mut elsewhere = key("mallory", "1");
+        elsewhere.tenant = Some("acme".into());
+        assert_eq!(claim(&store, &elsewhere, "a"), Claim::New);
+        let done = ClaimState::Settled(Outcome::Completed(json!(1)));
+        futures_executor(store.update(&calls[0], done));
+        assert_eq!(claim(&store, &calls[100], "a"), Claim::New);
+        futures_executor(store.release(&calls[100]));
+        assert_eq!(claim(&store, &key("mallory", "x"), "a"), Claim::New);
+    }
+
     #[test]
     fn of_concurrent_claims_of_one_call_one_is_new() {
-        let store = InMemoryRepeatStore::default();
+        let store = InMemoryRepeatStore::default().open_claims_per_caller(1000);
         for id in 0..200 {
             let call = key("alice", &id.to_string());
             let new: usize = std::thread::scope(|scope| {
@@ -704,7 +790,9 @@ mod tests {
 
     #[test]
     fn open_claims_are_bounded_and_a_full_store_refuses_new_calls() {
-        let store = InMemoryRepeatStore::with_capacity(3).with_open_claims(3);
+        let store = InMemoryRepeatStore::with_capacity(3)
+            .with_open_claims(3)
+            .open_claims_per_caller(3);
         let calls: Vec<CallKey> = (0..4).map(|id| key("alice", &id.to_string())).collect();
         for call in &calls[..3] {
             assert_eq!(claim(&store, call, "a"), Claim::New);

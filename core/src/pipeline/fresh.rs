@@ -72,11 +72,7 @@ impl Registry {
         if let Some(limit) = &settings.refusal_limit
             && counts_as_refusal(&kept.outcome)
         {
-            settings
-                .budget
-                .store
-                .count_refusal(ctx.task_id(), limit)
-                .await;
+            settings.budget.store.count_refusal(ctx, limit).await;
         }
         kept
     }
@@ -123,7 +119,7 @@ impl Registry {
     async fn stopped(&self, ctx: &CallContext) -> Option<Rejection> {
         let settings = self.settings();
         let limit = settings.refusal_limit.as_ref()?;
-        let refusals = match settings.budget.store.refusals(ctx.task_id(), limit).await {
+        let refusals = match settings.budget.store.refusals(ctx, limit).await {
             Ok(refusals) => refusals,
             Err(refusal) => return Some(refusal),
         };
@@ -156,6 +152,8 @@ fn counts_as_refusal(outcome: &Outcome) -> bool {
                     | RejectionCode::AuditUnavailable
                     | RejectionCode::ClaimsUnavailable
                     | RejectionCode::ClaimStoreFull
+                    | RejectionCode::ClaimShareFull
+                    | RejectionCode::TaskExpired
                     | RejectionCode::BudgetUnavailable
                     | RejectionCode::BudgetStoreFull
                     | RejectionCode::BudgetShareFull

@@ -509,6 +509,17 @@ async fn run<'a>(
         }
         return outcome;
     }
+    // A call whose output the provenance store could not record does not run: what it would
+    // change would be done, and the model told nothing of it.
+    if settings.provenance.recording
+        && let Err(refused) = settings.provenance.store.admit(ctx).await
+    {
+        let outcome = Outcome::Rejected(not_run(refused));
+        if counted {
+            settings.budget.settle(contract, &outcome).await;
+        }
+        return outcome;
+    }
     if let Some(snapshot) = bound.snapshot(ctx) {
         Snapshots::keep(&facts.snapshots.before, snapshot.await);
     }
@@ -534,6 +545,23 @@ async fn run<'a>(
         }
     }
     outcome
+}
+
+/// The refusal of a call that did not run because its output could not be recorded: the
+/// store's refusal, said of a call that did not run.
+fn not_run(refused: Rejection) -> Rejection {
+    let mut not_run = Rejection::new(
+        refused.code(),
+        format!(
+            "the tool did not run, since its output could not be recorded: {}",
+            refused.message()
+        ),
+    )
+    .with_retryable(refused.retryable());
+    if let Some(hint) = refused.hint() {
+        not_run = not_run.with_hint(hint);
+    }
+    not_run
 }
 
 /// The outcome of a call that ran, once what the model will read of it is recorded as a source

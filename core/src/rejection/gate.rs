@@ -99,6 +99,7 @@ impl Gate {
                 BudgetUnavailable,
                 BudgetStoreFull,
                 BudgetShareFull,
+                TaskExpired,
             ],
             Gate::Repeat => &[
                 CallInProgress,
@@ -106,6 +107,7 @@ impl Gate {
                 OutcomeUnknown,
                 ClaimsUnavailable,
                 ClaimStoreFull,
+                ClaimShareFull,
             ],
             Gate::Approve => &[
                 ApprovalRejected,

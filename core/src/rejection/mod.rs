@@ -96,6 +96,16 @@ pub enum RejectionCode {
     /// gives its place back; other callers are not affected. See
     /// [`BudgetCapacity::tasks_per_caller`](crate::BudgetCapacity::tasks_per_caller).
     BudgetShareFull,
+    /// The task was ended by a bounded store of budgets on its own, idle past its lifetime or
+    /// older than it ([`TaskLifetime`](crate::TaskLifetime)), after it spent some of a per-task
+    /// budget: its calls are refused for as long as the store remembers it, since a budget
+    /// begun afresh would allow what it refused. Start a new task.
+    TaskExpired,
+    /// The caller (its actor in its tenant) holds as many open calls (running, or waiting for
+    /// approval) in a bounded store of claims as its share allows: the call was not claimed
+    /// and did not run. Other callers are not affected; its calls that end give their places
+    /// back. See [`InMemoryRepeatStore::open_claims_per_caller`](crate::InMemoryRepeatStore::open_claims_per_caller).
+    ClaimShareFull,
     /// A call with the same id is running now; send it again later to read its outcome.
     CallInProgress,
     /// The call id was used before, by this caller in this task, for other arguments.
@@ -209,6 +219,8 @@ impl RejectionCode {
             RejectionCode::BudgetUnavailable => "budget_unavailable",
             RejectionCode::BudgetStoreFull => "budget_store_full",
             RejectionCode::BudgetShareFull => "budget_share_full",
+            RejectionCode::TaskExpired => "task_expired",
+            RejectionCode::ClaimShareFull => "claim_share_full",
             RejectionCode::CallInProgress => "call_in_progress",
             RejectionCode::CallIdReused => "call_id_reused",
             RejectionCode::OutcomeUnknown => "outcome_unknown",
@@ -269,12 +281,14 @@ impl RejectionCode {
             | RejectionCode::TooManyRefusals
             | RejectionCode::BudgetUnavailable
             | RejectionCode::BudgetStoreFull
-            | RejectionCode::BudgetShareFull => Gate::Budget,
+            | RejectionCode::BudgetShareFull
+            | RejectionCode::TaskExpired => Gate::Budget,
             RejectionCode::CallInProgress
             | RejectionCode::CallIdReused
             | RejectionCode::OutcomeUnknown
             | RejectionCode::ClaimsUnavailable
             | RejectionCode::ClaimStoreFull
+            | RejectionCode::ClaimShareFull
             | RejectionCode::ClaimNotFound
             | RejectionCode::ClaimNotAbandoned
             | RejectionCode::ClaimSettled => Gate::Repeat,
@@ -309,6 +323,7 @@ impl RejectionCode {
                 | RejectionCode::ArgumentsNotReproducible
                 | RejectionCode::RoleDenied
                 | RejectionCode::TooManyRefusals
+                | RejectionCode::TaskExpired
                 | RejectionCode::OutputUnrecorded
                 | RejectionCode::DryRun
         )

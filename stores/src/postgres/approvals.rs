@@ -39,28 +39,33 @@ impl PostgresStore {
         let transaction = client.transaction().await?;
         let task = pending.ctx.task_id();
         let actor = pending.ticket.actor.as_str();
-        // Counted and kept under the task's and the actor's locks: no two workers both see room.
+        let tenant = pending.ctx.tenant().unwrap_or_default();
+        // Counted and kept under the task's and the caller's locks: no two workers both see
+        // room.
         self.lock(
             &transaction,
             &[
                 &format!("pending-task:{task}"),
-                &format!("pending-actor:{actor}"),
+                &format!("pending-caller:{}:{tenant}{actor}", tenant.len()),
             ],
         )
         .await?;
         let now = now_ms();
-        let count = async |column: &str, value: &str| -> Result<i64, Failure> {
-            let row = transaction
-                .query_one(
-                    &format!(
-                        "SELECT count(*) FROM pending_calls WHERE {column} = $1 AND expires_ms > $2"
-                    ),
-                    &[&value, &now],
-                )
-                .await?;
-            Ok(row.try_get(0)?)
-        };
-        let (of_task, of_actor) = (count("task", task).await?, count("actor", actor).await?);
+        let of_task: i64 = transaction
+            .query_one(
+                "SELECT count(*) FROM pending_calls WHERE task = $1 AND expires_ms > $2",
+                &[&task, &now],
+            )
+            .await?
+            .try_get(0)?;
+        let of_actor: i64 = transaction
+            .query_one(
+                "SELECT count(*) FROM pending_calls
+                 WHERE actor = $1 AND tenant = $2 AND expires_ms > $3",
+                &[&actor, &tenant, &now],
+            )
+            .await?
+            .try_get(0)?;
         if let Err(full) = limits.admit(from_sql(of_task), from_sql(of_actor)) {
             return Ok(Err(full));
         }
@@ -68,12 +73,13 @@ impl PostgresStore {
         transaction
             .execute(
                 "INSERT INTO pending_calls
-                     (ticket_id, task, actor, created_ms, expires_ms, call, decision, ticket)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                     (ticket_id, task, actor, tenant, created_ms, expires_ms, call, decision, ticket)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
                 &[
                     &pending.ticket.id,
                     &task,
                     &actor,
+                    &tenant,
                     &as_sql(pending.ticket.created_ms),
                     &as_sql(pending.ticket.expires_ms),
                     &stored.call,

@@ -3,20 +3,37 @@
 //! machines never overspend. The rules are core's ([`judge_charge`]), the same as in memory.
 
 use portcullis_core::{
-    BoxFuture, BudgetLimits, BudgetStore, BudgetUsage, Charge, RefusalLimit, Rejection,
-    RejectionCode, Usage, judge_charge,
+    BoxFuture, BudgetLimits, BudgetStore, BudgetUsage, CallContext, Charge, RefusalLimit,
+    Rejection, RejectionCode, Usage, judge_charge, task_expired,
 };
 
+use tokio_postgres::Transaction;
+
+use super::provenance::Filter;
+use super::tasks::{Counts, PARTS, adjust, part_of, take_place};
 use super::{Failure, PostgresStore, failed};
+use crate::tasks::{Full, Kind, Life, Pruned, SWEEP_BATCH};
 use crate::values::{as_sql, from_sql, now_ms, refusals_unknown, usage_unknown, window_start};
 
+const KIND: Kind = Kind::Budget;
+
+/// Whether a per-task limit reads the task's calls for `charge`: only then is the task
+/// counted, and held in its caller's share.
+fn counts_task(charge: &Charge<'_>, limits: &BudgetLimits) -> bool {
+    limits.max_calls_per_task.is_some()
+        || limits.max_cost_per_task.is_some()
+        || limits.stalled_loop_after.is_some()
+        || charge.tool_max_calls_per_task.is_some()
+}
+
 impl PostgresStore {
-    /// Judges `charge` and records it if admitted; `Ok(Err(_))` is the budget's refusal.
-    async fn reserve_charge(
+    /// Judges `charge` and records it if admitted; `Ok(Ok(Err(_)))` is the budget's refusal,
+    /// `Ok(Err(full))` a new task without a place (nothing recorded).
+    async fn try_reserve(
         &self,
         charge: &Charge<'_>,
         limits: &BudgetLimits,
-    ) -> Result<Result<(), Rejection>, Failure> {
+    ) -> Result<Result<Result<(), Rejection>, Full>, Failure> {
         let mut client = self.client().await?;
         let transaction = client.transaction().await?;
         let task_lock = format!("budget-task:{}", charge.task);
@@ -27,6 +44,50 @@ impl PostgresStore {
             self.lock(&transaction, &[&task_lock]).await?;
         }
         let now = now_ms();
+        let bounds = &self.bounds;
+        let caller = (charge.tenant.unwrap_or_default(), charge.actor);
+        let counts = counts_task(charge, limits);
+        // The task, if counted and live; `None` for a task new to the budget (or whose
+        // record was forgotten).
+        let mut task = None;
+        if counts
+            && let Some(row) = transaction
+                .query_opt(
+                    "SELECT calls, cost, last_tool, last_arguments, last_times, tenant, actor,
+                         started_ms, used_ms, ended_ms
+                     FROM budget_tasks WHERE task = $1",
+                    &[&charge.task],
+                )
+                .await?
+        {
+            let held: (String, String) = (row.try_get(5)?, row.try_get(6)?);
+            let life = bounds.life(row.try_get(7)?, row.try_get(8)?, row.try_get(9)?, now);
+            match life {
+                Life::Live => task = Some(row),
+                Life::Over => {
+                    if self
+                        .end_budget(&transaction, charge.task, &held, now)
+                        .await?
+                    {
+                        transaction.commit().await?;
+                        return Ok(Ok(Err(task_expired())));
+                    }
+                    // Its caller holds all the records it may: it goes on, in its place.
+                    task = Some(row);
+                }
+                Life::Ended => return Ok(Ok(Err(task_expired()))),
+                Life::Forgotten => {
+                    self.delete_budget(&transaction, charge.task, (&held.0, &held.1), false)
+                        .await?;
+                }
+            }
+        }
+        let new = counts && task.is_none();
+        if new
+            && let Some(full) = take_place(&transaction, bounds, KIND, caller, charge.task).await?
+        {
+            return Ok(Err(full));
+        }
         let open_until: Option<i64> = match transaction
             .query_opt(
                 "SELECT open_until_ms FROM budget_circuits WHERE tool = $1",
@@ -56,21 +117,17 @@ impl PostgresStore {
             }
             None => 0,
         };
-        let task = transaction
-            .query_opt(
-                "SELECT calls, cost, last_tool, last_arguments, last_times FROM budget_tasks
-                 WHERE task = $1",
-                &[&charge.task],
-            )
-            .await?;
-        let tool_calls: i64 = match transaction
-            .query_opt(
-                "SELECT calls FROM budget_tool_calls WHERE task = $1 AND tool = $2",
-                &[&charge.task, &charge.tool],
-            )
-            .await?
-        {
-            Some(row) => row.try_get(0)?,
+        let tool_calls: i64 = match &task {
+            Some(_) => match transaction
+                .query_opt(
+                    "SELECT calls FROM budget_tool_calls WHERE task = $1 AND tool = $2",
+                    &[&charge.task, &charge.tool],
+                )
+                .await?
+            {
+                Some(row) => row.try_get(0)?,
+                None => 0,
+            },
             None => 0,
         };
         let (task_calls, task_cost, last_tool, last_arguments, last_times) = match &task {
@@ -103,30 +160,36 @@ impl PostgresStore {
         };
         let admitted = match judge_charge(charge, limits, &usage) {
             Ok(admitted) => admitted,
-            Err(refusal) => return Ok(Err(refusal)),
+            Err(refusal) => return Ok(Ok(Err(refusal))),
         };
-        transaction
-            .execute(
-                "INSERT INTO budget_tasks (task, calls, cost, last_tool, last_arguments, last_times)
-                 VALUES ($1, 1, $2, $3, $4, $5)
-                 ON CONFLICT (task) DO UPDATE SET calls = budget_tasks.calls + 1, cost = $2,
-                     last_tool = $3, last_arguments = $4, last_times = $5",
-                &[
-                    &charge.task,
-                    &as_sql(admitted.task_cost),
-                    &charge.canonical_arguments.map(|_| charge.tool),
-                    &charge.canonical_arguments,
-                    &i64::from(admitted.times_in_a_row),
-                ],
-            )
-            .await?;
-        transaction
-            .execute(
-                "INSERT INTO budget_tool_calls (task, tool, calls) VALUES ($1, $2, 1)
-                 ON CONFLICT (task, tool) DO UPDATE SET calls = budget_tool_calls.calls + 1",
-                &[&charge.task, &charge.tool],
-            )
-            .await?;
+        if counts {
+            transaction
+                .execute(
+                    "INSERT INTO budget_tasks (task, calls, cost, last_tool, last_arguments,
+                         last_times, tenant, actor, started_ms, used_ms, ended_ms)
+                     VALUES ($1, 1, $2, $3, $4, $5, $6, $7, $8, $8, NULL)
+                     ON CONFLICT (task) DO UPDATE SET calls = budget_tasks.calls + 1, cost = $2,
+                         last_tool = $3, last_arguments = $4, last_times = $5, used_ms = $8",
+                    &[
+                        &charge.task,
+                        &as_sql(admitted.task_cost),
+                        &charge.canonical_arguments.map(|_| charge.tool),
+                        &charge.canonical_arguments,
+                        &i64::from(admitted.times_in_a_row),
+                        &caller.0,
+                        &caller.1,
+                        &now,
+                    ],
+                )
+                .await?;
+            transaction
+                .execute(
+                    "INSERT INTO budget_tool_calls (task, tool, calls) VALUES ($1, $2, 1)
+                     ON CONFLICT (task, tool) DO UPDATE SET calls = budget_tool_calls.calls + 1",
+                    &[&charge.task, &charge.tool],
+                )
+                .await?;
+        }
         if limits.rate_limit.is_some() {
             transaction
                 .execute(
@@ -136,7 +199,256 @@ impl PostgresStore {
                 .await?;
         }
         transaction.commit().await?;
-        Ok(Ok(()))
+        Ok(Ok(Ok(())))
+    }
+
+    /// Reserves `charge`, a caller at its share (or a full store) first having its tasks past
+    /// their lifetime ended (or a batch of every caller's), and then judged again.
+    async fn reserve_charge(
+        &self,
+        charge: &Charge<'_>,
+        limits: &BudgetLimits,
+    ) -> Result<Result<(), Rejection>, Failure> {
+        let bounds = &self.bounds;
+        let mut reserved = self.try_reserve(charge, limits).await?;
+        if let Err(full) = reserved {
+            let (filter, limit) = match full {
+                Full::Share => (
+                    Filter {
+                        tenant: Some(charge.tenant.unwrap_or_default()),
+                        actor: Some(charge.actor),
+                        task: None,
+                    },
+                    bounds.per_caller(),
+                ),
+                Full::Store => (Filter::default(), SWEEP_BATCH),
+            };
+            self.sweep_budgets(filter, limit).await?;
+            reserved = self.try_reserve(charge, limits).await?;
+        }
+        if bounds.sweep_due(now_ms())
+            && let Err(error) = self.sweep_budgets(Filter::default(), SWEEP_BATCH).await
+        {
+            failed("end the tasks past their lifetime", &error);
+        }
+        Ok(reserved.unwrap_or_else(|full| Err(full.refusal(KIND, bounds))))
+    }
+
+    /// Ends the live task `task` of `caller`, held under its advisory lock: kept as ended, its
+    /// calls per tool deleted, if its caller has room for one more record; `false` (and left
+    /// as it is) if not.
+    async fn end_budget(
+        &self,
+        transaction: &Transaction<'_>,
+        task: &str,
+        caller: &(String, String),
+        now: i64,
+    ) -> Result<bool, Failure> {
+        let held: i64 = transaction
+            .query_opt(
+                "SELECT ended FROM task_callers
+                 WHERE store = $1 AND tenant = $2 AND actor = $3 FOR UPDATE",
+                &[&KIND.name(), &caller.0, &caller.1],
+            )
+            .await?
+            .map(|row| row.try_get(0))
+            .transpose()?
+            .unwrap_or(0);
+        let in_part: i64 = transaction
+            .query_opt(
+                &format!(
+                    "SELECT ended FROM task_totals WHERE store = $1 AND part = {} FOR UPDATE",
+                    part_of("$2")
+                ),
+                &[&KIND.name(), &task],
+            )
+            .await?
+            .map(|row| row.try_get(0))
+            .transpose()?
+            .unwrap_or(0);
+        let bounds = &self.bounds;
+        if held >= bounds.ended_per_caller() || in_part >= bounds.ended_per_part(PARTS) {
+            return Ok(false);
+        }
+        transaction
+            .execute(
+                "UPDATE budget_tasks SET ended_ms = $2 WHERE task = $1",
+                &[&task, &now],
+            )
+            .await?;
+        transaction
+            .execute("DELETE FROM budget_tool_calls WHERE task = $1", &[&task])
+            .await?;
+        adjust(transaction, KIND, (&caller.0, &caller.1), task, -1, 1).await?;
+        Ok(true)
+    }
+
+    /// Deletes the task `task` of `caller`, live (`live`) or ended, with its calls per tool.
+    async fn delete_budget(
+        &self,
+        transaction: &Transaction<'_>,
+        task: &str,
+        caller: (&str, &str),
+        live: bool,
+    ) -> Result<(), Failure> {
+        transaction
+            .execute("DELETE FROM budget_tasks WHERE task = $1", &[&task])
+            .await?;
+        transaction
+            .execute("DELETE FROM budget_tool_calls WHERE task = $1", &[&task])
+            .await?;
+        let (live, ended) = if live { (-1, 0) } else { (0, -1) };
+        adjust(transaction, KIND, caller, task, live, ended).await
+    }
+
+    /// Ends the counted tasks past their lifetime at `now` that `filter` names (at most
+    /// `limit`; the ones another transaction holds are left for later), and deletes the
+    /// records of ended tasks past their time.
+    pub(super) async fn end_budgets(
+        &self,
+        transaction: &Transaction<'_>,
+        now: i64,
+        filter: Filter<'_>,
+        limit: i64,
+    ) -> Result<Pruned, Failure> {
+        let bounds = &self.bounds;
+        let cuts = bounds.cuts(now);
+        // The live tasks past their lifetime, then the records past their time: at most
+        // `limit` of each.
+        let mut candidates: Vec<String> = Vec::new();
+        for condition in [
+            "ended_ms IS NULL AND (used_ms <= $1 OR started_ms <= $2) AND $3::BIGINT = $3",
+            "ended_ms <= $3 AND $1::BIGINT = $1 AND $2::BIGINT = $2",
+        ] {
+            for row in transaction
+                .query(
+                    &format!(
+                        "SELECT task FROM budget_tasks
+                         WHERE {condition}
+                             AND ($4::TEXT IS NULL OR tenant = $4)
+                             AND ($5::TEXT IS NULL OR actor = $5)
+                         LIMIT $6"
+                    ),
+                    &[
+                        &cuts.idle,
+                        &cuts.absolute,
+                        &cuts.remembered,
+                        &filter.tenant,
+                        &filter.actor,
+                        &limit,
+                    ],
+                )
+                .await?
+            {
+                candidates.push(row.try_get(0)?);
+            }
+        }
+        let mut pruned = Pruned::default();
+        if candidates.is_empty() {
+            return Ok(pruned);
+        }
+        // Each task under its advisory lock, as a charge takes it; one another transaction
+        // holds is left for later.
+        let lock = self.lock_key("budget-task:");
+        let part = part_of("task");
+        let rows = transaction
+            .query(
+                &format!(
+                    "SELECT task, tenant, actor, started_ms, used_ms, ended_ms, {part}
+                     FROM budget_tasks
+                     WHERE task IN (
+                         SELECT task FROM unnest($1::TEXT[]) AS c (task)
+                         WHERE pg_try_advisory_xact_lock(hashtextextended($2 || task, 0)))
+                     ORDER BY tenant, actor"
+                ),
+                &[&candidates, &lock],
+            )
+            .await?;
+        let mut found = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let task: String = row.try_get(0)?;
+            let caller: (String, String) = (row.try_get(1)?, row.try_get(2)?);
+            let life = bounds.life(row.try_get(3)?, row.try_get(4)?, row.try_get(5)?, now);
+            let part: i32 = row.try_get(6)?;
+            found.push((task, caller, life, part));
+        }
+        let mut counts = Counts::lock(
+            transaction,
+            KIND,
+            found.iter().map(|(_, caller, _, _)| caller.clone()),
+        )
+        .await?;
+        let (mut ended, mut deleted) = (Vec::new(), Vec::new());
+        for (task, caller, life, part) in &found {
+            match life {
+                Life::Over if counts.ended_room(bounds, caller, *part) => {
+                    counts.add(caller, *part, -1, 1);
+                    ended.push(task.as_str());
+                    pruned.budget_ended += 1;
+                }
+                Life::Forgotten => {
+                    counts.add(caller, *part, 0, -1);
+                    deleted.push(task.as_str());
+                    pruned.budget_forgotten += 1;
+                }
+                _ => {}
+            }
+        }
+        transaction
+            .execute(
+                "UPDATE budget_tasks SET ended_ms = $2 WHERE task = ANY($1)",
+                &[&ended, &now],
+            )
+            .await?;
+        transaction
+            .execute("DELETE FROM budget_tasks WHERE task = ANY($1)", &[&deleted])
+            .await?;
+        let gone: Vec<&str> = ended.iter().chain(&deleted).copied().collect();
+        transaction
+            .execute(
+                "DELETE FROM budget_tool_calls WHERE task = ANY($1)",
+                &[&gone],
+            )
+            .await?;
+        counts.write(transaction).await?;
+        Ok(pruned)
+    }
+
+    /// Ends, in a transaction of its own, the counted tasks past their lifetime `filter`
+    /// names.
+    async fn sweep_budgets(&self, filter: Filter<'_>, limit: i64) -> Result<(), Failure> {
+        let mut client = self.client().await?;
+        let transaction = client.transaction().await?;
+        self.end_budgets(&transaction, now_ms(), filter, limit)
+            .await?;
+        transaction.commit().await?;
+        Ok(())
+    }
+
+    /// Forgets the task `task`: its counted calls, its calls per tool, its refusals; its
+    /// place goes back to its caller's share.
+    async fn forget_budget(&self, task: &str) -> Result<(), Failure> {
+        let mut client = self.client().await?;
+        let transaction = client.transaction().await?;
+        self.lock(&transaction, &[&format!("budget-task:{task}")])
+            .await?;
+        let held = transaction
+            .query_opt(
+                "SELECT tenant, actor, ended_ms IS NULL FROM budget_tasks WHERE task = $1",
+                &[&task],
+            )
+            .await?;
+        if let Some(row) = held {
+            let (tenant, actor, live): (String, String, bool) =
+                (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+            self.delete_budget(&transaction, task, (&tenant, &actor), live)
+                .await?;
+        }
+        transaction
+            .execute("DELETE FROM budget_refusals WHERE task = $1", &[&task])
+            .await?;
+        transaction.commit().await?;
+        Ok(())
     }
 
     async fn settle_tool(
@@ -181,7 +493,7 @@ impl PostgresStore {
             .execute(
                 "UPDATE budget_tasks
                  SET calls = greatest(calls - 1, 0), cost = greatest(cost - $2, 0)
-                 WHERE task = $1",
+                 WHERE task = $1 AND ended_ms IS NULL",
                 &[&charge.task, &as_sql(charge.cost)],
             )
             .await?;
@@ -308,7 +620,20 @@ impl BudgetStore for PostgresStore {
         })
     }
 
-    fn count_refusal<'a>(&'a self, task: &'a str, limit: &'a RefusalLimit) -> BoxFuture<'a, u64> {
+    fn forget_task<'a>(&'a self, task: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if let Err(error) = self.forget_budget(task).await {
+                failed(&format!("forget the budget of task {task}"), &error);
+            }
+        })
+    }
+
+    fn count_refusal<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        limit: &'a RefusalLimit,
+    ) -> BoxFuture<'a, u64> {
+        let task = ctx.task_id();
         Box::pin(async move {
             self.count_refusal_now(task, limit)
                 .await
@@ -322,9 +647,10 @@ impl BudgetStore for PostgresStore {
 
     fn refusals<'a>(
         &'a self,
-        task: &'a str,
+        ctx: &'a CallContext,
         limit: &'a RefusalLimit,
     ) -> BoxFuture<'a, Result<u64, Rejection>> {
+        let task = ctx.task_id();
         Box::pin(async move {
             self.refusals_within(task, limit)
                 .await

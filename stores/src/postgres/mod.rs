@@ -9,6 +9,7 @@ mod invites;
 mod provenance;
 mod repeats;
 mod runs;
+mod tasks;
 mod tls;
 mod transactions;
 
@@ -23,6 +24,7 @@ pub use tls::{PostgresTls, postgres_client};
 use crate::OpenError;
 use crate::group_commit::GroupCommit;
 use crate::seal::{SealKeys, Sealing};
+use crate::tasks::{Bounds, Retention, TaskShares};
 use crate::values::Failure;
 
 /// The schema, one migration per version, applied in order when a store connects. Never edit
@@ -149,6 +151,85 @@ const MIGRATIONS: &[&str] = &[
         credential TEXT,
         enrolled_ms BIGINT
     );",
+    // 8: callers' shares of the provenance and budget stores, and tasks that end on their
+    // own. A task's row keeps its caller's actor (and, for a budget, its tenant), when it
+    // began, was last used and ended, and (provenance) the number its kept sources begin at.
+    // The tasks of before belong to a caller of their tenant with no actor, began and were
+    // used at the upgrade, and count in the shares (what a database holds of these already is
+    // kept, or counted again). `task_callers` counts each caller's live tasks and ended
+    // tasks' records; `task_totals` the store's, in 16 parts by task id;
+    // `provenance_marks` the number every task deleted stayed below, in the same parts.
+    "ALTER TABLE provenance_tasks ADD COLUMN IF NOT EXISTS actor TEXT NOT NULL DEFAULT '',
+        ADD COLUMN IF NOT EXISTS first_number BIGINT NOT NULL DEFAULT 1,
+        ADD COLUMN IF NOT EXISTS started_ms BIGINT NOT NULL DEFAULT 0,
+        ADD COLUMN IF NOT EXISTS used_ms BIGINT NOT NULL DEFAULT 0,
+        ADD COLUMN IF NOT EXISTS ended_ms BIGINT;
+    UPDATE provenance_tasks SET started_ms = (extract(epoch FROM now()) * 1000)::BIGINT,
+        used_ms = (extract(epoch FROM now()) * 1000)::BIGINT
+    WHERE started_ms = 0;
+    CREATE INDEX IF NOT EXISTS provenance_tasks_by_caller ON provenance_tasks (tenant, actor);
+    CREATE INDEX IF NOT EXISTS provenance_tasks_by_end ON provenance_tasks (ended_ms);
+    ALTER TABLE budget_tasks ADD COLUMN IF NOT EXISTS actor TEXT NOT NULL DEFAULT '',
+        ADD COLUMN IF NOT EXISTS tenant TEXT NOT NULL DEFAULT '',
+        ADD COLUMN IF NOT EXISTS started_ms BIGINT NOT NULL DEFAULT 0,
+        ADD COLUMN IF NOT EXISTS used_ms BIGINT NOT NULL DEFAULT 0,
+        ADD COLUMN IF NOT EXISTS ended_ms BIGINT;
+    UPDATE budget_tasks SET started_ms = (extract(epoch FROM now()) * 1000)::BIGINT,
+        used_ms = (extract(epoch FROM now()) * 1000)::BIGINT
+    WHERE started_ms = 0;
+    CREATE INDEX IF NOT EXISTS budget_tasks_by_caller ON budget_tasks (tenant, actor);
+    CREATE INDEX IF NOT EXISTS budget_tasks_by_end ON budget_tasks (ended_ms);
+    CREATE INDEX IF NOT EXISTS budget_actor_calls_by_time ON budget_actor_calls (at_ms);
+    CREATE INDEX IF NOT EXISTS budget_refusals_by_time ON budget_refusals (at_ms);
+    CREATE INDEX IF NOT EXISTS claims_by_time ON claims (settled, claimed_ms);
+    DROP TABLE IF EXISTS task_callers;
+    DROP TABLE IF EXISTS task_totals;
+    DROP TABLE IF EXISTS provenance_marks;
+    CREATE TABLE task_callers (
+        store TEXT NOT NULL,
+        tenant TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        live BIGINT NOT NULL,
+        ended BIGINT NOT NULL,
+        PRIMARY KEY (store, tenant, actor)
+    );
+    INSERT INTO task_callers (store, tenant, actor, live, ended)
+    SELECT 'provenance', tenant, actor, count(*) FILTER (WHERE ended_ms IS NULL),
+        count(*) FILTER (WHERE ended_ms IS NOT NULL)
+    FROM provenance_tasks GROUP BY tenant, actor;
+    INSERT INTO task_callers (store, tenant, actor, live, ended)
+    SELECT 'budget', tenant, actor, count(*) FILTER (WHERE ended_ms IS NULL),
+        count(*) FILTER (WHERE ended_ms IS NOT NULL)
+    FROM budget_tasks GROUP BY tenant, actor;
+    CREATE TABLE task_totals (
+        store TEXT NOT NULL,
+        part INTEGER NOT NULL,
+        live BIGINT NOT NULL,
+        ended BIGINT NOT NULL,
+        PRIMARY KEY (store, part)
+    );
+    INSERT INTO task_totals (store, part, live, ended)
+    SELECT store, part, 0, 0
+    FROM (VALUES ('provenance'), ('budget')) AS stores (store), generate_series(0, 15) AS part;
+    UPDATE task_totals SET live = held.live, ended = held.ended
+    FROM (SELECT (hashtextextended(task, 0) & 15)::INTEGER AS part,
+              count(*) FILTER (WHERE ended_ms IS NULL) AS live,
+              count(*) FILTER (WHERE ended_ms IS NOT NULL) AS ended
+          FROM provenance_tasks GROUP BY 1) AS held
+    WHERE task_totals.store = 'provenance' AND task_totals.part = held.part;
+    UPDATE task_totals SET live = held.live, ended = held.ended
+    FROM (SELECT (hashtextextended(task, 0) & 15)::INTEGER AS part,
+              count(*) FILTER (WHERE ended_ms IS NULL) AS live,
+              count(*) FILTER (WHERE ended_ms IS NOT NULL) AS ended
+          FROM budget_tasks GROUP BY 1) AS held
+    WHERE task_totals.store = 'budget' AND task_totals.part = held.part;
+    CREATE TABLE provenance_marks (part INTEGER PRIMARY KEY, number BIGINT NOT NULL);
+    INSERT INTO provenance_marks (part, number) SELECT part, 0 FROM generate_series(0, 15) AS part;",
+    // 9: a pending call's tenant, so that the calls waiting of one caller are counted per
+    // actor in its tenant (the same actor in another tenant is another caller). Calls of before
+    // count as of no tenant.
+    "ALTER TABLE pending_calls ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+    CREATE INDEX pending_calls_by_caller ON pending_calls (actor, tenant, expires_ms);",
 ];
 
 /// The schema that holds a store's tables, and names its advisory locks, where none is given
@@ -189,6 +270,7 @@ pub struct PostgresStore {
     schema: Arc<str>,
     audit: Arc<GroupCommit>,
     sealing: Sealing,
+    bounds: Bounds,
 }
 
 impl PostgresStore {
@@ -289,6 +371,7 @@ impl PostgresStore {
             schema: schema.into(),
             audit: Arc::default(),
             sealing: Sealing::default(),
+            bounds: Bounds::default(),
         })
     }
 
@@ -300,6 +383,28 @@ impl PostgresStore {
     /// and left as it is.
     pub fn sealed_with(mut self, keys: SealKeys) -> Self {
         self.sealing = Sealing::with(keys);
+        self
+    }
+
+    /// This store, holding at most `shares` tasks in its provenance and budget stores, in all
+    /// and for each caller; see [`SqliteStore::with_shares`](crate::SqliteStore::with_shares).
+    /// Call it as the store connects, the same in every worker.
+    pub fn with_shares(mut self, shares: TaskShares) -> Self {
+        self.bounds.shares = shares;
+        self
+    }
+
+    /// This store, ending its provenance and budget tasks on their own after `lifetime`; see
+    /// [`SqliteStore::with_lifetime`](crate::SqliteStore::with_lifetime). Call it as the store
+    /// connects, the same in every worker.
+    pub fn with_lifetime(mut self, lifetime: portcullis_core::TaskLifetime) -> Self {
+        self.bounds.lifetime = lifetime;
+        self
+    }
+
+    /// This store, keeping what is not a task for `retention`, for [`prune`](Self::prune).
+    pub fn with_retention(mut self, retention: Retention) -> Self {
+        self.bounds.retention = retention;
         self
     }
 

@@ -125,26 +125,31 @@ fn insert(
     let now = now_ms();
     let task = pending.ctx.task_id();
     let actor = &pending.ticket.actor;
-    let count = |column: &str, value: &str| -> Result<i64, rusqlite::Error> {
-        transaction.query_row(
-            &format!("SELECT count(*) FROM pending_calls WHERE {column} = ?1 AND expires_ms > ?2"),
-            params![value, now],
-            |row| row.get(0),
-        )
-    };
-    let (of_task, of_actor) = (count("task", task)?, count("actor", actor)?);
+    let tenant = pending.ctx.tenant().unwrap_or_default();
+    let of_task: i64 = transaction.query_row(
+        "SELECT count(*) FROM pending_calls WHERE task = ?1 AND expires_ms > ?2",
+        params![task, now],
+        |row| row.get(0),
+    )?;
+    let of_actor: i64 = transaction.query_row(
+        "SELECT count(*) FROM pending_calls
+         WHERE actor = ?1 AND tenant = ?2 AND expires_ms > ?3",
+        params![actor, tenant, now],
+        |row| row.get(0),
+    )?;
     if let Err(full) = limits.admit(from_sql(of_task), from_sql(of_actor)) {
         return Ok(Err(full));
     }
     let stored = StoredCall::of(sealing, pending).map_err(to_sql_error)?;
     transaction.execute(
         "INSERT INTO pending_calls
-             (ticket_id, task, actor, created_ms, expires_ms, call, decision, ticket)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+             (ticket_id, task, actor, tenant, created_ms, expires_ms, call, decision, ticket)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         params![
             pending.ticket.id,
             task,
             actor,
+            tenant,
             as_sql(pending.ticket.created_ms),
             as_sql(pending.ticket.expires_ms),
             stored.call,

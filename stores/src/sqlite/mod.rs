@@ -7,6 +7,7 @@ mod invites;
 mod provenance;
 mod repeats;
 mod runs;
+mod tasks;
 mod transactions;
 
 use std::fmt;
@@ -19,6 +20,7 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use crate::OpenError;
 use crate::seal::{SealKeys, Sealing};
+use crate::tasks::{Bounds, Retention, TaskShares};
 pub(crate) use crate::values::{as_sql, from_sql, now_ms};
 
 /// The schema, one migration per version, applied in order when a store opens. Never edit a
@@ -151,7 +153,104 @@ const MIGRATIONS: &[&str] = &[
         credential TEXT,
         enrolled_ms INTEGER
     );",
+    // 12: callers' shares of the provenance and budget stores, and tasks that end on their
+    // own. A task's row keeps its caller's actor (and, for a budget, its tenant), when it
+    // began, was last used and ended, and (provenance) the number its kept sources begin at:
+    // the tables are rebuilt with their columns of before (whatever else a database holds).
+    // The tasks of before belong to a caller of their tenant with no actor, began and were
+    // used at the upgrade, and count in the shares. `task_callers` counts each caller's live
+    // tasks and ended tasks' records; `task_totals` the store's; `provenance_marks` the
+    // number every task deleted stayed below.
+    "CREATE TABLE provenance_tasks_12 (
+        task TEXT NOT NULL,
+        tenant TEXT NOT NULL,
+        number INTEGER NOT NULL,
+        text_bytes INTEGER NOT NULL,
+        actor TEXT NOT NULL DEFAULT '',
+        first_number INTEGER NOT NULL DEFAULT 1,
+        started_ms INTEGER NOT NULL DEFAULT 0,
+        used_ms INTEGER NOT NULL DEFAULT 0,
+        ended_ms INTEGER,
+        PRIMARY KEY (task, tenant)
+    );
+    INSERT INTO provenance_tasks_12 (task, tenant, number, text_bytes, started_ms, used_ms)
+    SELECT task, tenant, number, text_bytes, CAST(strftime('%s', 'now') AS INTEGER) * 1000,
+        CAST(strftime('%s', 'now') AS INTEGER) * 1000
+    FROM provenance_tasks;
+    DROP TABLE provenance_tasks;
+    ALTER TABLE provenance_tasks_12 RENAME TO provenance_tasks;
+    CREATE INDEX provenance_tasks_by_caller ON provenance_tasks (tenant, actor);
+    CREATE INDEX provenance_tasks_by_end ON provenance_tasks (ended_ms);
+    CREATE TABLE budget_tasks_12 (
+        task TEXT PRIMARY KEY,
+        calls INTEGER NOT NULL DEFAULT 0,
+        cost INTEGER NOT NULL DEFAULT 0,
+        last_tool TEXT,
+        last_arguments TEXT,
+        last_times INTEGER NOT NULL DEFAULT 0,
+        refusals INTEGER NOT NULL DEFAULT 0,
+        actor TEXT NOT NULL DEFAULT '',
+        tenant TEXT NOT NULL DEFAULT '',
+        started_ms INTEGER NOT NULL DEFAULT 0,
+        used_ms INTEGER NOT NULL DEFAULT 0,
+        ended_ms INTEGER
+    );
+    INSERT INTO budget_tasks_12 (task, calls, cost, last_tool, last_arguments, last_times,
+        refusals, started_ms, used_ms)
+    SELECT task, calls, cost, last_tool, last_arguments, last_times, refusals,
+        CAST(strftime('%s', 'now') AS INTEGER) * 1000,
+        CAST(strftime('%s', 'now') AS INTEGER) * 1000
+    FROM budget_tasks;
+    DROP TABLE budget_tasks;
+    ALTER TABLE budget_tasks_12 RENAME TO budget_tasks;
+    CREATE INDEX budget_tasks_by_caller ON budget_tasks (tenant, actor);
+    CREATE INDEX budget_tasks_by_end ON budget_tasks (ended_ms);
+    CREATE INDEX IF NOT EXISTS budget_actor_calls_by_time ON budget_actor_calls (at_ms);
+    CREATE INDEX IF NOT EXISTS budget_refusals_by_time ON budget_refusals (at_ms);
+    CREATE INDEX IF NOT EXISTS claims_by_time ON claims (settled, claimed_ms);
+    DROP TABLE IF EXISTS task_callers;
+    DROP TABLE IF EXISTS task_totals;
+    DROP TABLE IF EXISTS provenance_marks;
+    CREATE TABLE task_callers (
+        store TEXT NOT NULL,
+        tenant TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        live INTEGER NOT NULL,
+        ended INTEGER NOT NULL,
+        PRIMARY KEY (store, tenant, actor)
+    );
+    INSERT INTO task_callers (store, tenant, actor, live, ended)
+    SELECT 'provenance', tenant, actor, sum(ended_ms IS NULL), sum(ended_ms IS NOT NULL)
+    FROM provenance_tasks GROUP BY tenant, actor;
+    INSERT INTO task_callers (store, tenant, actor, live, ended)
+    SELECT 'budget', tenant, actor, sum(ended_ms IS NULL), sum(ended_ms IS NOT NULL)
+    FROM budget_tasks GROUP BY tenant, actor;
+    CREATE TABLE task_totals (
+        store TEXT NOT NULL,
+        part INTEGER NOT NULL,
+        live INTEGER NOT NULL,
+        ended INTEGER NOT NULL,
+        PRIMARY KEY (store, part)
+    );
+    INSERT INTO task_totals (store, part, live, ended)
+    VALUES ('provenance', 0,
+            (SELECT count(*) FROM provenance_tasks WHERE ended_ms IS NULL),
+            (SELECT count(*) FROM provenance_tasks WHERE ended_ms IS NOT NULL)),
+        ('budget', 0,
+            (SELECT count(*) FROM budget_tasks WHERE ended_ms IS NULL),
+            (SELECT count(*) FROM budget_tasks WHERE ended_ms IS NOT NULL));
+    CREATE TABLE provenance_marks (part INTEGER PRIMARY KEY, number INTEGER NOT NULL);
+    INSERT INTO provenance_marks (part, number) VALUES (0, 0);",
+    // 13: a pending call's tenant, so that the calls waiting of one caller are counted per
+    // actor in its tenant (the same actor in another tenant is another caller). Calls of before
+    // count as of no tenant.
+    "ALTER TABLE pending_calls ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+    CREATE INDEX pending_calls_by_caller ON pending_calls (actor, tenant, expires_ms);",
 ];
+
+/// How many prepared statements a connection keeps, so that the statements a call runs are
+/// prepared once.
+const STATEMENTS: usize = 128;
 
 /// How long a writer waits for another process's transaction before it gives up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -172,6 +271,7 @@ pub struct SqliteStore {
     /// The thread that stores audit records, started by the first.
     audit: Arc<OnceLock<RoundWriter>>,
     sealing: Sealing,
+    bounds: Bounds,
 }
 
 impl SqliteStore {
@@ -183,6 +283,7 @@ impl SqliteStore {
         create_private(path)?;
         let mut connection = Connection::open(path)?;
         connection.busy_timeout(BUSY_TIMEOUT)?;
+        connection.set_prepared_statement_cache_capacity(STATEMENTS);
         // Every commit is on the disk before the decision it records is acted on.
         connection.pragma_update(None, "synchronous", "FULL")?;
         // Switching to WAL, and migrating, may find another process doing the same: SQLite
@@ -206,6 +307,7 @@ impl SqliteStore {
             connection: Arc::new(Mutex::new(connection)),
             audit: Arc::default(),
             sealing: Sealing::default(),
+            bounds: Bounds::default(),
         })
     }
 
@@ -219,6 +321,7 @@ impl SqliteStore {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
         connection.busy_timeout(BUSY_TIMEOUT)?;
+        connection.set_prepared_statement_cache_capacity(STATEMENTS);
         connection.pragma_update(None, "synchronous", "FULL")?;
         let (found, known) = (schema_version(&connection)?, MIGRATIONS.len());
         if found != known {
@@ -231,6 +334,7 @@ impl SqliteStore {
             connection: Arc::new(Mutex::new(connection)),
             audit: Arc::default(),
             sealing: Sealing::default(),
+            bounds: Bounds::default(),
         })
     }
 
@@ -242,6 +346,36 @@ impl SqliteStore {
     /// and left as it is.
     pub fn sealed_with(mut self, keys: SealKeys) -> Self {
         self.sealing = Sealing::with(keys);
+        self
+    }
+
+    /// This store, holding at most `shares` tasks in its provenance and budget stores, in all
+    /// and for each caller (its actor in its tenant); [`TaskShares::default`] otherwise (a
+    /// hundred callers at least use the store at once). A caller at its share is refused a
+    /// new task (`sources_share_full`, `budget_share_full`) while its tasks go on and other
+    /// callers are served; a full store refuses any new task (`output_unrecorded`,
+    /// `budget_store_full`). Call it as the store is opened, the same in every worker.
+    pub fn with_shares(mut self, shares: TaskShares) -> Self {
+        self.bounds.shares = shares;
+        self
+    }
+
+    /// This store, ending its provenance and budget tasks on their own after `lifetime`
+    /// ([`TaskLifetime::default`](portcullis_core::TaskLifetime::default): idle an hour, or
+    /// begun a day ago; remembered a week): a clean provenance task is deleted with its
+    /// sources, a tainted one stays tainted while remembered, a counted budget task is refused
+    /// `task_expired` while remembered. The store ends them as it meets them, when a caller's
+    /// share (or the store) is full, now and then as it records, and in `portcullis prune`.
+    /// Call it as the store is opened, the same in every worker.
+    pub fn with_lifetime(mut self, lifetime: portcullis_core::TaskLifetime) -> Self {
+        self.bounds.lifetime = lifetime;
+        self
+    }
+
+    /// This store, keeping what is not a task for `retention` ([`Retention::default`]: 30 days
+    /// each), for [`prune`](Self::prune).
+    pub fn with_retention(mut self, retention: Retention) -> Self {
+        self.bounds.retention = retention;
         self
     }
 
@@ -330,7 +464,7 @@ mod tests {
             error,
             OpenError::NewerSchema {
                 found: 99,
-                known: 11
+                known: 13
             }
         ));
         assert!(error.to_string().contains("upgrade portcullis"), "{error}");

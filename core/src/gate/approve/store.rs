@@ -52,7 +52,8 @@ pub struct PendingCall {
 pub struct PendingLimits {
     /// Calls of one task waiting at once.
     pub per_task: usize,
-    /// Calls of one actor waiting at once, all tasks together.
+    /// Calls of one caller (its actor in its tenant: the same actor in another tenant is
+    /// another caller) waiting at once, all tasks together.
     pub per_actor: usize,
 }
 
@@ -74,7 +75,9 @@ impl PendingLimits {
             ));
         }
         if reached(of_actor, self.per_actor) {
-            return full(format!("{of_actor} calls of this actor wait for approval"));
+            return full(format!(
+                "{of_actor} calls of this caller wait for approval, its whole share"
+            ));
         }
         Ok(())
     }
@@ -268,7 +271,10 @@ impl ApprovalStore for InMemoryApprovalStore {
         let (mut of_task, mut of_actor) = (0, 0);
         for other in waiting {
             of_task += u64::from(other.ctx.task_id() == pending.ctx.task_id());
-            of_actor += u64::from(other.ticket.actor == pending.ticket.actor);
+            of_actor += u64::from(
+                other.ticket.actor == pending.ticket.actor
+                    && other.ctx.tenant() == pending.ctx.tenant(),
+            );
         }
         let result = limits.admit(of_task, of_actor).map(|()| {
             kept.calls.insert(pending.ticket.id.clone(), pending);

@@ -8,13 +8,14 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::future::ready;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::future::BoxFuture;
+use crate::lifetime::{Ended, TaskLifetime};
 use crate::locked_parts::LockedParts;
 use crate::share::{Shares, caller_key};
-use crate::{BudgetUsage, Rejection, RejectionCode};
+use crate::{BudgetUsage, CallContext, Rejection, RejectionCode};
 
 /// The limits the budget gate enforces; every one is off unless set.
 ///
@@ -149,10 +150,16 @@ pub trait BudgetStore: Send + Sync + 'static {
     /// rate limit's window keeps it: a rate counts attempts.
     fn release<'a>(&'a self, charge: Charge<'a>) -> BoxFuture<'a, ()>;
 
-    /// Counts one refusal of a call of `task`, and returns how many it collected within
-    /// `limit`'s window. A store keeps at most `limit.refusals` of a task's latest refusals, and
-    /// none older than the window: only those can stop the task.
-    fn count_refusal<'a>(&'a self, task: &'a str, limit: &'a RefusalLimit) -> BoxFuture<'a, u64>;
+    /// Counts one refusal of a call of the task of `ctx`, and returns how many it collected
+    /// within `limit`'s window. A store keeps at most `limit.refusals` of a task's latest
+    /// refusals, and none older than the window: only those can stop the task. A bounded store
+    /// holds a task's refusals in the share of its caller ([`CallContext::actor`] in
+    /// [`CallContext::tenant`]).
+    fn count_refusal<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        limit: &'a RefusalLimit,
+    ) -> BoxFuture<'a, u64>;
 
     /// Forgets what was counted for `task`, which ended and whose id is never used again
     /// ([`Registry::end_task`](crate::Registry::end_task)). The default keeps it: a durable
@@ -162,12 +169,13 @@ pub trait BudgetStore: Send + Sync + 'static {
         Box::pin(ready(()))
     }
 
-    /// How many refusals `task` collected within `limit`'s window; a refusal when the store
-    /// cannot tell (`budget_unavailable`, or `budget_store_full` from a bounded store that does
-    /// not hold the task and has no room for it), and the task's call is then refused.
+    /// How many refusals the task of `ctx` collected within `limit`'s window; a refusal when
+    /// the store cannot tell (`budget_unavailable`; from a bounded store that does not hold the
+    /// task and has no room for it, `budget_store_full`, or `budget_share_full` when its
+    /// caller's share is full), and the task's call is then refused.
     fn refusals<'a>(
         &'a self,
-        task: &'a str,
+        ctx: &'a CallContext,
         limit: &'a RefusalLimit,
     ) -> BoxFuture<'a, Result<u64, Rejection>>;
 
@@ -379,11 +387,19 @@ struct State {
     tasks_per_part: usize,
     /// Counted tasks one caller may hold.
     tasks_per_caller: usize,
+    capacity: BudgetCapacity,
+    lifetime: TaskLifetime,
+    /// The counted tasks the store ended on its own, refused `task_expired` while
+    /// remembered: locked after a task's part.
+    ended: Mutex<Ended<()>>,
 }
 
 impl State {
-    fn new(capacity: BudgetCapacity) -> Self {
+    fn new(capacity: BudgetCapacity, lifetime: TaskLifetime) -> Self {
         State {
+            capacity,
+            lifetime,
+            ended: Mutex::new(Ended::new(capacity.tasks.saturating_mul(10))),
             circuits: LockedParts::new(PARTS),
             actors: LockedParts::new(PARTS),
             tasks: LockedParts::new(PARTS),
@@ -411,6 +427,51 @@ struct Held<V> {
     next_sweep: Option<Instant>,
 }
 
+impl State {
+    /// Ends the tasks of `part` whose time is up at `now`: a task that held only refusals is
+    /// forgotten; a task whose calls a per-task limit counted is remembered as ended (its
+    /// calls are refused `task_expired`), and gives its place back to its caller's share. One
+    /// whose caller holds all the ended tasks it may stays, and is tried again later.
+    fn end_tasks(&self, part: &mut Held<TaskUsage>, now: Instant) {
+        for (task, usage) in part.sweep(now) {
+            let Some(caller) = usage.caller.as_deref() else {
+                continue;
+            };
+            if !usage.counted {
+                // Its refusals left the window: it can refuse nothing.
+                self.callers.lock(caller).give_back(caller);
+                continue;
+            }
+            let mut ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
+            let key = ended.key("", &task);
+            let forgotten = now.checked_add(self.lifetime.remembered).unwrap_or(now);
+            if ended.remember(key, caller, forgotten, (), now) {
+                drop(ended);
+                self.callers.lock(caller).give_back(caller);
+            } else {
+                drop(ended);
+                let retry = now.checked_add(self.lifetime.idle);
+                let mut usage = usage;
+                usage.forgettable_from = retry;
+                part.entries.insert(task, usage);
+                part.forgettable(retry);
+            }
+        }
+    }
+
+    /// Ends the tasks of every part whose time is up at `now`.
+    fn end_every_task(&self, now: Instant) {
+        self.tasks.each_mut(|part| self.end_tasks(part, now));
+    }
+
+    /// Whether the store ended `task` and still remembers it.
+    fn ended(&self, task: &str, now: Instant) -> bool {
+        let mut ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
+        let key = ended.key("", task);
+        ended.get(&key, now).is_some()
+    }
+}
+
 impl<V> Default for Held<V> {
     fn default() -> Self {
         Held {
@@ -427,16 +488,33 @@ impl<V: Forgettable> Held<V> {
         if self.entries.len() < capacity {
             return true;
         }
-        if self.next_sweep.is_some_and(|at| at <= now) {
-            self.entries
-                .retain(|_, entry| entry.forgettable_from().is_none_or(|at| at > now));
-            self.next_sweep = self
-                .entries
-                .values()
-                .filter_map(Forgettable::forgettable_from)
-                .min();
-        }
+        self.sweep(now);
         self.entries.len() < capacity
+    }
+
+    /// Takes out the entries whose time is up at `now`, if any may be, and returns them.
+    fn sweep(&mut self, now: Instant) -> Vec<(String, V)> {
+        let mut out = Vec::new();
+        if self.next_sweep.is_none_or(|at| at > now) {
+            return out;
+        }
+        let keys: Vec<String> = self
+            .entries
+            .iter()
+            .filter(|(_, entry)| entry.forgettable_from().is_some_and(|at| at <= now))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in keys {
+            if let Some(entry) = self.entries.remove(&key) {
+                out.push((key, entry));
+            }
+        }
+        self.next_sweep = self
+            .entries
+            .values()
+            .filter_map(Forgettable::forgettable_from)
+            .min();
+        out
     }
 
     /// The entry of `key`, made on its first use if there is room (only then is the key
@@ -496,16 +574,19 @@ struct TaskUsage {
     per_tool: HashMap<String, u64>,
     /// The last call's tool and canonical arguments, and how many times in a row it was made.
     last: Option<(String, String, u32)>,
-    /// Whether a per-task limit counted its calls: then they are kept until the task is
-    /// forgotten, since its budget holds for its whole life.
+    /// Whether a per-task limit counted its calls: then they are kept until the task ends,
+    /// since its budget holds for its whole life, and the store remembers it ended.
     counted: bool,
-    /// The key of the caller whose share holds it, once counted.
+    /// When it was made.
+    started: Instant,
+    /// The key of the caller whose share holds it, once counted or holding refusals.
     caller: Option<String>,
     /// Its latest refusals within the refusal limit's window, oldest first.
     refusals: VecDeque<Instant>,
-    /// When it can refuse nothing any more: when it was made, for a task that holds nothing
-    /// yet; when its latest refusal leaves the window; `None` once it counted calls, or its
-    /// refusals count for the task's whole life.
+    /// When it can refuse nothing any more, or ends: when it was made, for a task that holds
+    /// nothing yet; when its latest refusal leaves the window; once it counted calls, when its
+    /// [`TaskLifetime`] is over unless used again; `None` when its refusals count for the
+    /// task's whole life.
     forgettable_from: Option<Instant>,
 }
 
@@ -517,6 +598,7 @@ impl TaskUsage {
             per_tool: HashMap::new(),
             last: None,
             counted: false,
+            started: now,
             caller: None,
             refusals: VecDeque::new(),
             forgettable_from: Some(now),
@@ -564,6 +646,12 @@ fn calls_exceeded(message: &str) -> Rejection {
     Rejection::new(RejectionCode::BudgetCallsExceeded, message).with_retryable(false)
 }
 
+/// The refusal of a call of a task a bounded store has no room for. Every bounded store
+/// refuses with it.
+pub fn budget_store_full() -> Rejection {
+    store_full("tasks")
+}
+
 fn store_full(what: &str) -> Rejection {
     Rejection::new(
         RejectionCode::BudgetStoreFull,
@@ -574,8 +662,20 @@ fn store_full(what: &str) -> Rejection {
     .with_hint("try again later")
 }
 
-/// The refusal of a caller whose share of `tasks` tasks is full.
-fn share_full(tasks: usize) -> Rejection {
+/// The refusal of a call of a task a bounded store ended on its own after a per-task limit
+/// counted its calls: a budget begun afresh would allow what the old one refused. Every store
+/// refuses with it.
+pub fn task_expired() -> Rejection {
+    Rejection::new(
+        RejectionCode::TaskExpired,
+        "this task was ended after it stayed idle too long, or lived as long as a task may, so its calls no longer run",
+    )
+    .with_hint("tell the user that the task has ended; a new task must be started")
+}
+
+/// The refusal of a call that would start a new task of a caller whose share of `tasks`
+/// counted tasks is full. Every bounded store refuses with it.
+pub fn budget_share_full(tasks: usize) -> Rejection {
     Rejection::new(
         RejectionCode::BudgetShareFull,
         format!(
@@ -590,7 +690,10 @@ impl InMemoryBudgetStore {
     /// the default [`BudgetCapacity`].
     pub fn with_clock(clock: impl Fn() -> Instant + Send + Sync + 'static) -> Self {
         InMemoryBudgetStore {
-            state: Arc::new(State::new(BudgetCapacity::default())),
+            state: Arc::new(State::new(
+                BudgetCapacity::default(),
+                TaskLifetime::default(),
+            )),
             clock: Arc::new(clock),
         }
     }
@@ -598,7 +701,16 @@ impl InMemoryBudgetStore {
     /// This store, emptied and bounded by `capacity`: call it as the store is made.
     pub fn with_capacity(self, capacity: BudgetCapacity) -> Self {
         InMemoryBudgetStore {
-            state: Arc::new(State::new(capacity)),
+            state: Arc::new(State::new(capacity, self.state.lifetime)),
+            clock: self.clock,
+        }
+    }
+
+    /// This store, emptied, ending tasks on its own after `lifetime`: call it as the store is
+    /// made.
+    pub fn with_lifetime(self, lifetime: TaskLifetime) -> Self {
+        InMemoryBudgetStore {
+            state: Arc::new(State::new(self.state.capacity, lifetime)),
             clock: self.clock,
         }
     }
@@ -610,6 +722,15 @@ impl InMemoryBudgetStore {
     pub fn forget_task(&self, task: &str) {
         let mut tasks = self.state.tasks.lock(task);
         let caller = tasks.entries.remove(task).and_then(|usage| usage.caller);
+        {
+            let mut ended = self
+                .state
+                .ended
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let key = ended.key("", task);
+            ended.forget(&key);
+        }
         if let Some(caller) = caller {
             self.state.callers.lock(&caller).give_back(&caller);
         }
@@ -631,8 +752,25 @@ impl InMemoryBudgetStore {
         (tasks, actors)
     }
 
+    /// Checks and records `charge`; a caller whose share is full first has its tasks whose
+    /// time is up ended, in every part, and is then judged again.
     fn check_and_record(&self, charge: Charge<'_>, limits: &BudgetLimits) -> Result<(), Rejection> {
         let now = (self.clock)();
+        match self.record_at(charge, limits, now) {
+            Err(refused) if refused.code() == RejectionCode::BudgetShareFull => {
+                self.state.end_every_task(now);
+                self.record_at(charge, limits, now)
+            }
+            judged => judged,
+        }
+    }
+
+    fn record_at(
+        &self,
+        charge: Charge<'_>,
+        limits: &BudgetLimits,
+        now: Instant,
+    ) -> Result<(), Rejection> {
         let state = &*self.state;
         // Read, and let go: a circuit that opens right after counts from the next call.
         let circuit_open = state
@@ -655,22 +793,28 @@ impl InMemoryBudgetStore {
         };
         let counts = counts_task(&charge, limits);
         let mut tasks = state.tasks.lock(charge.task);
+        state.end_tasks(&mut tasks, now);
         // A task the store counts for the first time takes a place in its caller's share: its
         // part stays locked until the call is counted, so that two new tasks of one caller
         // cannot both take its last place.
         let mut share = None;
-        if counts
-            && !tasks
-                .entries
-                .get(charge.task)
-                .is_some_and(|task| task.counted)
-        {
-            let caller = caller_key(charge.actor, charge.tenant.unwrap_or_default());
-            let callers = state.callers.lock(&caller);
-            if callers.held(&caller) >= state.tasks_per_caller {
-                return Err(share_full(state.tasks_per_caller));
+        let held = tasks.entries.get(charge.task);
+        let (counted, placed) = (
+            held.is_some_and(|task| task.counted),
+            held.is_some_and(|task| task.caller.is_some()),
+        );
+        if counts && !counted {
+            if state.ended(charge.task, now) {
+                return Err(task_expired());
             }
-            share = Some((callers, caller));
+            if !placed {
+                let caller = caller_key(charge.actor, charge.tenant.unwrap_or_default());
+                let callers = state.callers.lock(&caller);
+                if callers.held(&caller) >= state.tasks_per_caller {
+                    return Err(budget_share_full(state.tasks_per_caller));
+                }
+                share = Some((callers, caller));
+            }
         }
         let task = if counts {
             Some(
@@ -678,7 +822,7 @@ impl InMemoryBudgetStore {
                     .entry(charge.task, now, state.tasks_per_part, || {
                         TaskUsage::new(now)
                     })
-                    .ok_or_else(|| store_full("tasks"))?,
+                    .ok_or_else(budget_store_full)?,
             )
         } else {
             tasks.entries.get_mut(charge.task)
@@ -701,13 +845,15 @@ impl InMemoryBudgetStore {
             }),
         };
         let admitted = judge_charge(&charge, limits, &usage)?;
+        let mut ends = None;
         if let Some(task) = task.filter(|_| counts) {
             if let Some((mut callers, caller)) = share {
                 callers.take(&caller);
                 task.caller = Some(caller);
             }
             task.counted = true;
-            task.forgettable_from = None;
+            task.forgettable_from = state.lifetime.ends(task.started, now);
+            ends = task.forgettable_from;
             task.calls += 1;
             task.cost = admitted.task_cost;
             if !task.per_tool.contains_key(charge.tool) {
@@ -724,6 +870,7 @@ impl InMemoryBudgetStore {
                 )
             });
         }
+        tasks.forgettable(ends);
         if let (Some(window), Some(rate)) = (window.as_mut(), limits.rate_limit) {
             window.calls.push_back(now);
             window.leaves = now.checked_add(rate.per);
@@ -755,13 +902,29 @@ impl InMemoryBudgetStore {
         }
     }
 
-    fn count(&self, task: &str, limit: &RefusalLimit) -> u64 {
+    /// Counts a refusal of `task`, held in the share of `caller` (a [`caller_key`]).
+    fn count(&self, task: &str, caller: &str, limit: &RefusalLimit) -> u64 {
         let now = (self.clock)();
-        let mut tasks = self.state.tasks.lock(task);
-        // A store without room counts nothing: the task's next call is refused as the store
-        // is full, since it does not hold the task.
-        let Some(usage) = tasks.entry(task, now, self.state.tasks_per_part, || TaskUsage::new(now))
-        else {
+        let state = &*self.state;
+        let mut tasks = state.tasks.lock(task);
+        state.end_tasks(&mut tasks, now);
+        // A store, or a caller's share, without room counts nothing: the task's next call is
+        // refused as the store or the share is full, since the store does not hold the task.
+        if !tasks.entries.contains_key(task) {
+            let mut callers = state.callers.lock(caller);
+            if callers.held(caller) >= state.tasks_per_caller
+                || !tasks.room(now, state.tasks_per_part)
+            {
+                return 0;
+            }
+            callers.take(caller);
+            let usage = TaskUsage {
+                caller: Some(caller.to_owned()),
+                ..TaskUsage::new(now)
+            };
+            tasks.entries.insert(task.to_owned(), usage);
+        }
+        let Some(usage) = tasks.entries.get_mut(task) else {
             return 0;
         };
         slide(&mut usage.refusals, now, limit.per);
@@ -777,17 +940,29 @@ impl InMemoryBudgetStore {
         refusals
     }
 
-    fn count_within(&self, task: &str, limit: &RefusalLimit) -> Result<u64, Rejection> {
+    /// The refusals `task` collected within `limit`'s window; for a task the store does not
+    /// hold, a refusal when neither the store nor the share of `caller` has room for it.
+    fn count_within(
+        &self,
+        task: &str,
+        caller: &str,
+        limit: &RefusalLimit,
+    ) -> Result<u64, Rejection> {
         let now = (self.clock)();
-        let mut tasks = self.state.tasks.lock(task);
+        let state = &*self.state;
+        let mut tasks = state.tasks.lock(task);
+        state.end_tasks(&mut tasks, now);
         if let Some(usage) = tasks.entries.get_mut(task) {
             slide(&mut usage.refusals, now, limit.per);
             return Ok(usage.refusals.len() as u64);
         }
-        if tasks.room(now, self.state.tasks_per_part) {
+        if state.callers.lock(caller).held(caller) >= state.tasks_per_caller {
+            return Err(budget_share_full(state.tasks_per_caller));
+        }
+        if tasks.room(now, state.tasks_per_part) {
             Ok(0)
         } else {
-            Err(store_full("tasks"))
+            Err(budget_store_full())
         }
     }
 }
@@ -828,8 +1003,13 @@ impl BudgetStore for InMemoryBudgetStore {
         Box::pin(ready(()))
     }
 
-    fn count_refusal<'a>(&'a self, task: &'a str, limit: &'a RefusalLimit) -> BoxFuture<'a, u64> {
-        Box::pin(ready(self.count(task, limit)))
+    fn count_refusal<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        limit: &'a RefusalLimit,
+    ) -> BoxFuture<'a, u64> {
+        let caller = caller_key(ctx.actor(), ctx.tenant().unwrap_or_default());
+        Box::pin(ready(self.count(ctx.task_id(), &caller, limit)))
     }
 
     fn forget_task<'a>(&'a self, task: &'a str) -> BoxFuture<'a, ()> {
@@ -839,10 +1019,11 @@ impl BudgetStore for InMemoryBudgetStore {
 
     fn refusals<'a>(
         &'a self,
-        task: &'a str,
+        ctx: &'a CallContext,
         limit: &'a RefusalLimit,
     ) -> BoxFuture<'a, Result<u64, Rejection>> {
-        Box::pin(ready(self.count_within(task, limit)))
+        let caller = caller_key(ctx.actor(), ctx.tenant().unwrap_or_default());
+        Box::pin(ready(self.count_within(ctx.task_id(), &caller, limit)))
     }
 
     fn task_usage<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Result<BudgetUsage, Rejection>> {
@@ -1248,7 +1429,7 @@ mod tests {
     }
 
     fn refusals_of(store: &InMemoryBudgetStore, task: &str, limit: &RefusalLimit) -> u64 {
-        store.count_within(task, limit).unwrap()
+        store.count_within(task, "c", limit).unwrap()
     }
 
     #[test]
@@ -1258,12 +1439,12 @@ mod tests {
             refusals: 3,
             per: Duration::from_millis(1000),
         };
-        assert_eq!(store.count("t", &limit), 1);
+        assert_eq!(store.count("t", "c", &limit), 1);
         clock.store(400, Ordering::SeqCst);
-        assert_eq!(store.count("t", &limit), 2);
-        assert_eq!(store.count("t", &limit), 3);
+        assert_eq!(store.count("t", "c", &limit), 2);
+        assert_eq!(store.count("t", "c", &limit), 3);
         assert_eq!(
-            store.count("t", &limit),
+            store.count("t", "c", &limit),
             3,
             "the latest 3 are kept, no more"
         );
@@ -1274,9 +1455,9 @@ mod tests {
         assert_eq!(refusals_of(&store, "t", &limit), 0, "older than the window");
 
         let whole = RefusalLimit::whole_task(2);
-        store.count("w", &whole);
+        store.count("w", "c", &whole);
         clock.store(u64::from(u32::MAX), Ordering::SeqCst);
-        assert_eq!(store.count("w", &whole), 2);
+        assert_eq!(store.count("w", "c", &whole), 2);
         assert_eq!(
             refusals_of(&store, "w", &whole),
             2,
@@ -1322,8 +1503,8 @@ mod tests {
             "{admitted} admitted, {full} refused"
         );
         assert!(store.held().0 <= 32);
-        // However long it waits, a task that spent its budget stays spent.
-        clock.store(u64::from(u32::MAX), Ordering::SeqCst);
+        // Within its lifetime, a task that spent its budget stays spent, and holds its place.
+        clock.store(59 * 60 * 1000, Ordering::SeqCst);
         assert_eq!(
             code(store.check_and_record(charge("t0", "a", None), &limits)),
             Some(RejectionCode::BudgetCallsExceeded)
@@ -1339,6 +1520,102 @@ mod tests {
         assert_eq!(admitted, 1);
     }
 
+    fn block_on<T>(future: BoxFuture<'_, T>) -> T {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(future)
+    }
+
+    /// One caller's refusals in task after task are held in its own share: past it, its new
+    /// tasks' calls are refused with its share's code (rather than go uncounted by the refusal
+    /// limit), and another caller's refusals are counted as before.
+    #[test]
+    fn one_callers_refusals_are_held_in_its_share() {
+        let store = InMemoryBudgetStore::default().with_capacity(BudgetCapacity {
+            tasks: 1000,
+            actors: 1000,
+            tasks_per_caller: Some(3),
+        });
+        let limit = RefusalLimit {
+            refusals: 5,
+            per: Duration::from_secs(60),
+        };
+        let mallory = |task: &str| CallContext::new("mallory").with_task_id(task);
+        for task in ["m0", "m1", "m2", "m3"] {
+            block_on(store.count_refusal(&mallory(task), &limit));
+        }
+        assert_eq!(block_on(store.refusals(&mallory("m2"), &limit)).unwrap(), 1);
+        let refused = block_on(store.refusals(&mallory("m3"), &limit)).unwrap_err();
+        assert_eq!(refused.code(), RejectionCode::BudgetShareFull);
+        let alice = CallContext::new("alice").with_task_id("a0");
+        assert_eq!(block_on(store.count_refusal(&alice, &limit)), 1);
+        assert_eq!(block_on(store.refusals(&alice, &limit)).unwrap(), 1);
+        store.forget_task("m0");
+        assert_eq!(block_on(store.refusals(&mallory("m3"), &limit)).unwrap(), 0);
+    }
+
+    /// A task idle past its lifetime is ended by the store: its place goes back to its
+    /// caller's share and the store, and its calls are refused `task_expired` for as long as
+    /// the store remembers it, never given a fresh budget; after that its id is a new task.
+    #[test]
+    fn an_idle_task_ends_on_its_own_and_stays_refused_while_remembered() {
+        let (store, clock) = manual_clock();
+        let lifetime = TaskLifetime {
+            idle: Duration::from_secs(10),
+            absolute: Duration::from_secs(100),
+            remembered: Duration::from_secs(1000),
+        };
+        let store = store
+            .with_capacity(BudgetCapacity {
+                tasks: 100,
+                actors: 100,
+                tasks_per_caller: Some(2),
+            })
+            .with_lifetime(lifetime);
+        let limits = BudgetLimits {
+            max_calls_per_task: Some(1),
+            ..BudgetLimits::default()
+        };
+        for task in ["t0", "t1"] {
+            assert_eq!(
+                code(store.check_and_record(charge(task, "a", None), &limits)),
+                None
+            );
+        }
+        assert_eq!(
+            code(store.check_and_record(charge("t2", "a", None), &limits)),
+            Some(RejectionCode::BudgetShareFull)
+        );
+        clock.store(10_000, Ordering::SeqCst);
+        assert_eq!(
+            code(store.check_and_record(charge("t2", "a", None), &limits)),
+            None,
+            "idle tasks ended and gave their places back"
+        );
+        assert_eq!(store.held_by("alice", None), 1);
+        let expired = store
+            .check_and_record(charge("t0", "a", None), &limits)
+            .unwrap_err();
+        assert_eq!(expired.code(), RejectionCode::TaskExpired);
+        assert!(!expired.retryable());
+        // A busy task ends too, once it is as old as a task may be.
+        for second in (19..=109).step_by(9) {
+            clock.store(second * 1000, Ordering::SeqCst);
+            let _ = store.check_and_record(charge("t2", "a", None), &limits);
+        }
+        assert_eq!(
+            code(store.check_and_record(charge("t2", "a", None), &limits)),
+            Some(RejectionCode::TaskExpired)
+        );
+        clock.store(10_000 + 1_000_000, Ordering::SeqCst);
+        assert_eq!(
+            code(store.check_and_record(charge("t0", "a", None), &limits)),
+            None,
+            "forgotten after a while, its id is a new task"
+        );
+    }
+
     #[test]
     fn tasks_that_can_refuse_nothing_are_forgotten_when_room_is_needed() {
         let (store, clock) = manual_clock();
@@ -1352,13 +1629,13 @@ mod tests {
             per: Duration::from_millis(1000),
         };
         for index in 0..200 {
-            store.count(&format!("t{index}"), &limit);
+            store.count(&format!("t{index}"), "c", &limit);
         }
         assert!(store.held().0 <= 32);
         let unknown = (0..200)
             .filter(|index| {
                 store
-                    .count_within(&format!("t{index}"), &limit)
+                    .count_within(&format!("t{index}"), "c", &limit)
                     .map_err(|refusal| refusal.code())
                     == Err(RejectionCode::BudgetStoreFull)
             })
@@ -1395,7 +1672,7 @@ mod tests {
             "the old refusals left their window"
         );
         for index in 200..400 {
-            store.count(&format!("t{index}"), &limit);
+            store.count(&format!("t{index}"), "c", &limit);
             let actor = format!("a{index}");
             let charge = Charge {
                 actor: &actor,

@@ -176,8 +176,10 @@ impl Provenance {
             let mut task = lock(&task);
             let sources = &mut task.read;
             for (number, record) in &new {
-                // Another call of this worker may have read them meanwhile.
-                if *number == sources.seen + 1 {
+                // Another call of this worker may have read them meanwhile. Numbers increase
+                // within a task, not always by one: a store that ended a task numbers its next
+                // life's sources after every one read of it.
+                if *number > sources.seen {
                     sources.add(record);
                     sources.seen = *number;
                 }
