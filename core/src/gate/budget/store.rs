@@ -1588,24 +1588,38 @@ mod tests {
             Some(RejectionCode::BudgetShareFull)
         );
         clock.store(10_000, Ordering::SeqCst);
-        assert_eq!(
-            code(store.check_and_record(charge("t2", "a", None), &limits)),
-            None,
-            "idle tasks ended and gave their places back"
-        );
-        assert_eq!(store.held_by("alice", None), 1);
-        let expired = store
-            .check_and_record(charge("t0", "a", None), &limits)
-            .unwrap_err();
-        assert_eq!(expired.code(), RejectionCode::TaskExpired);
-        assert!(!expired.retryable());
-        // A busy task ends too, once it is as old as a task may be.
-        for second in (19..=109).step_by(9) {
-            clock.store(second * 1000, Ordering::SeqCst);
-            let _ = store.check_and_record(charge("t2", "a", None), &limits);
+        for task in ["t2", "t3"] {
+            assert_eq!(
+                code(store.check_and_record(charge(task, "a", None), &limits)),
+                None,
+                "both idle tasks ended and gave their places back"
+            );
         }
+        assert_eq!(store.held_by("alice", None), 2);
+        for task in ["t0", "t1"] {
+            let expired = store
+                .check_and_record(charge(task, "a", None), &limits)
+                .unwrap_err();
+            assert_eq!(expired.code(), RejectionCode::TaskExpired);
+            assert!(!expired.retryable());
+        }
+        // A busy task ends too, once it is as old as a task may be.
+        store.forget_task("t3");
+        let busy = BudgetLimits {
+            max_calls_per_task: Some(100),
+            ..BudgetLimits::default()
+        };
+        for second in (10..=109).step_by(9) {
+            clock.store(second * 1000, Ordering::SeqCst);
+            assert_eq!(
+                code(store.check_and_record(charge("t4", "a", None), &busy)),
+                None,
+                "{second} s"
+            );
+        }
+        clock.store(110_000, Ordering::SeqCst);
         assert_eq!(
-            code(store.check_and_record(charge("t2", "a", None), &limits)),
+            code(store.check_and_record(charge("t4", "a", None), &busy)),
             Some(RejectionCode::TaskExpired)
         );
         clock.store(10_000 + 1_000_000, Ordering::SeqCst);
