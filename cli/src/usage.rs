@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use clap::Args;
 use portcullis_core::TaskLifetime;
-use portcullis_stores::{CallerUsage, Pruned, Retention, TaskShares};
+use portcullis_stores::{CallerUsage, Pruned, Retention, Shares};
 use serde_json::{Value, json};
 
 use crate::table::{self, printable};
@@ -31,29 +31,37 @@ pub struct Usage {
 #[derive(Debug, Args)]
 pub struct SharesArgs {
     /// Live tasks the store holds at once, in its provenance and in its budget store each
-    /// (`TaskShares::tasks`).
-    #[arg(long, value_name = "TASKS", default_value_t = TaskShares::default().tasks)]
+    /// (`Shares::tasks`).
+    #[arg(long, value_name = "TASKS", default_value_t = Shares::default().tasks)]
     tasks: u64,
-    /// Live tasks one caller holds at once (`TaskShares::tasks_per_caller`); a hundredth of
+    /// Live tasks one caller holds at once (`Shares::tasks_per_caller`); a hundredth of
     /// --tasks without it.
     #[arg(long, value_name = "TASKS")]
     tasks_per_caller: Option<u64>,
-    /// Records of ended tasks the store keeps (`TaskShares::ended`).
-    #[arg(long, value_name = "RECORDS", default_value_t = TaskShares::default().ended)]
+    /// Records of ended tasks the store keeps (`Shares::ended`).
+    #[arg(long, value_name = "RECORDS", default_value_t = Shares::default().ended)]
     ended: u64,
-    /// Records of ended tasks one caller holds (`TaskShares::ended_per_caller`); a hundredth
+    /// Records of ended tasks one caller holds (`Shares::ended_per_caller`); a hundredth
     /// of --ended without it.
     #[arg(long, value_name = "RECORDS")]
     ended_per_caller: Option<u64>,
+    /// Calls one caller has claimed and not settled at once (`Shares::open_claims_per_caller`).
+    #[arg(long, value_name = "CALLS", default_value_t = Shares::default().open_claims_per_caller)]
+    open_claims_per_caller: u64,
+    /// Agent runs one caller has going on at once (`Shares::runs_per_caller`).
+    #[arg(long, value_name = "RUNS", default_value_t = Shares::default().runs_per_caller)]
+    runs_per_caller: u64,
 }
 
 impl SharesArgs {
-    fn shares(&self) -> TaskShares {
-        TaskShares {
+    fn shares(&self) -> Shares {
+        Shares {
             tasks: self.tasks,
             tasks_per_caller: self.tasks_per_caller,
             ended: self.ended,
             ended_per_caller: self.ended_per_caller,
+            open_claims_per_caller: self.open_claims_per_caller,
+            runs_per_caller: self.runs_per_caller,
         }
     }
 }
@@ -133,6 +141,8 @@ pub async fn usage(
                 "tasks_per_caller": shares.tasks_per_caller(),
                 "ended": shares.ended,
                 "ended_per_caller": shares.ended_per_caller(),
+                "open_claims_per_caller": shares.open_claims_per_caller,
+                "runs_per_caller": shares.runs_per_caller,
             },
             "callers": callers.iter().map(caller_json).collect::<Vec<_>>(),
         });
@@ -164,7 +174,7 @@ pub async fn usage(
                         held(caller.budget_ended, ended_per_caller)
                     ),
                     caller.source_bytes.to_string(),
-                    caller.open_claims.to_string(),
+                    held(caller.open_claims, shares.open_claims_per_caller),
                     caller.runs.to_string(),
                     caller.pending_approvals.to_string(),
                 ]
@@ -186,8 +196,9 @@ pub async fn usage(
     writeln!(
         out,
         "shares: {per_caller} live tasks per caller of {} in the provenance and the budget \
-         store each; {ended_per_caller} records of ended tasks per caller of {}",
-        shares.tasks, shares.ended
+         store each; {ended_per_caller} records of ended tasks per caller of {}; {} open \
+         claims and {} runs going on per caller",
+        shares.tasks, shares.ended, shares.open_claims_per_caller, shares.runs_per_caller
     )?;
     Ok(())
 }

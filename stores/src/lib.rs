@@ -12,7 +12,7 @@
 //! may share the file.
 //!
 //! No caller exhausts what others share: the provenance and budget stores hold at most
-//! [`TaskShares`] tasks, and a share of them for each caller (an actor in its tenant; a
+//! [`Shares`] tasks, and a share of them for each caller (an actor in its tenant; a
 //! hundredth by default, so that at least 100 callers use a store at once). A caller at its
 //! share is refused a new task (`sources_share_full`, `budget_share_full`) while its tasks go
 //! on and other callers are served. Tasks end on their own
@@ -69,4 +69,4 @@ pub use runs::RunSummary;
 pub use seal::{SealError, SealKeys};
 pub use sqlite::SqliteStore;
 pub use store::{Location, Store};
-pub use tasks::{CallerUsage, Pruned, Retention, TaskShares};
+pub use tasks::{CallerUsage, Pruned, Retention, Shares};

@@ -202,6 +202,21 @@ pub(crate) fn database_failed(operation: &str, error: &dyn std::fmt::Display) ->
     RunStoreError::Failed(format!("the store could not {operation}: {error}"))
 }
 
+/// How many runs going on (running or paused) the caller of a new run holds: its actor in
+/// its tenant, the parameters `1` and `2` (numbered `?` for SQLite, `$` for PostgreSQL).
+pub(crate) fn going_on_of_caller(parameter: char) -> String {
+    format!(
+        "SELECT count(*) FROM runs
+         WHERE actor = {parameter}1 AND status IN ('running', 'paused')
+             AND tenant IS NOT DISTINCT FROM {parameter}2"
+    )
+}
+
+/// The error of a new run whose caller holds its whole share of the runs going on.
+pub(crate) fn share_full(share: i64) -> RunStoreError {
+    RunStoreError::ShareFull(usize::try_from(share).unwrap_or(usize::MAX))
+}
+
 /// The error of a run inserted under an id another run has.
 pub(crate) fn exists(id: &str) -> RunStoreError {
     RunStoreError::Failed(format!("a run `{id}` exists already"))

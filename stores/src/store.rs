@@ -17,7 +17,7 @@ use portcullis_core::{PasskeyCredential, Reviewer, TaskLifetime};
 
 use crate::{
     CallerUsage, Enrolled, Invite, OpenError, PostgresStore, PostgresTls, Pruned, Retention,
-    RunSummary, SealKeys, SqliteStore, TaskShares,
+    RunSummary, SealKeys, Shares, SqliteStore,
 };
 
 /// Runs `$call` on whichever store `$store` is.
@@ -119,7 +119,7 @@ impl Store {
 
     /// The store, holding at most `shares` tasks in its provenance and budget stores, in all
     /// and for each caller (see [`SqliteStore::with_shares`]). Give every worker the same.
-    pub fn with_shares(self, shares: TaskShares) -> Self {
+    pub fn with_shares(self, shares: Shares) -> Self {
         match self {
             Store::Sqlite(store) => Store::Sqlite(store.with_shares(shares)),
             Store::Postgres(store) => Store::Postgres(store.with_shares(shares)),
@@ -466,6 +466,10 @@ impl ProvenanceStore for Store {
         source: &'a SourceRecord,
     ) -> BoxFuture<'a, Result<u64, Rejection>> {
         on_store!(self, store => store.record(ctx, source))
+    }
+
+    fn admit<'a>(&'a self, ctx: &'a CallContext) -> BoxFuture<'a, Result<(), Rejection>> {
+        on_store!(self, store => store.admit(ctx))
     }
 
     fn since<'a>(

@@ -1,5 +1,5 @@
 //! What the durable stores keep of each task, for how long, and how much of it each caller may
-//! hold: the callers' shares of the provenance and budget stores ([`TaskShares`]), the tasks'
+//! hold: the callers' shares of the provenance and budget stores ([`Shares`]), the tasks'
 //! lifetime ([`TaskLifetime`]: a task idle or old enough is ended by the store itself), and
 //! the retention of what is not a task ([`Retention`]: runs, settled claims, expired pending
 //! calls, the rate and refusal windows; never the audit log).
@@ -41,19 +41,21 @@ use portcullis_core::{
     sources_share_full,
 };
 
-/// How many tasks a durable store holds at once, in all and for each caller (its actor in its
-/// tenant), in each of its provenance and budget stores; and how many records of tasks it
-/// ended on its own it keeps ([`TaskLifetime::remembered`]).
+/// How much of a durable store each caller (its actor in its tenant) may hold, and how much
+/// the store holds in all: the tasks of its provenance and budget stores, the records of the
+/// tasks it ended on its own ([`TaskLifetime::remembered`]), the calls a caller has claimed and
+/// not settled, and its agent runs going on.
 ///
 /// ```
-/// use portcullis_stores::TaskShares;
+/// use portcullis_stores::Shares;
 ///
-/// let shares = TaskShares::default();
+/// let shares = Shares::default();
 /// assert_eq!((shares.tasks, shares.tasks_per_caller()), (100_000, 1_000));
 /// assert_eq!((shares.ended, shares.ended_per_caller()), (1_000_000, 10_000));
+/// assert_eq!((shares.open_claims_per_caller, shares.runs_per_caller), (100, 100));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TaskShares {
+pub struct Shares {
     /// Live tasks the store holds at once, all callers together: the last resort, when many
     /// callers fill it (`output_unrecorded`, `budget_store_full`). PostgreSQL counts them in
     /// 16 parts of a sixteenth each (rounded up), so that new tasks of different callers
@@ -62,28 +64,40 @@ pub struct TaskShares {
     pub tasks: u64,
     /// Live tasks one caller holds at once; `None`: a hundredth of `tasks` (at least one), so
     /// that at least 100 callers use the store at once. A caller at its share is refused a
-    /// new task (`sources_share_full`, `budget_share_full`), its own tasks go on.
+    /// new task (`sources_share_full`, `budget_share_full`), its own tasks go on. The tasks
+    /// whose calls were refused within the refusal limit's window count in the same share of
+    /// the budget store: a caller holding it has its new tasks refused rather than its
+    /// refusals left uncounted.
     pub tasks_per_caller: Option<u64>,
     /// Records of ended tasks the store keeps at once, all callers together.
     pub ended: u64,
     /// Records of ended tasks kept at once for one caller; `None`: a hundredth of `ended`.
     pub ended_per_caller: Option<u64>,
+    /// Calls one caller has claimed and not settled (running within their lease, or waiting
+    /// for a decision) at once: one more is refused `claim_share_full`, and runs when one of
+    /// them ends. At least one.
+    pub open_claims_per_caller: u64,
+    /// Agent runs one caller has going on (running or paused) at once: one more is refused
+    /// `run_share_full`. At least one.
+    pub runs_per_caller: u64,
 }
 
-impl Default for TaskShares {
+impl Default for Shares {
     /// 100,000 live tasks, 1,000 for each caller; 1,000,000 records of ended tasks, 10,000
-    /// for each caller.
+    /// for each caller; 100 open claims and 100 runs going on for each caller.
     fn default() -> Self {
-        TaskShares {
+        Shares {
             tasks: 100_000,
             tasks_per_caller: None,
             ended: 1_000_000,
             ended_per_caller: None,
+            open_claims_per_caller: 100,
+            runs_per_caller: 100,
         }
     }
 }
 
-impl TaskShares {
+impl Shares {
     /// The live tasks one caller may hold: `tasks_per_caller`, or a hundredth of `tasks`; at
     /// least one.
     pub fn tasks_per_caller(&self) -> u64 {
@@ -146,7 +160,7 @@ impl Default for Retention {
 /// with the time its next sweep of ended tasks is due.
 #[derive(Debug, Clone)]
 pub(crate) struct Bounds {
-    pub(crate) shares: TaskShares,
+    pub(crate) shares: Shares,
     pub(crate) lifetime: TaskLifetime,
     pub(crate) retention: Retention,
     next_sweep_ms: Arc<AtomicI64>,
@@ -155,7 +169,7 @@ pub(crate) struct Bounds {
 impl Default for Bounds {
     fn default() -> Self {
         Bounds {
-            shares: TaskShares::default(),
+            shares: Shares::default(),
             lifetime: TaskLifetime::default(),
             retention: Retention::default(),
             next_sweep_ms: Arc::new(AtomicI64::new(0)),
@@ -206,6 +220,16 @@ impl Bounds {
     /// The records of ended tasks one caller may hold.
     pub(crate) fn ended_per_caller(&self) -> i64 {
         i64::try_from(self.shares.ended_per_caller()).unwrap_or(i64::MAX)
+    }
+
+    /// The calls one caller may have claimed and not settled at once.
+    pub(crate) fn open_claims_per_caller(&self) -> i64 {
+        i64::try_from(self.shares.open_claims_per_caller.max(1)).unwrap_or(i64::MAX)
+    }
+
+    /// The agent runs one caller may have going on at once.
+    pub(crate) fn runs_per_caller(&self) -> i64 {
+        i64::try_from(self.shares.runs_per_caller.max(1)).unwrap_or(i64::MAX)
     }
 
     /// The live tasks one of `parts` parts of the store's totals may hold.
@@ -447,6 +471,6 @@ mod tests {
         assert_eq!(bounds.life(0, 0, Some(5), 1004), Life::Ended);
         assert_eq!(bounds.life(0, 0, Some(5), 1005), Life::Forgotten);
         assert_eq!(bounds.per_part(16), 6250);
-        assert_eq!(TaskShares::default().tasks_per_caller(), 1000);
+        assert_eq!(Shares::default().tasks_per_caller(), 1000);
     }
 }

@@ -99,6 +99,9 @@ async fn whole_life_counts_of_an_older_schema_carry_over(backend: Backend) {
              DROP TABLE provenance_sources;
              DROP TABLE provenance_tasks;
              DROP INDEX pending_calls_by_caller;
+             DROP INDEX claims_by_caller;
+             ALTER TABLE claims DROP COLUMN tenant;
+             ALTER TABLE claims DROP COLUMN actor;
              ALTER TABLE pending_calls DROP COLUMN tenant;
              ALTER TABLE pending_calls DROP COLUMN ticket;
              ALTER TABLE pending_calls DROP COLUMN lease_id;
@@ -113,6 +116,7 @@ async fn whole_life_counts_of_an_older_schema_carry_over(backend: Backend) {
              DROP TABLE provenance_tasks;
              ALTER TABLE pending_calls DROP COLUMN ticket, DROP COLUMN lease_id,
                  DROP COLUMN leased_until_ms, DROP COLUMN tenant;
+             ALTER TABLE claims DROP COLUMN tenant, DROP COLUMN actor;
              UPDATE portcullis_schema SET version = 2;
              INSERT INTO budget_tasks (task, refusals) VALUES ('old', 7), ('calm', 1);"
         })

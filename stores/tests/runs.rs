@@ -17,9 +17,9 @@ use portcullis::prelude::*;
 use portcullis::{ApprovalDecision, Reviewer, record_decision};
 use portcullis_agent::{
     Agent, Message, Model, ModelError, ModelRequest, ModelTurn, RunError, RunState, RunStatus,
-    RunStore, ScriptedModel, StoredRun, Usage,
+    RunStore, RunStoreError, ScriptedModel, StoredRun, Usage,
 };
-use portcullis_stores::{PostgresTls, SealKeys, Store, postgres_client};
+use portcullis_stores::{PostgresTls, SealKeys, Shares, Store, postgres_client};
 use serde_json::json;
 
 /// The suppliers paid, one entry per payout; each test pays a supplier of its own.
@@ -191,7 +191,64 @@ on_both!(
     a_worker_without_the_seal_key_reads_no_run_and_changes_nothing,
     a_run_moved_to_another_row_does_not_open,
     a_deploy_that_changed_the_tool_stops_the_paused_run_with_its_code,
+    a_caller_holds_only_its_share_of_runs_going_on,
 );
+
+/// One caller stores runs from 4 workers at once into a store giving each caller 2 runs going
+/// on: exactly 2 are stored, the others refused `run_share_full`; a run of another caller
+/// (the same actor in another tenant) is stored; once one of the caller's runs finished, it
+/// may start one more.
+async fn a_caller_holds_only_its_share_of_runs_going_on(backend: Backend) {
+    let shares = Shares {
+        runs_per_caller: 2,
+        ..Shares::default()
+    };
+    let mut workers = Vec::new();
+    for _ in 0..4 {
+        workers.push(backend.open().await.with_shares(shares));
+    }
+    let mut inserting = Vec::new();
+    for index in 0..12 {
+        let store = workers[index % workers.len()].clone();
+        inserting.push(tokio::spawn(async move {
+            RunStore::insert(&store, stored(&format!("run_{index}"), "go", 1_000)).await
+        }));
+    }
+    let (mut kept, mut refused) = (Vec::new(), Vec::new());
+    for (index, inserting) in inserting.into_iter().enumerate() {
+        match inserting.await.unwrap() {
+            Ok(()) => kept.push(format!("run_{index}")),
+            Err(error) => refused.push(error),
+        }
+    }
+    assert_eq!(kept.len(), 2, "exactly the share, whoever raced");
+    assert!(
+        refused
+            .iter()
+            .all(|error| *error == RunStoreError::ShareFull(2)),
+        "{refused:?}"
+    );
+    let store = &workers[0];
+    let mut elsewhere = stored("run_initech", "go", 1_000);
+    elsewhere.state.ctx = CallContext::new("agent")
+        .with_tenant("initech")
+        .with_task_id("t-cas");
+    RunStore::insert(store, elsewhere).await.unwrap();
+    assert_eq!(
+        RunStore::insert(store, stored("run_more", "go", 1_000)).await,
+        Err(RunStoreError::ShareFull(2))
+    );
+    let mut finished = RunStore::get(store, &kept[0]).await.unwrap().unwrap();
+    let read = finished.version;
+    finished.version += 1;
+    finished.state.status = RunStatus::Finished {
+        answer: "done".into(),
+    };
+    assert!(RunStore::replace(store, finished, read).await.unwrap());
+    RunStore::insert(store, stored("run_more", "go", 1_000))
+        .await
+        .unwrap();
+}
 
 /// Two workers read one version of a run and each writes its own next version: one write
 /// lands, the other changes nothing and is told so, round after round.

@@ -16,10 +16,11 @@ use std::time::{Duration, Instant};
 use common::Backend;
 use portcullis::prelude::*;
 use portcullis::{
-    BudgetLimits, BudgetStore, Charge, Origin, ProvenanceStore, SourceRecord, TaskLifetime,
+    BudgetLimits, BudgetStore, Charge, Origin, ProvenanceStore, RefusalLimit, SourceRecord,
+    TaskLifetime,
 };
 use portcullis_stores::{
-    PostgresTls, Retention, SealKeys, SqliteStore, Store, TaskShares, postgres_client,
+    PostgresTls, Retention, SealKeys, Shares, SqliteStore, Store, postgres_client,
 };
 use serde_json::json;
 
@@ -55,11 +56,11 @@ fn find_order(order_id: u64) -> Result<u64, ToolError> {
 }
 
 /// Shares small enough to fill in a test: 20 live tasks a caller.
-fn shares() -> TaskShares {
-    TaskShares {
+fn shares() -> Shares {
+    Shares {
         tasks: 10_000,
         tasks_per_caller: Some(20),
-        ..TaskShares::default()
+        ..Shares::default()
     }
 }
 
@@ -214,6 +215,9 @@ on_both!(
     an_older_store_upgrades,
     retention_deletes_what_can_decide_nothing,
     pending_calls_are_counted_per_caller,
+    a_caller_holds_only_its_share_of_open_claims,
+    a_callers_refusals_are_held_in_its_share,
+    a_new_task_past_the_share_is_refused_before_its_tool_runs,
 );
 
 /// Mallory reads a page in 40 new tasks at once from 4 workers: exactly her share of 20 is
@@ -369,9 +373,9 @@ async fn a_clean_idle_task_ends_and_gives_its_place_back(backend: Backend) {
     let store = backend
         .open()
         .await
-        .with_shares(TaskShares {
+        .with_shares(Shares {
             tasks_per_caller: Some(2),
-            ..TaskShares::default()
+            ..Shares::default()
         })
         .with_lifetime(short_lifetime());
     let alice = |id: &str| CallContext::new("alice").with_task_id(id);
@@ -498,9 +502,9 @@ async fn a_spent_idle_task_is_refused_until_forgotten(backend: Backend) {
     let store = backend
         .open()
         .await
-        .with_shares(TaskShares {
+        .with_shares(Shares {
             tasks_per_caller: Some(1),
-            ..TaskShares::default()
+            ..Shares::default()
         })
         .with_lifetime(short_lifetime());
     let worker = budget_worker(store.clone());
@@ -651,20 +655,32 @@ fn many(backend: &Backend) -> usize {
 /// counting a call: the store ends them on their own (idle for 1 ms), so that the last task
 /// is served like the first, and the tables hold no more than the caller's shares.
 async fn many_tasks_never_ended_stay_within_the_bounds(backend: Backend) {
-    let shares = TaskShares::default();
+    let shares = Shares::default();
     let lifetime = TaskLifetime {
         idle: Duration::from_millis(1),
         absolute: Duration::from_secs(3600),
         remembered: Duration::from_millis(20),
     };
-    // On SQLite, a file on a memory disk where there is one: the scenario measures the
-    // store's bounds, not the disk's flushes.
+    // The scenario measures the store's bounds, not the disk's flushes: on SQLite, a file on
+    // a memory disk where there is one; on PostgreSQL, commits not waiting for their flush.
     let directory = std::path::Path::new("/dev/shm")
         .is_dir()
         .then(|| tempfile::tempdir_in("/dev/shm").unwrap());
     let store = match (&directory, backend.tag()) {
         (Some(directory), "sqlite") => {
             Store::Sqlite(SqliteStore::open(directory.path().join("state.db")).unwrap())
+        }
+        (_, "postgres") => {
+            let separator = if backend.location.contains('?') {
+                '&'
+            } else {
+                '?'
+            };
+            let unflushed = format!(
+                "{}{separator}options=-csynchronous_commit%3Doff",
+                backend.location
+            );
+            Store::open(&unflushed).await.unwrap()
         }
         _ => backend.open().await,
     };
@@ -755,6 +771,9 @@ async fn an_older_store_upgrades(backend: Backend) {
         "budget_refusals_by_time",
         "claims_by_time",
         "pending_calls_by_caller",
+        "claims_by_caller",
+        "budget_refusals_by_caller",
+        "runs_by_caller",
     ];
     let mut downgrade: String = new_indexes
         .iter()
@@ -770,6 +789,8 @@ async fn an_older_store_upgrades(backend: Backend) {
             &["actor", "tenant", "started_ms", "used_ms", "ended_ms"][..],
         ),
         ("pending_calls", &["tenant"][..]),
+        ("claims", &["tenant", "actor"][..]),
+        ("budget_refusals", &["tenant", "actor"][..]),
     ] {
         for column in columns {
             downgrade.push_str(&format!("ALTER TABLE {table} DROP COLUMN {column};\n"));
@@ -786,6 +807,12 @@ async fn an_older_store_upgrades(backend: Backend) {
               'X');
          INSERT INTO budget_tasks (task, calls, cost) VALUES ('spent', 3, 3);\n",
     );
+    downgrade.push_str(&format!(
+        "INSERT INTO claims (call_key, fingerprint, state, settled, claimed_ms) VALUES
+             ('{{\"tenant\":\"acme\",\"actor\":\"mallory\",\"task\":\"t\",\"tool\":\"pay\",\"call_id\":\"c\"}}',
+              'f', 's', {}, 0);\n",
+        if sqlite { "0" } else { "FALSE" }
+    ));
     downgrade.push_str(if sqlite {
         "PRAGMA user_version = 11;"
     } else {
@@ -827,6 +854,13 @@ async fn an_older_store_upgrades(backend: Backend) {
         RejectionCode::BudgetCallsExceeded,
         "its spent budget carried over"
     );
+    let open_claims = "SELECT count(*) FROM claims WHERE tenant = 'acme' AND actor = 'mallory'";
+    assert_eq!(
+        count(&backend, open_claims).await,
+        1,
+        "an open claim of before counts in its caller's share"
+    );
+    backend.tamper("DELETE FROM claims;").await;
     BudgetStore::forget_task(&store, "spent").await;
     ProvenanceStore::forget_task(&store, "old").await;
     assert!(store.usage().await.unwrap().is_empty());
@@ -935,4 +969,163 @@ async fn pending_calls_are_counted_per_caller(backend: Backend) {
             "another tenant's caller: {waiting:?}"
         );
     }
+}
+
+/// Mallory leaves refunds waiting for a human from 4 workers at once, into stores giving each
+/// caller 3 open claims: exactly 3 wait, the others are refused `claim_share_full` (nothing
+/// ran, nothing waits); so is her next call of any tool, while her calls wait. Alice's calls,
+/// and Mallory's in another tenant, are served as before.
+async fn a_caller_holds_only_its_share_of_open_claims(backend: Backend) {
+    let shares = Shares {
+        open_claims_per_caller: 3,
+        ..Shares::default()
+    };
+    let mut workers = Vec::new();
+    for _ in 0..4 {
+        let store = backend.open().await.with_shares(shares);
+        let registry = Registry::builder()
+            .tool(Refund)
+            .tool(FindOrder)
+            .approval_store(store.clone())
+            .repeat_store(store)
+            .accept_unsigned_decisions()
+            .build()
+            .unwrap();
+        workers.push(registry);
+    }
+    let mallory = CallContext::new("mallory")
+        .with_tenant("globex")
+        .with_task_id("refunds");
+    let refund = |id: usize| ToolCall::new(format!("r{id}"), "refund", json!({"order_id": id}));
+    let mut calling = Vec::new();
+    for index in 0..12 {
+        let registry = workers[index % workers.len()].clone();
+        let (ctx, call) = (mallory.clone(), refund(index));
+        calling.push(tokio::spawn(
+            async move { registry.dispatch(&ctx, &call).await },
+        ));
+    }
+    let (mut waiting, mut refused) = (0, Vec::new());
+    for calling in calling {
+        let outcome = calling.await.unwrap();
+        match outcome.code() {
+            None if outcome.ticket().is_some() => waiting += 1,
+            code => refused.push(code),
+        }
+    }
+    assert_eq!(waiting, 3, "exactly the share, whoever raced");
+    assert!(
+        refused
+            .iter()
+            .all(|code| *code == Some(RejectionCode::ClaimShareFull)),
+        "{refused:?}"
+    );
+    let registry = &workers[0];
+    let looked_up = registry.dispatch(&mallory, &lookup("l1")).await;
+    assert_eq!(looked_up.code(), Some(RejectionCode::ClaimShareFull));
+    for ctx in [
+        CallContext::new("alice")
+            .with_tenant("globex")
+            .with_task_id("refunds"),
+        CallContext::new("mallory")
+            .with_tenant("initech")
+            .with_task_id("refunds"),
+    ] {
+        assert!(registry.dispatch(&ctx, &refund(1)).await.ticket().is_some());
+        assert_eq!(registry.dispatch(&ctx, &lookup("l1")).await.code(), None);
+    }
+    assert_eq!(
+        count(
+            &backend,
+            "SELECT count(*) FROM claims WHERE tenant = 'globex' AND actor = 'mallory'"
+        )
+        .await,
+        3
+    );
+}
+
+/// Mallory collects refusals in task after task of a store giving each caller 2 tasks: her
+/// third task's refusal is not counted and its calls are refused `budget_share_full` (rather
+/// than go uncounted by the refusal limit), her first two tasks count on, and Alice's
+/// refusals are counted as before. Once Mallory's refusals leave the window, her places come
+/// back.
+async fn a_callers_refusals_are_held_in_its_share(backend: Backend) {
+    let store = backend.open().await.with_shares(Shares {
+        tasks_per_caller: Some(2),
+        ..Shares::default()
+    });
+    let limit = RefusalLimit {
+        refusals: 5,
+        per: Duration::from_millis(400),
+    };
+    let mallory = |task: &str| {
+        CallContext::new("mallory")
+            .with_tenant("globex")
+            .with_task_id(task)
+    };
+    assert_eq!(store.count_refusal(&mallory("m1"), &limit).await, 1);
+    assert_eq!(store.count_refusal(&mallory("m2"), &limit).await, 1);
+    assert_eq!(store.count_refusal(&mallory("m3"), &limit).await, 0);
+    let refused = store.refusals(&mallory("m3"), &limit).await.unwrap_err();
+    assert_eq!(refused.code(), RejectionCode::BudgetShareFull);
+    assert!(
+        refused.message().contains("2 tasks"),
+        "{}",
+        refused.message()
+    );
+    assert_eq!(store.count_refusal(&mallory("m1"), &limit).await, 2);
+    assert_eq!(store.refusals(&mallory("m2"), &limit).await.unwrap(), 1);
+    let alice = CallContext::new("alice")
+        .with_tenant("globex")
+        .with_task_id("a1");
+    assert_eq!(store.count_refusal(&alice, &limit).await, 1);
+    assert_eq!(store.refusals(&alice, &limit).await.unwrap(), 1);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(store.refusals(&mallory("m3"), &limit).await.unwrap(), 0);
+    assert_eq!(store.count_refusal(&mallory("m3"), &limit).await, 1);
+}
+
+/// A caller holding its share of the provenance store is refused a new task's call before its
+/// tool runs (`sources_share_full`): the store's `admit`. Its own tasks, and another caller's
+/// new task, are admitted.
+async fn a_new_task_past_the_share_is_refused_before_its_tool_runs(backend: Backend) {
+    let store = backend.open().await.with_shares(Shares {
+        tasks_per_caller: Some(2),
+        ..Shares::default()
+    });
+    let mallory = |task: &str| {
+        CallContext::new("mallory")
+            .with_tenant("globex")
+            .with_task_id(task)
+    };
+    for task in ["m1", "m2"] {
+        store.admit(&mallory(task)).await.unwrap();
+        store
+            .record(&mallory(task), &page(1, "inbox"))
+            .await
+            .unwrap();
+    }
+    let refused = store.admit(&mallory("m3")).await.unwrap_err();
+    assert_eq!(refused.code(), RejectionCode::SourcesShareFull);
+    assert!(
+        refused.message().contains("2 tasks"),
+        "{}",
+        refused.message()
+    );
+    store.admit(&mallory("m1")).await.unwrap();
+    let alice = CallContext::new("alice")
+        .with_tenant("globex")
+        .with_task_id("m3");
+    store.admit(&alice).await.unwrap();
+    let registry = gate_worker(store.clone());
+    let outcome = registry
+        .dispatch(&rent_task("mallory", "globex", "m4"), &read("r1"))
+        .await;
+    assert_eq!(outcome.code(), Some(RejectionCode::SourcesShareFull));
+    assert!(
+        outcome
+            .rejection()
+            .is_some_and(|rejection| rejection.message().contains("did not run")),
+        "{outcome:?}"
+    );
 }

@@ -508,25 +508,68 @@ impl PostgresStore {
         Ok(())
     }
 
-    /// Counts a refusal of `task` now, under the task's advisory lock, forgets its refusals
-    /// outside the window and all but its latest `limit.refusals`, and returns how many it has
-    /// within the window.
-    async fn count_refusal_now(&self, task: &str, limit: &RefusalLimit) -> Result<i64, Failure> {
+    /// Counts a refusal of the task of `ctx` now, under the advisory locks of the task and of
+    /// its caller's refusals, forgets its refusals outside the window and all but its latest
+    /// `limit.refusals`, and returns how many it has within the window. A task holding no
+    /// refusals yet takes a place in its caller's share of the tasks holding refusals (its
+    /// caller's refusals outside the window are deleted first): a caller at its share counts
+    /// nothing, and [`refusals_within`](Self::refusals_within) refuses its new tasks.
+    async fn count_refusal_now(
+        &self,
+        ctx: &CallContext,
+        limit: &RefusalLimit,
+    ) -> Result<i64, Failure> {
+        let (task, tenant, actor) = (ctx.task_id(), ctx.tenant().unwrap_or_default(), ctx.actor());
         let mut client = self.client().await?;
         let transaction = client.transaction().await?;
-        self.lock(&transaction, &[&format!("budget-task:{task}")])
-            .await?;
+        self.lock(
+            &transaction,
+            &[
+                &format!("budget-task:{task}"),
+                &format!("refusals-of:{tenant}\n{actor}"),
+            ],
+        )
+        .await?;
         let now = now_ms();
+        let start = window_start(now, limit);
         transaction
             .execute(
                 "DELETE FROM budget_refusals WHERE task = $1 AND at_ms <= $2",
-                &[&task, &window_start(now, limit)],
+                &[&task, &start],
             )
             .await?;
+        let held: i64 = transaction
+            .query_one(
+                "SELECT count(*) FROM budget_refusals WHERE task = $1",
+                &[&task],
+            )
+            .await?
+            .try_get(0)?;
+        if held == 0 {
+            transaction
+                .execute(
+                    "DELETE FROM budget_refusals
+                     WHERE tenant = $1 AND actor = $2 AND at_ms <= $3",
+                    &[&tenant, &actor, &start],
+                )
+                .await?;
+            let tasks: i64 = transaction
+                .query_one(
+                    "SELECT count(DISTINCT task) FROM budget_refusals
+                     WHERE tenant = $1 AND actor = $2",
+                    &[&tenant, &actor],
+                )
+                .await?
+                .try_get(0)?;
+            if tasks >= self.bounds.per_caller() {
+                transaction.commit().await?;
+                return Ok(0);
+            }
+        }
         transaction
             .execute(
-                "INSERT INTO budget_refusals (task, at_ms) VALUES ($1, $2)",
-                &[&task, &now],
+                "INSERT INTO budget_refusals (task, at_ms, tenant, actor) VALUES ($1, $2, $3, $4)",
+                &[&task, &now, &tenant, &actor],
             )
             .await?;
         transaction
@@ -566,16 +609,37 @@ impl PostgresStore {
         })
     }
 
-    async fn refusals_within(&self, task: &str, limit: &RefusalLimit) -> Result<i64, Failure> {
+    /// The refusals the task of `ctx` collected within `limit`'s window; for a task holding
+    /// none, `budget_share_full` when its caller holds its whole share of the tasks holding
+    /// refusals.
+    async fn refusals_within(
+        &self,
+        ctx: &CallContext,
+        limit: &RefusalLimit,
+    ) -> Result<Result<u64, Rejection>, Failure> {
         let row = self
             .client()
             .await?
             .query_one(
-                "SELECT count(*) FROM budget_refusals WHERE task = $1 AND at_ms > $2",
-                &[&task, &window_start(now_ms(), limit)],
+                "SELECT held, CASE WHEN held = 0 THEN (
+                     SELECT count(DISTINCT task) FROM budget_refusals
+                     WHERE tenant = $3 AND actor = $4 AND at_ms > $2) ELSE 0 END
+                 FROM (SELECT count(*) AS held FROM budget_refusals
+                       WHERE task = $1 AND at_ms > $2) AS task",
+                &[
+                    &ctx.task_id(),
+                    &window_start(now_ms(), limit),
+                    &ctx.tenant().unwrap_or_default(),
+                    &ctx.actor(),
+                ],
             )
             .await?;
-        Ok(row.try_get(0)?)
+        let (refusals, tasks): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
+        Ok(if tasks >= self.bounds.per_caller() {
+            Err(Full::Share.refusal(KIND, &self.bounds))
+        } else {
+            Ok(from_sql(refusals))
+        })
     }
 }
 
@@ -633,9 +697,8 @@ impl BudgetStore for PostgresStore {
         ctx: &'a CallContext,
         limit: &'a RefusalLimit,
     ) -> BoxFuture<'a, u64> {
-        let task = ctx.task_id();
         Box::pin(async move {
-            self.count_refusal_now(task, limit)
+            self.count_refusal_now(ctx, limit)
                 .await
                 .map(from_sql)
                 .unwrap_or_else(|error| {
@@ -650,14 +713,12 @@ impl BudgetStore for PostgresStore {
         ctx: &'a CallContext,
         limit: &'a RefusalLimit,
     ) -> BoxFuture<'a, Result<u64, Rejection>> {
-        let task = ctx.task_id();
         Box::pin(async move {
-            self.refusals_within(task, limit)
+            self.refusals_within(ctx, limit)
                 .await
-                .map(from_sql)
-                .map_err(|error| {
+                .unwrap_or_else(|error| {
                     failed("read a task's refusals", &error);
-                    refusals_unknown()
+                    Err(refusals_unknown())
                 })
         })
     }

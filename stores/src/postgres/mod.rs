@@ -24,7 +24,7 @@ pub use tls::{PostgresTls, postgres_client};
 use crate::OpenError;
 use crate::group_commit::GroupCommit;
 use crate::seal::{SealKeys, Sealing};
-use crate::tasks::{Bounds, Retention, TaskShares};
+use crate::tasks::{Bounds, Retention, Shares};
 use crate::values::Failure;
 
 /// The schema, one migration per version, applied in order when a store connects. Never edit
@@ -230,6 +230,19 @@ const MIGRATIONS: &[&str] = &[
     // count as of no tenant.
     "ALTER TABLE pending_calls ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
     CREATE INDEX pending_calls_by_caller ON pending_calls (actor, tenant, expires_ms);",
+    // 10: whose claims and refusals these are, so that a caller's open claims, and the tasks
+    // holding its refusals, are counted in its share. Open claims of before take their caller
+    // from their key; refusals of before count as of no caller.
+    "ALTER TABLE claims ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+    ALTER TABLE claims ADD COLUMN actor TEXT NOT NULL DEFAULT '';
+    UPDATE claims SET tenant = coalesce(call_key::jsonb ->> 'tenant', ''),
+        actor = coalesce(call_key::jsonb ->> 'actor', '')
+    WHERE NOT settled;
+    CREATE INDEX claims_by_caller ON claims (tenant, actor, settled, claimed_ms);
+    ALTER TABLE budget_refusals ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+    ALTER TABLE budget_refusals ADD COLUMN actor TEXT NOT NULL DEFAULT '';
+    CREATE INDEX budget_refusals_by_caller ON budget_refusals (tenant, actor, at_ms);
+    CREATE INDEX runs_by_caller ON runs (actor, tenant, status);",
 ];
 
 /// The schema that holds a store's tables, and names its advisory locks, where none is given
@@ -389,7 +402,7 @@ impl PostgresStore {
     /// This store, holding at most `shares` tasks in its provenance and budget stores, in all
     /// and for each caller; see [`SqliteStore::with_shares`](crate::SqliteStore::with_shares).
     /// Call it as the store connects, the same in every worker.
-    pub fn with_shares(mut self, shares: TaskShares) -> Self {
+    pub fn with_shares(mut self, shares: Shares) -> Self {
         self.bounds.shares = shares;
         self
     }

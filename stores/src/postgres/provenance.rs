@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use portcullis_core::{BoxFuture, CallContext, ProvenanceStore, Rejection, SourceRecord};
 use tokio_postgres::{IsolationLevel, Transaction};
 
-use super::tasks::{Counts, adjust, part_of, take_place};
+use super::tasks::{Counts, PARTS, adjust, part_of, take_place};
 use super::{PostgresStore, failed};
 use crate::sources::{StoredSource, read_sources, task_of, unreadable, unrecorded};
 use crate::tasks::{Full, Kind, Life, Pruned, SWEEP_BATCH};
@@ -477,6 +477,65 @@ impl PostgresStore {
         Ok(())
     }
 
+    /// Ends the tasks past their lifetime that hold the places a new task of `ctx` found
+    /// `full`: its caller's, or (the store full) a batch of anyone's.
+    async fn make_room(&self, ctx: &CallContext, full: Full) -> Result<(), Failure> {
+        let (filter, limit) = match full {
+            Full::Share => (
+                Filter {
+                    tenant: Some(task_of(ctx).0),
+                    actor: Some(ctx.actor()),
+                    task: None,
+                },
+                self.bounds.per_caller(),
+            ),
+            Full::Store => (Filter::default(), SWEEP_BATCH),
+        };
+        self.sweep_sources(filter, limit).await
+    }
+
+    /// Whether the task of `ctx` holds a place, or a new one fits: `Err(full)` if not. It
+    /// takes nothing.
+    async fn try_admit(&self, ctx: &CallContext) -> Result<Result<(), Full>, Failure> {
+        let (tenant, id) = task_of(ctx);
+        let row = self
+            .client()
+            .await?
+            .query_one(
+                &format!(
+                    "SELECT EXISTS (SELECT 1 FROM provenance_tasks
+                         WHERE task = $1 AND tenant = $2 AND ended_ms IS NULL),
+                     coalesce((SELECT live FROM task_callers
+                         WHERE store = $4 AND tenant = $2 AND actor = $3), 0),
+                     coalesce((SELECT live FROM task_totals
+                         WHERE store = $4 AND part = {}), 0)",
+                    part_of("$1")
+                ),
+                &[&id, &tenant, &ctx.actor(), &KIND.name()],
+            )
+            .await?;
+        let (held, callers, part): (bool, i64, i64) =
+            (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+        Ok(if held {
+            Ok(())
+        } else if callers >= self.bounds.per_caller() {
+            Err(Full::Share)
+        } else if part >= self.bounds.per_part(PARTS) {
+            Err(Full::Store)
+        } else {
+            Ok(())
+        })
+    }
+
+    async fn admit_task(&self, ctx: &CallContext) -> Result<Result<(), Rejection>, Failure> {
+        let mut admitted = self.try_admit(ctx).await?;
+        if let Err(full) = admitted {
+            self.make_room(ctx, full).await?;
+            admitted = self.try_admit(ctx).await?;
+        }
+        Ok(admitted.map_err(|full| full.refusal(KIND, &self.bounds)))
+    }
+
     async fn record_source(
         &self,
         ctx: &CallContext,
@@ -485,19 +544,7 @@ impl PostgresStore {
         let bounds = &self.bounds;
         let mut recorded = self.try_record(ctx, source).await?;
         if let Err(full) = recorded {
-            // Ended tasks give their places back: the caller's, or (the store full) anyone's.
-            let (filter, limit) = match full {
-                Full::Share => (
-                    Filter {
-                        tenant: Some(task_of(ctx).0),
-                        actor: Some(ctx.actor()),
-                        task: None,
-                    },
-                    bounds.per_caller(),
-                ),
-                Full::Store => (Filter::default(), SWEEP_BATCH),
-            };
-            self.sweep_sources(filter, limit).await?;
+            self.make_room(ctx, full).await?;
             recorded = self.try_record(ctx, source).await?;
         }
         if bounds.sweep_due(now_ms())
@@ -626,7 +673,7 @@ impl PostgresStore {
 /// [`TASK_TEXT_LIMIT`](portcullis_core::TASK_TEXT_LIMIT) bytes of text a source is kept
 /// without its text (its values are found nowhere, so a call using one is refused), under its
 /// origin, so that the task still counts as having read it. Bounded in tasks by the callers'
-/// shares ([`TaskShares`](crate::TaskShares): a caller at its share is refused a new task,
+/// shares ([`Shares`](crate::Shares): a caller at its share is refused a new task,
 /// `sources_share_full`), and tasks end on their own
 /// ([`TaskLifetime`](portcullis_core::TaskLifetime)), a tainted one remembered as tainted:
 /// see [`PostgresStore::with_shares`].
@@ -638,6 +685,14 @@ impl ProvenanceStore for PostgresStore {
     ) -> BoxFuture<'a, Result<u64, Rejection>> {
         Box::pin(async move {
             self.record_source(ctx, source)
+                .await
+                .unwrap_or_else(|error| Err(unrecorded(ctx.task_id(), &error)))
+        })
+    }
+
+    fn admit<'a>(&'a self, ctx: &'a CallContext) -> BoxFuture<'a, Result<(), Rejection>> {
+        Box::pin(async move {
+            self.admit_task(ctx)
                 .await
                 .unwrap_or_else(|error| Err(unrecorded(ctx.task_id(), &error)))
         })

@@ -1,9 +1,12 @@
-//! Claims of calls in PostgreSQL: of two workers claiming one call, one gets it.
+//! Claims of calls in PostgreSQL: of two workers claiming one call, one gets it; a caller holds
+//! at most its share of the open claims ([`Shares::open_claims_per_caller`](crate::Shares)).
 
 use portcullis_core::{
     BoxFuture, CallKey, Claim, ClaimState, OpenClaim, Outcome, Rejection, RepeatStore,
     existing_claim, may_settle,
 };
+
+use tokio_postgres::types::ToSql;
 
 use super::{PostgresStore, failed, to_text};
 use crate::claims::{settled_once, unavailable};
@@ -116,26 +119,61 @@ impl PostgresStore {
             .unwrap_or_else(|error| Err(unavailable("settle a claim", &*error)))
     }
 
+    /// Claims `call`, or reads the claim held. A new claim is taken under its caller's advisory
+    /// lock, in the transaction that counts the caller's open claims: two workers never both
+    /// take a caller's last place.
     async fn claim_call(
         &self,
-        key: &CallKey,
+        call: &CallKey,
         fingerprint: &str,
         lease_start_ms: u64,
     ) -> Result<Claim, Failure> {
-        let client = self.client().await?;
-        let key = to_text(key)?;
+        let mut client = self.client().await?;
+        let key = to_text(call)?;
         let running = stored_state(&self.sealing, &key, &ClaimState::Running)?;
         let new_fingerprint = self.sealing.comparable(fingerprint, None);
+        let tenant = call.tenant.as_deref().unwrap_or_default();
+        let caller_lock = format!("claims-of:{tenant}\n{}", call.actor);
+        let caller_lock = self.lock_key(&caller_lock);
         // A claim released between the insert and the read is claimed again.
         for _ in 0..3 {
-            let inserted = client
-                .query_opt(
-                    "INSERT INTO claims (call_key, fingerprint, state, settled, claimed_ms)
-                     VALUES ($1, $2, $3, FALSE, $4)
-                     ON CONFLICT (call_key) DO NOTHING RETURNING call_key",
-                    &[&key, &new_fingerprint, &running, &now_ms()],
-                )
-                .await?;
+            let transaction = client.transaction().await?;
+            let (now, lease_start, share) = (
+                now_ms(),
+                as_sql(lease_start_ms),
+                self.bounds.open_claims_per_caller(),
+            );
+            // Prepared first, so that the lock and the insert are sent together and run in
+            // order: under read committed the count is read once the lock is held.
+            let (lock, insert) = tokio::try_join!(
+                transaction.prepare_cached(Self::TAKE_LOCK),
+                // Claims running past their lease do not count: their calls are not going on.
+                transaction.prepare_cached(
+                    "INSERT INTO claims (call_key, fingerprint, state, settled, claimed_ms,
+                         tenant, actor)
+                     SELECT $1, $2, $3, FALSE, $4, $5, $6
+                     WHERE (SELECT count(*) FROM claims
+                            WHERE tenant = $5 AND actor = $6 AND NOT settled
+                                AND claimed_ms >= $7) < $8
+                     ON CONFLICT (call_key) DO NOTHING RETURNING call_key"
+                ),
+            )?;
+            let lock_parameters: [&(dyn ToSql + Sync); 1] = [&caller_lock];
+            let claim_parameters: [&(dyn ToSql + Sync); 8] = [
+                &key,
+                &new_fingerprint,
+                &running,
+                &now,
+                &tenant,
+                &call.actor,
+                &lease_start,
+                &share,
+            ];
+            let (_, inserted) = tokio::try_join!(
+                transaction.execute(&lock, &lock_parameters),
+                transaction.query_opt(&insert, &claim_parameters),
+            )?;
+            transaction.commit().await?;
             if inserted.is_some() {
                 return Ok(Claim::New);
             }
@@ -145,16 +183,30 @@ impl PostgresStore {
                     &[&key],
                 )
                 .await?;
-            if let Some(row) = held {
-                let known: &str = row.try_get(0)?;
-                return Ok(existing_claim(
-                    known,
-                    &self.sealing.comparable(fingerprint, Some(known)),
-                    read_state(&self.sealing, &key, row.try_get(1)?)?,
-                    from_sql(row.try_get(2)?),
-                    lease_start_ms,
-                ));
-            }
+            let Some(row) = held else {
+                // Not claimed: either its caller holds its share, or the claim was released
+                // meanwhile.
+                let open: i64 = client
+                    .query_one(
+                        "SELECT count(*) FROM claims
+                         WHERE tenant = $1 AND actor = $2 AND NOT settled AND claimed_ms >= $3",
+                        &[&tenant, &call.actor, &lease_start],
+                    )
+                    .await?
+                    .try_get(0)?;
+                if open >= share {
+                    return Ok(Claim::ShareFull);
+                }
+                continue;
+            };
+            let known: &str = row.try_get(0)?;
+            return Ok(existing_claim(
+                known,
+                &self.sealing.comparable(fingerprint, Some(known)),
+                read_state(&self.sealing, &key, row.try_get(1)?)?,
+                from_sql(row.try_get(2)?),
+                lease_start_ms,
+            ));
         }
         Err("the claim changed hands three times while it was read".into())
     }

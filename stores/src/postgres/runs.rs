@@ -8,7 +8,7 @@ use tokio_postgres::types::ToSql;
 use super::PostgresStore;
 use crate::runs::{
     RUN_COLUMNS, RunColumns, RunRow, RunSummary, SUMMARY_COLUMNS, SummaryRow, database_failed,
-    exists, read_run, read_summary,
+    exists, going_on_of_caller, read_run, read_summary, share_full,
 };
 use crate::values::{Failure, as_sql};
 
@@ -82,12 +82,27 @@ impl PostgresStore {
         Ok(self.client().await?.query(query, &[]).await?)
     }
 
-    /// Stores `run`; `false` if a run of its id is there.
-    async fn insert_run(&self, run: &StoredRun) -> Result<bool, Failure> {
+    /// Stores `run`: `Ok(false)` if a run of its id is there, `Err(ShareFull)` if its caller
+    /// holds its whole share of the runs going on. Counted and stored under the caller's
+    /// advisory lock: two workers never both take a caller's last place.
+    async fn insert_run(&self, run: &StoredRun) -> Result<Result<bool, RunStoreError>, Failure> {
         let run = RunColumns::of(&self.sealing, run)?;
-        let inserted = self
-            .client()
+        let mut client = self.client().await?;
+        let transaction = client.transaction().await?;
+        let caller = format!(
+            "runs-of:{}\n{}",
+            run.tenant.as_deref().unwrap_or_default(),
+            run.actor
+        );
+        self.lock(&transaction, &[&caller]).await?;
+        let going_on: i64 = transaction
+            .query_one(&going_on_of_caller('$'), &[&run.actor, &run.tenant])
             .await?
+            .try_get(0)?;
+        if going_on >= self.bounds.runs_per_caller() {
+            return Ok(Err(share_full(self.bounds.runs_per_caller())));
+        }
+        let inserted = transaction
             .execute(
                 "INSERT INTO runs (id, version, held_until_ms, status, stop_code, actor, tenant,
                      task_id, created_ms, updated_ms, tickets, steps, usage, state)
@@ -96,7 +111,8 @@ impl PostgresStore {
                 &values(&run),
             )
             .await?;
-        Ok(inserted == 1)
+        transaction.commit().await?;
+        Ok(Ok(inserted == 1))
     }
 
     /// Replaces the run of `run`'s id with `run` if its version is `read`: one conditional
@@ -134,13 +150,16 @@ impl PostgresStore {
 /// The runs of every worker on the database, kept across restarts; their states sealed when
 /// the store was given keys ([`PostgresStore::sealed_with`]). A run whose state does not open
 /// (no key, another key, changed, or moved from another run's row) is refused and left as it
-/// is. Runs are not bounded in number: the database's disk is.
+/// is. Each caller (its actor in its tenant) has at most its share of runs going on
+/// ([`Shares::runs_per_caller`](crate::Shares)): one more is refused `run_share_full`.
+/// Finished and stopped runs are kept for [`Retention::runs`](crate::Retention).
 impl RunStore for PostgresStore {
     fn insert(&self, run: StoredRun) -> BoxFuture<'_, Result<(), RunStoreError>> {
         Box::pin(async move {
             match self.insert_run(&run).await {
-                Ok(true) => Ok(()),
-                Ok(false) => Err(exists(&run.state.id)),
+                Ok(Ok(true)) => Ok(()),
+                Ok(Ok(false)) => Err(exists(&run.state.id)),
+                Ok(Err(share_full)) => Err(share_full),
                 Err(error) => Err(database_failed("store a run", &error)),
             }
         })

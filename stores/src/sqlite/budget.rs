@@ -366,22 +366,48 @@ fn settle(
     Ok(())
 }
 
-/// Counts a refusal of `task` now, forgets its refusals outside the window and all but its
-/// latest `limit.refusals`, and returns how many it has within the window.
+/// Counts a refusal of the task of `ctx` now, forgets its refusals outside the window and all
+/// but its latest `limit.refusals`, and returns how many it has within the window. A task
+/// holding no refusals yet takes a place in its caller's share of the tasks holding refusals
+/// (its caller's refusals outside the window are deleted first): a caller at its share counts
+/// nothing, and [`refusals`] refuses its new tasks.
 fn count_refusal(
     connection: &mut Connection,
-    task: &str,
+    bounds: &Bounds,
+    ctx: &CallContext,
     limit: &RefusalLimit,
 ) -> Result<i64, rusqlite::Error> {
+    let (task, tenant, actor) = (ctx.task_id(), ctx.tenant().unwrap_or_default(), ctx.actor());
     let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let now = now_ms();
+    let start = window_start(now, limit);
     transaction.run(
         "DELETE FROM budget_refusals WHERE task = ?1 AND at_ms <= ?2",
-        params![task, window_start(now, limit)],
+        params![task, start],
     )?;
+    let held: i64 = transaction.one(
+        "SELECT count(*) FROM budget_refusals WHERE task = ?1",
+        [task],
+        |row| row.get(0),
+    )?;
+    if held == 0 {
+        transaction.run(
+            "DELETE FROM budget_refusals WHERE tenant = ?1 AND actor = ?2 AND at_ms <= ?3",
+            params![tenant, actor, start],
+        )?;
+        let tasks: i64 = transaction.one(
+            "SELECT count(DISTINCT task) FROM budget_refusals WHERE tenant = ?1 AND actor = ?2",
+            params![tenant, actor],
+            |row| row.get(0),
+        )?;
+        if tasks >= bounds.per_caller() {
+            transaction.commit()?;
+            return Ok(0);
+        }
+    }
     transaction.run(
-        "INSERT INTO budget_refusals (task, at_ms) VALUES (?1, ?2)",
-        params![task, now],
+        "INSERT INTO budget_refusals (task, at_ms, tenant, actor) VALUES (?1, ?2, ?3, ?4)",
+        params![task, now, tenant, actor],
     )?;
     transaction.run(
         "DELETE FROM budget_refusals WHERE task = ?1 AND rowid NOT IN (
@@ -396,6 +422,34 @@ fn count_refusal(
     )?;
     transaction.commit()?;
     Ok(refusals)
+}
+
+/// The refusals the task of `ctx` collected within `limit`'s window; for a task holding none,
+/// `budget_share_full` when its caller holds its whole share of the tasks holding refusals.
+fn refusals(
+    connection: &Connection,
+    bounds: &Bounds,
+    ctx: &CallContext,
+    limit: &RefusalLimit,
+) -> Result<Result<u64, Rejection>, rusqlite::Error> {
+    let (refusals, tasks): (i64, i64) = connection.one(
+        "SELECT held, CASE WHEN held = 0 THEN (
+             SELECT count(DISTINCT task) FROM budget_refusals
+             WHERE tenant = ?3 AND actor = ?4 AND at_ms > ?2) ELSE 0 END
+         FROM (SELECT count(*) AS held FROM budget_refusals WHERE task = ?1 AND at_ms > ?2)",
+        params![
+            ctx.task_id(),
+            window_start(now_ms(), limit),
+            ctx.tenant().unwrap_or_default(),
+            ctx.actor()
+        ],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )?;
+    Ok(if tasks >= bounds.per_caller() {
+        Err(Full::Share.refusal(KIND, bounds))
+    } else {
+        Ok(from_sql(refusals))
+    })
 }
 
 impl BudgetStore for SqliteStore {
@@ -462,8 +516,7 @@ impl BudgetStore for SqliteStore {
         ctx: &'a CallContext,
         limit: &'a RefusalLimit,
     ) -> BoxFuture<'a, u64> {
-        let task = ctx.task_id();
-        let refusals = count_refusal(&mut self.lock(), task, limit)
+        let refusals = count_refusal(&mut self.lock(), &self.bounds, ctx, limit)
             .map(from_sql)
             .unwrap_or_else(|error| {
                 failed("count a refusal", &error);
@@ -477,15 +530,9 @@ impl BudgetStore for SqliteStore {
         ctx: &'a CallContext,
         limit: &'a RefusalLimit,
     ) -> BoxFuture<'a, Result<u64, Rejection>> {
-        let task = ctx.task_id();
-        let read = self.lock().one(
-            "SELECT count(*) FROM budget_refusals WHERE task = ?1 AND at_ms > ?2",
-            params![task, window_start(now_ms(), limit)],
-            |row| row.get::<_, i64>(0),
-        );
-        let refusals = read.map(from_sql).map_err(|error| {
+        let refusals = refusals(&self.lock(), &self.bounds, ctx, limit).unwrap_or_else(|error| {
             failed("read a task's refusals", &error);
-            refusals_unknown()
+            Err(refusals_unknown())
         });
         Box::pin(ready(refusals))
     }

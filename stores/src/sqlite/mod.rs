@@ -20,7 +20,7 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use crate::OpenError;
 use crate::seal::{SealKeys, Sealing};
-use crate::tasks::{Bounds, Retention, TaskShares};
+use crate::tasks::{Bounds, Retention, Shares};
 pub(crate) use crate::values::{as_sql, from_sql, now_ms};
 
 /// The schema, one migration per version, applied in order when a store opens. Never edit a
@@ -246,6 +246,19 @@ const MIGRATIONS: &[&str] = &[
     // count as of no tenant.
     "ALTER TABLE pending_calls ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
     CREATE INDEX pending_calls_by_caller ON pending_calls (actor, tenant, expires_ms);",
+    // 14: whose claims and refusals these are, so that a caller's open claims, and the tasks
+    // holding its refusals, are counted in its share. Open claims of before take their caller
+    // from their key; refusals of before count as of no caller.
+    "ALTER TABLE claims ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+    ALTER TABLE claims ADD COLUMN actor TEXT NOT NULL DEFAULT '';
+    UPDATE claims SET tenant = coalesce(json_extract(call_key, '$.tenant'), ''),
+        actor = coalesce(json_extract(call_key, '$.actor'), '')
+    WHERE settled = 0;
+    CREATE INDEX claims_by_caller ON claims (tenant, actor, settled, claimed_ms);
+    ALTER TABLE budget_refusals ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+    ALTER TABLE budget_refusals ADD COLUMN actor TEXT NOT NULL DEFAULT '';
+    CREATE INDEX budget_refusals_by_caller ON budget_refusals (tenant, actor, at_ms);
+    CREATE INDEX runs_by_caller ON runs (actor, tenant, status);",
 ];
 
 /// How many prepared statements a connection keeps, so that the statements a call runs are
@@ -350,12 +363,12 @@ impl SqliteStore {
     }
 
     /// This store, holding at most `shares` tasks in its provenance and budget stores, in all
-    /// and for each caller (its actor in its tenant); [`TaskShares::default`] otherwise (a
+    /// and for each caller (its actor in its tenant); [`Shares::default`] otherwise (a
     /// hundred callers at least use the store at once). A caller at its share is refused a
     /// new task (`sources_share_full`, `budget_share_full`) while its tasks go on and other
     /// callers are served; a full store refuses any new task (`output_unrecorded`,
     /// `budget_store_full`). Call it as the store is opened, the same in every worker.
-    pub fn with_shares(mut self, shares: TaskShares) -> Self {
+    pub fn with_shares(mut self, shares: Shares) -> Self {
         self.bounds.shares = shares;
         self
     }
@@ -464,7 +477,7 @@ mod tests {
             error,
             OpenError::NewerSchema {
                 found: 99,
-                known: 13
+                known: 14
             }
         ));
         assert!(error.to_string().contains("upgrade portcullis"), "{error}");

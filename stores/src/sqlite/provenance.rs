@@ -386,6 +386,49 @@ fn sweep(
     Ok(())
 }
 
+/// Ends the tasks past their lifetime that hold the places a new task of `ctx` found `full`:
+/// its caller's, or (the store full) a batch of anyone's.
+fn make_room(
+    connection: &mut Connection,
+    sealing: &Sealing,
+    bounds: &Bounds,
+    ctx: &CallContext,
+    full: Full,
+) -> Result<(), Failure> {
+    let caller = (full == Full::Share).then_some((task_of(ctx).0, ctx.actor()));
+    sweep(connection, sealing, bounds, caller)
+}
+
+/// Whether the task of `ctx` holds a place, or a new one fits: `Err(full)` if not. It takes
+/// nothing.
+fn try_admit(
+    connection: &Connection,
+    bounds: &Bounds,
+    ctx: &CallContext,
+) -> Result<Result<(), Full>, Failure> {
+    let task = task_of(ctx);
+    if task_row(connection, task)?.is_some_and(|row| row.ended_ms.is_none()) {
+        return Ok(Ok(()));
+    }
+    Ok(
+        match room(connection, bounds, KIND, (task.0, ctx.actor()))? {
+            Some(full) => Err(full),
+            None => Ok(()),
+        },
+    )
+}
+
+fn admit(store: &SqliteStore, ctx: &CallContext) -> Result<Result<(), Rejection>, Failure> {
+    let bounds = &store.bounds;
+    let mut connection = store.lock();
+    let mut admitted = try_admit(&connection, bounds, ctx)?;
+    if let Err(full) = admitted {
+        make_room(&mut connection, &store.sealing, bounds, ctx, full)?;
+        admitted = try_admit(&connection, bounds, ctx)?;
+    }
+    Ok(admitted.map_err(|full| full.refusal(KIND, bounds)))
+}
+
 fn record(
     store: &SqliteStore,
     ctx: &CallContext,
@@ -395,9 +438,7 @@ fn record(
     let mut connection = store.lock();
     let mut recorded = try_record(&mut connection, &store.sealing, bounds, ctx, source)?;
     if let Err(full) = recorded {
-        // Ended tasks give their places back: the caller's, or (the store full) anyone's.
-        let caller = (full == Full::Share).then_some((task_of(ctx).0, ctx.actor()));
-        sweep(&mut connection, &store.sealing, bounds, caller)?;
+        make_room(&mut connection, &store.sealing, bounds, ctx, full)?;
         recorded = try_record(&mut connection, &store.sealing, bounds, ctx, source)?;
     }
     if bounds.sweep_due(super::now_ms())
@@ -537,7 +578,7 @@ fn forget(connection: &mut Connection, task: &str) -> Result<(), Failure> {
 /// [`TASK_TEXT_LIMIT`](portcullis_core::TASK_TEXT_LIMIT) bytes of text a source is kept
 /// without its text (its values are found nowhere, so a call using one is refused), under its
 /// origin, so that the task still counts as having read it. Bounded in tasks by the callers'
-/// shares ([`TaskShares`](crate::TaskShares): a caller at its share is refused a new task,
+/// shares ([`Shares`](crate::Shares): a caller at its share is refused a new task,
 /// `sources_share_full`), and tasks end on their own
 /// ([`TaskLifetime`](portcullis_core::TaskLifetime)), a tainted one remembered as tainted:
 /// see [`SqliteStore::with_shares`].
@@ -550,6 +591,12 @@ impl ProvenanceStore for SqliteStore {
         let recorded = record(self, ctx, source)
             .unwrap_or_else(|error| Err(unrecorded(ctx.task_id(), &error)));
         Box::pin(ready(recorded))
+    }
+
+    fn admit<'a>(&'a self, ctx: &'a CallContext) -> BoxFuture<'a, Result<(), Rejection>> {
+        let admitted =
+            admit(self, ctx).unwrap_or_else(|error| Err(unrecorded(ctx.task_id(), &error)));
+        Box::pin(ready(admitted))
     }
 
     fn since<'a>(

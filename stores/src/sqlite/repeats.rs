@@ -1,4 +1,5 @@
-//! Claims of calls in SQLite: of two processes claiming one call, one gets it.
+//! Claims of calls in SQLite: of two processes claiming one call, one gets it; a caller holds
+//! at most its share of the open claims ([`Shares::open_claims_per_caller`](crate::Shares)).
 
 use std::future::ready;
 
@@ -11,6 +12,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use super::{SqliteStore, as_sql, failed, from_sql, now_ms};
 use crate::claims::{settled_once, unavailable};
 use crate::seal::Sealing;
+use crate::tasks::Bounds;
 use crate::values::{Failure, read_state, stored_state};
 
 /// The claim's key as stored: the call key's JSON, which tells every tenant, actor, task, tool
@@ -26,11 +28,12 @@ fn to_sql_error(error: serde_json::Error) -> rusqlite::Error {
 fn claim(
     connection: &mut Connection,
     sealing: &Sealing,
-    key: &CallKey,
+    bounds: &Bounds,
+    call: &CallKey,
     fingerprint: &str,
     lease_start_ms: u64,
 ) -> Result<Claim, rusqlite::Error> {
-    let key = stored_key(key)?;
+    let key = stored_key(call)?;
     let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let held: Option<(String, String, i64)> = transaction
         .query_row(
@@ -54,14 +57,28 @@ fn claim(
             }
         },
         None => {
+            let tenant = call.tenant.as_deref().unwrap_or_default();
+            // Claims running past their lease do not count: their calls are not going on.
+            let open: i64 = transaction.query_row(
+                "SELECT count(*) FROM claims
+                 WHERE tenant = ?1 AND actor = ?2 AND settled = 0 AND claimed_ms >= ?3",
+                params![tenant, call.actor, as_sql(lease_start_ms)],
+                |row| row.get(0),
+            )?;
+            if open >= bounds.open_claims_per_caller() {
+                return Ok(Claim::ShareFull);
+            }
             transaction.execute(
-                "INSERT INTO claims (call_key, fingerprint, state, settled, claimed_ms)
-                 VALUES (?1, ?2, ?3, 0, ?4)",
+                "INSERT INTO claims (call_key, fingerprint, state, settled, claimed_ms, tenant,
+                     actor)
+                 VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6)",
                 params![
                     key,
                     sealing.comparable(fingerprint, None),
                     stored_state(sealing, &key, &ClaimState::Running).map_err(to_sql_error)?,
-                    now_ms()
+                    now_ms(),
+                    tenant,
+                    call.actor,
                 ],
             )?;
             Claim::New
@@ -192,6 +209,7 @@ impl RepeatStore for SqliteStore {
         let claimed = claim(
             &mut self.lock(),
             &self.sealing,
+            &self.bounds,
             key,
             fingerprint,
             lease_start_ms,

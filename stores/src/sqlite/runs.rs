@@ -4,14 +4,15 @@ use std::future::ready;
 
 use portcullis_agent::{RunStore, RunStoreError, StoredRun};
 use portcullis_core::BoxFuture;
-use rusqlite::{Connection, OptionalExtension, ToSql};
+use rusqlite::{Connection, OptionalExtension, ToSql, TransactionBehavior, params};
 
 use super::{SqliteStore, as_sql};
 use crate::runs::{
     RUN_COLUMNS, RunColumns, RunRow, RunSummary, SUMMARY_COLUMNS, SummaryRow, database_failed,
-    exists, read_run, read_summary,
+    exists, going_on_of_caller, read_run, read_summary, share_full,
 };
 use crate::seal::Sealing;
+use crate::tasks::Bounds;
 use crate::values::Failure;
 
 fn run_row(row: &rusqlite::Row<'_>) -> Result<RunRow, rusqlite::Error> {
@@ -56,17 +57,33 @@ fn values(run: &RunColumns) -> [&dyn ToSql; 14] {
     ]
 }
 
-/// Stores `run`; `false` if a run of its id is there.
-fn insert(connection: &Connection, sealing: &Sealing, run: &StoredRun) -> Result<bool, Failure> {
+/// Stores `run`: `Ok(false)` if a run of its id is there, `Err(ShareFull)` if its caller holds
+/// its whole share of the runs going on.
+fn insert(
+    connection: &mut Connection,
+    sealing: &Sealing,
+    bounds: &Bounds,
+    run: &StoredRun,
+) -> Result<Result<bool, RunStoreError>, Failure> {
     let run = RunColumns::of(sealing, run)?;
-    let inserted = connection.execute(
+    let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let going_on: i64 = transaction.query_row(
+        &going_on_of_caller('?'),
+        params![run.actor, run.tenant],
+        |row| row.get(0),
+    )?;
+    if going_on >= bounds.runs_per_caller() {
+        return Ok(Err(share_full(bounds.runs_per_caller())));
+    }
+    let inserted = transaction.execute(
         "INSERT INTO runs (id, version, held_until_ms, status, stop_code, actor, tenant, task_id,
              created_ms, updated_ms, tickets, steps, usage, state)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
          ON CONFLICT (id) DO NOTHING",
         rusqlite::params_from_iter(values(&run)),
     )?;
-    Ok(inserted == 1)
+    transaction.commit()?;
+    Ok(Ok(inserted == 1))
 }
 
 /// Replaces the run of `run`'s id with `run` if its version is `read`: one conditional update,
@@ -130,12 +147,15 @@ impl SqliteStore {
 /// The runs of every worker on the file, kept across restarts; their states sealed when the
 /// store was given keys ([`SqliteStore::sealed_with`]). A run whose state does not open (no
 /// key, another key, changed, or moved from another run's row) is refused and left as it is.
-/// Runs are not bounded in number: the file's disk is.
+/// Each caller (its actor in its tenant) has at most its share of runs going on
+/// ([`Shares::runs_per_caller`](crate::Shares)): one more is refused `run_share_full`.
+/// Finished and stopped runs are kept for [`Retention::runs`](crate::Retention).
 impl RunStore for SqliteStore {
     fn insert(&self, run: StoredRun) -> BoxFuture<'_, Result<(), RunStoreError>> {
-        let inserted = match insert(&self.lock(), &self.sealing, &run) {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(exists(&run.state.id)),
+        let inserted = match insert(&mut self.lock(), &self.sealing, &self.bounds, &run) {
+            Ok(Ok(true)) => Ok(()),
+            Ok(Ok(false)) => Err(exists(&run.state.id)),
+            Ok(Err(share_full)) => Err(share_full),
             Err(error) => Err(database_failed("store a run", &error)),
         };
         Box::pin(ready(inserted))
