@@ -25,7 +25,7 @@ use portcullis::{
 use portcullis_mcp::{BearerTokens, McpServer, RelaysUserMessages, RequestStateCodec};
 use portcullis_stores::Store;
 use serde_json::{Value, json};
-use shop_server::{finance, rita_key, scratch, server_key, shop_registry, support, tokens};
+use shop_server::{finance, rita_approves, scratch, server_key, shop_registry, support, tokens};
 
 /// The paint colours on offer now: a dynamic value the test changes while a client is
 /// connected.
@@ -263,9 +263,7 @@ async fn approve_payouts(
                 );
                 assert_eq!(server.tools_changed().await, 0, "nothing changed since");
             }
-            let rita = Reviewer::new("rita").with_roles(["finance"]);
-            let decision = rita_key().sign(&payout, ApprovalDecision::Approve { reviewer: rita });
-            if record_decision(&store, &payout.id, decision).await.is_ok() {
+            if rita_approves(&store, &payout).await {
                 approved.lock().unwrap().insert(payout.id);
             }
         }

@@ -19,13 +19,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use portcullis::prelude::*;
-use portcullis::{ApprovalDecision, Reviewer, record_decision};
 use portcullis_mcp::McpServer;
 use portcullis_stores::Store;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
-use shop_server::{rita_key, scratch, server_key, shop_registry, tokens};
+use shop_server::{rita_approves, scratch, server_key, shop_registry, tokens};
 
 /// A reading, in three of Rust's number types.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -124,9 +123,7 @@ async fn approve_payouts(store: Store) {
             if payout.tool != "schedule_payout" || approved.contains(&payout.id) {
                 continue;
             }
-            let rita = Reviewer::new("rita").with_roles(["finance"]);
-            let decision = rita_key().sign(&payout, ApprovalDecision::Approve { reviewer: rita });
-            if record_decision(&store, &payout.id, decision).await.is_ok() {
+            if rita_approves(&store, &payout).await {
                 approved.insert(payout.id);
             }
         }

@@ -59,8 +59,9 @@ impl Registry {
                 .await;
         }
         let kept = match (&outcome, &settings.approvals.approver, repeated) {
+            // Boxed: resuming a call is a large future, and most calls never need it.
             (Outcome::Pending(ticket), Some(approver), false) => {
-                self.approve_in_line(approver.as_ref(), ticket, keep).await
+                Box::pin(self.approve_in_line(approver.as_ref(), ticket, keep)).await
             }
             _ => None,
         };

@@ -46,6 +46,18 @@ pub fn rita_key() -> DecisionKey {
     DecisionKey::from_text(&format!("ed25519:{}", "0f".repeat(32))).unwrap()
 }
 
+/// Rita of finance approves `payout` with her key: whether her decision was recorded.
+pub async fn rita_approves(store: &Store, payout: &portcullis::Ticket) -> bool {
+    let rita = Reviewer::new("rita").with_roles(["finance"]);
+    let decision = rita_key().sign(
+        payout,
+        portcullis::ApprovalDecision::Approve { reviewer: rita },
+    );
+    portcullis::record_decision(store, &payout.id, decision)
+        .await
+        .is_ok()
+}
+
 /// Sam, of support.
 pub fn support() -> CallContext {
     CallContext::new("sam").with_roles(["support"])
