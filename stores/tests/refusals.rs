@@ -100,6 +100,7 @@ async fn whole_life_counts_of_an_older_schema_carry_over(backend: Backend) {
              DROP TABLE provenance_tasks;
              DROP INDEX pending_calls_by_caller;
              DROP INDEX claims_by_caller;
+             DROP TABLE refusal_shares;
              ALTER TABLE claims DROP COLUMN tenant;
              ALTER TABLE claims DROP COLUMN actor;
              ALTER TABLE pending_calls DROP COLUMN tenant;
@@ -117,6 +118,7 @@ async fn whole_life_counts_of_an_older_schema_carry_over(backend: Backend) {
              ALTER TABLE pending_calls DROP COLUMN ticket, DROP COLUMN lease_id,
                  DROP COLUMN leased_until_ms, DROP COLUMN tenant;
              ALTER TABLE claims DROP COLUMN tenant, DROP COLUMN actor;
+             DROP TABLE refusal_shares;
              UPDATE portcullis_schema SET version = 2;
              INSERT INTO budget_tasks (task, refusals) VALUES ('old', 7), ('calm', 1);"
         })

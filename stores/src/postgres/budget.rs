@@ -444,6 +444,14 @@ impl PostgresStore {
             self.delete_budget(&transaction, task, (&tenant, &actor), live)
                 .await?;
         }
+        // Its caller's share of the tasks holding refusals has room again.
+        transaction
+            .execute(
+                "DELETE FROM refusal_shares WHERE (tenant, actor) IN (
+                     SELECT tenant, actor FROM budget_refusals WHERE task = $1)",
+                &[&task],
+            )
+            .await?;
         transaction
             .execute("DELETE FROM budget_refusals WHERE task = $1", &[&task])
             .await?;
@@ -513,7 +521,9 @@ impl PostgresStore {
     /// `limit.refusals`, and returns how many it has within the window. A task holding no
     /// refusals yet takes a place in its caller's share of the tasks holding refusals (its
     /// caller's refusals outside the window are deleted first): a caller at its share counts
-    /// nothing, and [`refusals_within`](Self::refusals_within) refuses its new tasks.
+    /// nothing, and is marked full (`refusal_shares`) until its oldest task's latest refusal
+    /// leaves the window, so that [`refusals_within`](Self::refusals_within) refuses its new
+    /// tasks with one lookup.
     async fn count_refusal_now(
         &self,
         ctx: &CallContext,
@@ -553,18 +563,36 @@ impl PostgresStore {
                     &[&tenant, &actor, &start],
                 )
                 .await?;
-            let tasks: i64 = transaction
+            let held = transaction
                 .query_one(
-                    "SELECT count(DISTINCT task) FROM budget_refusals
-                     WHERE tenant = $1 AND actor = $2",
+                    "SELECT count(*), min(latest) FROM (
+                         SELECT max(at_ms) AS latest FROM budget_refusals
+                         WHERE tenant = $1 AND actor = $2 GROUP BY task) AS tasks",
                     &[&tenant, &actor],
                 )
-                .await?
-                .try_get(0)?;
+                .await?;
+            let (tasks, oldest): (i64, Option<i64>) = (held.try_get(0)?, held.try_get(1)?);
             if tasks >= self.bounds.per_caller() {
+                let full_until = oldest
+                    .unwrap_or(now)
+                    .saturating_add(now.saturating_sub(start));
+                transaction
+                    .execute(
+                        "INSERT INTO refusal_shares (tenant, actor, full_until_ms)
+                         VALUES ($1, $2, $3)
+                         ON CONFLICT (tenant, actor) DO UPDATE SET full_until_ms = $3",
+                        &[&tenant, &actor, &full_until],
+                    )
+                    .await?;
                 transaction.commit().await?;
                 return Ok(0);
             }
+            transaction
+                .execute(
+                    "DELETE FROM refusal_shares WHERE tenant = $1 AND actor = $2",
+                    &[&tenant, &actor],
+                )
+                .await?;
         }
         transaction
             .execute(
@@ -610,32 +638,33 @@ impl PostgresStore {
     }
 
     /// The refusals the task of `ctx` collected within `limit`'s window; for a task holding
-    /// none, `budget_share_full` when its caller holds its whole share of the tasks holding
-    /// refusals.
+    /// none, `budget_share_full` while its caller is marked as holding its whole share of the
+    /// tasks holding refusals ([`count_refusal_now`](Self::count_refusal_now)).
     async fn refusals_within(
         &self,
         ctx: &CallContext,
         limit: &RefusalLimit,
     ) -> Result<Result<u64, Rejection>, Failure> {
+        let now = now_ms();
         let row = self
             .client()
             .await?
             .query_one(
                 "SELECT held, CASE WHEN held = 0 THEN (
-                     SELECT count(DISTINCT task) FROM budget_refusals
-                     WHERE tenant = $3 AND actor = $4 AND at_ms > $2) ELSE 0 END
+                     SELECT full_until_ms FROM refusal_shares
+                     WHERE tenant = $3 AND actor = $4) END
                  FROM (SELECT count(*) AS held FROM budget_refusals
                        WHERE task = $1 AND at_ms > $2) AS task",
                 &[
                     &ctx.task_id(),
-                    &window_start(now_ms(), limit),
+                    &window_start(now, limit),
                     &ctx.tenant().unwrap_or_default(),
                     &ctx.actor(),
                 ],
             )
             .await?;
-        let (refusals, tasks): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
-        Ok(if tasks >= self.bounds.per_caller() {
+        let (refusals, full_until): (i64, Option<i64>) = (row.try_get(0)?, row.try_get(1)?);
+        Ok(if full_until.is_some_and(|until| now < until) {
             Err(Full::Share.refusal(KIND, &self.bounds))
         } else {
             Ok(from_sql(refusals))

@@ -355,6 +355,11 @@ impl PostgresStore {
                     &[&cut.windows],
                 )
                 .await?;
+        // Whose share of the tasks holding refusals is full is judged again at their next
+        // refusal.
+        transaction
+            .execute("DELETE FROM refusal_shares", &[])
+            .await?;
         Ok(Pruned {
             runs,
             claims,

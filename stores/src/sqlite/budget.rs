@@ -337,6 +337,12 @@ fn forget(connection: &mut Connection, task: &str) -> rusqlite::Result<()> {
     if let Some((tenant, actor, live)) = held {
         delete_task(&transaction, task, (&tenant, &actor), live)?;
     }
+    // Its caller's share of the tasks holding refusals has room again.
+    transaction.run(
+        "DELETE FROM refusal_shares WHERE (tenant, actor) IN (
+             SELECT tenant, actor FROM budget_refusals WHERE task = ?1)",
+        [task],
+    )?;
     transaction.run("DELETE FROM budget_refusals WHERE task = ?1", [task])?;
     transaction.commit()
 }
@@ -370,7 +376,8 @@ fn settle(
 /// but its latest `limit.refusals`, and returns how many it has within the window. A task
 /// holding no refusals yet takes a place in its caller's share of the tasks holding refusals
 /// (its caller's refusals outside the window are deleted first): a caller at its share counts
-/// nothing, and [`refusals`] refuses its new tasks.
+/// nothing, and is marked full (`refusal_shares`) until its oldest task's latest refusal
+/// leaves the window, so that [`refusals`] refuses its new tasks with one lookup.
 fn count_refusal(
     connection: &mut Connection,
     bounds: &Bounds,
@@ -395,15 +402,29 @@ fn count_refusal(
             "DELETE FROM budget_refusals WHERE tenant = ?1 AND actor = ?2 AND at_ms <= ?3",
             params![tenant, actor, start],
         )?;
-        let tasks: i64 = transaction.one(
-            "SELECT count(DISTINCT task) FROM budget_refusals WHERE tenant = ?1 AND actor = ?2",
+        let (tasks, oldest): (i64, Option<i64>) = transaction.one(
+            "SELECT count(*), min(latest) FROM (
+                 SELECT max(at_ms) AS latest FROM budget_refusals
+                 WHERE tenant = ?1 AND actor = ?2 GROUP BY task)",
             params![tenant, actor],
-            |row| row.get(0),
+            |row| Ok((row.get(0)?, row.get(1)?)),
         )?;
         if tasks >= bounds.per_caller() {
+            let full_until = oldest
+                .unwrap_or(now)
+                .saturating_add(now.saturating_sub(start));
+            transaction.run(
+                "INSERT INTO refusal_shares (tenant, actor, full_until_ms) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (tenant, actor) DO UPDATE SET full_until_ms = ?3",
+                params![tenant, actor, full_until],
+            )?;
             transaction.commit()?;
             return Ok(0);
         }
+        transaction.run(
+            "DELETE FROM refusal_shares WHERE tenant = ?1 AND actor = ?2",
+            params![tenant, actor],
+        )?;
     }
     transaction.run(
         "INSERT INTO budget_refusals (task, at_ms, tenant, actor) VALUES (?1, ?2, ?3, ?4)",
@@ -425,27 +446,28 @@ fn count_refusal(
 }
 
 /// The refusals the task of `ctx` collected within `limit`'s window; for a task holding none,
-/// `budget_share_full` when its caller holds its whole share of the tasks holding refusals.
+/// `budget_share_full` while its caller is marked as holding its whole share of the tasks
+/// holding refusals ([`count_refusal`]).
 fn refusals(
     connection: &Connection,
     bounds: &Bounds,
     ctx: &CallContext,
     limit: &RefusalLimit,
 ) -> Result<Result<u64, Rejection>, rusqlite::Error> {
-    let (refusals, tasks): (i64, i64) = connection.one(
+    let now = now_ms();
+    let (refusals, full_until): (i64, Option<i64>) = connection.one(
         "SELECT held, CASE WHEN held = 0 THEN (
-             SELECT count(DISTINCT task) FROM budget_refusals
-             WHERE tenant = ?3 AND actor = ?4 AND at_ms > ?2) ELSE 0 END
+             SELECT full_until_ms FROM refusal_shares WHERE tenant = ?3 AND actor = ?4) END
          FROM (SELECT count(*) AS held FROM budget_refusals WHERE task = ?1 AND at_ms > ?2)",
         params![
             ctx.task_id(),
-            window_start(now_ms(), limit),
+            window_start(now, limit),
             ctx.tenant().unwrap_or_default(),
             ctx.actor()
         ],
         |row| Ok((row.get(0)?, row.get(1)?)),
     )?;
-    Ok(if tasks >= bounds.per_caller() {
+    Ok(if full_until.is_some_and(|until| now < until) {
         Err(Full::Share.refusal(KIND, bounds))
     } else {
         Ok(from_sql(refusals))

@@ -247,8 +247,9 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE pending_calls ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
     CREATE INDEX pending_calls_by_caller ON pending_calls (actor, tenant, expires_ms);",
     // 14: whose claims and refusals these are, so that a caller's open claims, and the tasks
-    // holding its refusals, are counted in its share. Open claims of before take their caller
-    // from their key; refusals of before count as of no caller.
+    // holding its refusals, are counted in its share; until when a caller holds all the tasks
+    // holding refusals it may (`refusal_shares`). Open claims of before take their caller from
+    // their key; refusals of before count as of no caller.
     "ALTER TABLE claims ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
     ALTER TABLE claims ADD COLUMN actor TEXT NOT NULL DEFAULT '';
     UPDATE claims SET tenant = coalesce(json_extract(call_key, '$.tenant'), ''),
@@ -258,6 +259,12 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE budget_refusals ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
     ALTER TABLE budget_refusals ADD COLUMN actor TEXT NOT NULL DEFAULT '';
     CREATE INDEX budget_refusals_by_caller ON budget_refusals (tenant, actor, at_ms);
+    CREATE TABLE refusal_shares (
+        tenant TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        full_until_ms INTEGER NOT NULL,
+        PRIMARY KEY (tenant, actor)
+    );
     CREATE INDEX runs_by_caller ON runs (actor, tenant, status);",
 ];
 

@@ -266,6 +266,8 @@ fn prune_retained(connection: &Connection, bounds: &Bounds, now: i64) -> rusqlit
         "DELETE FROM budget_refusals WHERE at_ms <= ?1",
         [cut.windows],
     )?;
+    // Whose share of the tasks holding refusals is full is judged again at their next refusal.
+    connection.run("DELETE FROM refusal_shares", [])?;
     Ok(Pruned {
         runs: runs as u64,
         claims: claims as u64,
