@@ -25,7 +25,10 @@ use portcullis::{
 use portcullis_mcp::{BearerTokens, McpServer, RelaysUserMessages, RequestStateCodec};
 use portcullis_stores::Store;
 use serde_json::{Value, json};
-use shop_server::{finance, rita_approves, scratch, server_key, shop_registry, support, tokens};
+use shop_server::{
+    assert_one_refusal_per_gate, code, finance, rita_approves, scratch, server_key, shop_registry,
+    support, tokens,
+};
 
 /// The paint colours on offer now: a dynamic value the test changes while a client is
 /// connected.
@@ -276,12 +279,6 @@ fn now_ms() -> u64 {
     since.unwrap().as_millis() as u64
 }
 
-fn code(result: &Value) -> &str {
-    result["text"]["error"]
-        .as_str()
-        .unwrap_or_else(|| panic!("not a refusal: {result}"))
-}
-
 /// How often `tool` ran, by the audit log: each run is recorded as about to run first (both
 /// tools are audited write-ahead), and a repeat that reads an earlier outcome is not.
 async fn runs(store: &Store, tool: &str) -> usize {
@@ -313,26 +310,7 @@ fn assert_common(seen: &Value, protocol: &str) {
     );
     assert_eq!(seen["search"]["is_error"], false, "{}", seen["search"]);
     assert_eq!(seen["search"]["text"], json!(["10 results for lamp"]));
-    // One refusal per gate, each an isError result with the model message and its code.
-    for (case, expected) in [
-        ("decode", "unknown_argument"),
-        ("validate", "constraint_violation"),
-        ("authorize", "policy_denied"),
-        ("approve", "approval_rejected"),
-        ("budget", "budget_calls_exceeded"),
-    ] {
-        let result = &seen[case];
-        assert_eq!(result["is_error"], true, "{case}: {result}");
-        assert_eq!(code(result), expected, "{case}: {result}");
-    }
-    let declined = seen["approve"]["text"]["message"].as_str().unwrap();
-    assert!(
-        declined.contains("the user declined this call"),
-        "{declined}"
-    );
-    // A tool the caller may not use is, to it, a tool that does not exist.
-    assert_eq!(seen["hidden_tool"]["protocol_error"], -32602);
-    assert_eq!(seen["unknown_tool"]["protocol_error"], -32602);
+    assert_one_refusal_per_gate(seen);
     // Confirmed by the user: it ran. Declined: refused, and the user was asked both times.
     assert_eq!(
         seen["confirmed"]["is_error"], false,

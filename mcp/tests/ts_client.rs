@@ -24,7 +24,9 @@ use portcullis_stores::Store;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
-use shop_server::{rita_approves, scratch, server_key, shop_registry, tokens};
+use shop_server::{
+    assert_one_refusal_per_gate, rita_approves, scratch, server_key, shop_registry, tokens,
+};
 
 /// A reading, in three of Rust's number types.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -131,12 +133,6 @@ async fn approve_payouts(store: Store) {
     }
 }
 
-fn code(result: &Value) -> &str {
-    result["text"]["error"]
-        .as_str()
-        .unwrap_or_else(|| panic!("not a refusal: {result}"))
-}
-
 async fn over_http(directory: &Path) {
     let path = scratch("mcp-ts-client.db");
     let store = Store::open(path.to_str().unwrap()).await.unwrap();
@@ -211,26 +207,7 @@ async fn over_http(directory: &Path) {
         seen["measure"]["structured"],
         json!({"count": 4_294_967_296u64, "offset": -7, "ratio": 0.5})
     );
-    // One refusal per gate, each an isError result with the model message and its code.
-    for (case, expected) in [
-        ("decode", "unknown_argument"),
-        ("validate", "constraint_violation"),
-        ("authorize", "policy_denied"),
-        ("approve", "approval_rejected"),
-        ("budget", "budget_calls_exceeded"),
-    ] {
-        let result = &seen[case];
-        assert_eq!(result["is_error"], true, "{case}: {result}");
-        assert_eq!(code(result), expected, "{case}: {result}");
-    }
-    let declined = seen["approve"]["text"]["message"].as_str().unwrap();
-    assert!(
-        declined.contains("the user declined this call"),
-        "{declined}"
-    );
-    // A tool the caller may not use is, to it, a tool that does not exist.
-    assert_eq!(seen["hidden_tool"]["protocol_error"], -32602);
-    assert_eq!(seen["unknown_tool"]["protocol_error"], -32602);
+    assert_one_refusal_per_gate(&seen);
     // Confirmed by the user through elicitation: it ran. Declined: refused. Asked both times.
     assert_eq!(
         seen["confirmed"]["is_error"], false,

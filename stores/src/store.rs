@@ -118,7 +118,8 @@ impl Store {
     }
 
     /// The store, holding at most `shares` tasks in its provenance and budget stores, in all
-    /// and for each caller (see [`SqliteStore::with_shares`]). Give every worker the same.
+    /// and for each caller, and each caller's share of open claims and runs going on (see
+    /// [`SqliteStore::with_shares`]). Give every worker the same.
     pub fn with_shares(self, shares: Shares) -> Self {
         match self {
             Store::Sqlite(store) => Store::Sqlite(store.with_shares(shares)),

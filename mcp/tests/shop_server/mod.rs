@@ -11,6 +11,7 @@ use portcullis::prelude::*;
 use portcullis::{DecisionKey, Keyring, RegistryBuilder, Reviewer};
 use portcullis_mcp::BearerTokens;
 use portcullis_stores::Store;
+use serde_json::Value;
 
 /// The shop's tools over `store` (approvals, claims, budgets, audit), served as MCP, with
 /// finance approving and the server confirming its callers; add a tool of the test's, then
@@ -83,4 +84,36 @@ pub fn scratch(name: &str) -> PathBuf {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
     }
     path
+}
+
+/// The code of the refusal a client saw (`result`, as the clients' scripts report a result).
+pub fn code(result: &Value) -> &str {
+    result["text"]["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not a refusal: {result}"))
+}
+
+/// What every official client must have seen of the shop (`seen`, as its script reports it):
+/// one refusal per gate, each an `isError` result with the model message and its code; the
+/// user's "no" to a confirmation; a hidden tool and an unknown one refused alike.
+pub fn assert_one_refusal_per_gate(seen: &Value) {
+    for (case, expected) in [
+        ("decode", "unknown_argument"),
+        ("validate", "constraint_violation"),
+        ("authorize", "policy_denied"),
+        ("approve", "approval_rejected"),
+        ("budget", "budget_calls_exceeded"),
+    ] {
+        let result = &seen[case];
+        assert_eq!(result["is_error"], true, "{case}: {result}");
+        assert_eq!(code(result), expected, "{case}: {result}");
+    }
+    let declined = seen["approve"]["text"]["message"].as_str().unwrap();
+    assert!(
+        declined.contains("the user declined this call"),
+        "{declined}"
+    );
+    // A tool the caller may not use is, to it, a tool that does not exist.
+    assert_eq!(seen["hidden_tool"]["protocol_error"], -32602);
+    assert_eq!(seen["unknown_tool"]["protocol_error"], -32602);
 }

@@ -407,7 +407,8 @@ impl PostgresStore {
     }
 
     /// This store, holding at most `shares` tasks in its provenance and budget stores, in all
-    /// and for each caller; see [`SqliteStore::with_shares`](crate::SqliteStore::with_shares).
+    /// and for each caller, and each caller's share of open claims and runs going on; see
+    /// [`SqliteStore::with_shares`](crate::SqliteStore::with_shares).
     /// Call it as the store connects, the same in every worker.
     pub fn with_shares(mut self, shares: Shares) -> Self {
         self.bounds.shares = shares;

@@ -5,7 +5,6 @@ use portcullis_core::{
     BoxFuture, CallKey, Claim, ClaimState, OpenClaim, Outcome, Rejection, RepeatStore,
     existing_claim, may_settle,
 };
-
 use tokio_postgres::types::ToSql;
 
 use super::{PostgresStore, failed, to_text};

@@ -370,11 +370,13 @@ impl SqliteStore {
     }
 
     /// This store, holding at most `shares` tasks in its provenance and budget stores, in all
-    /// and for each caller (its actor in its tenant); [`Shares::default`] otherwise (a
-    /// hundred callers at least use the store at once). A caller at its share is refused a
-    /// new task (`sources_share_full`, `budget_share_full`) while its tasks go on and other
-    /// callers are served; a full store refuses any new task (`output_unrecorded`,
-    /// `budget_store_full`). Call it as the store is opened, the same in every worker.
+    /// and for each caller (its actor in its tenant), and for each caller at most its share
+    /// of open claims and of runs going on; [`Shares::default`] otherwise (a hundred callers
+    /// at least use the store at once). A caller at its share is refused a new task
+    /// (`sources_share_full`, `budget_share_full`), claim (`claim_share_full`) or run
+    /// (`run_share_full`) while what it holds goes on and other callers are served; a full
+    /// store refuses any new task (`output_unrecorded`, `budget_store_full`). Call it as the
+    /// store is opened, the same in every worker.
     pub fn with_shares(mut self, shares: Shares) -> Self {
         self.bounds.shares = shares;
         self
