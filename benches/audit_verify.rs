@@ -4,20 +4,24 @@
 //! Builds a keyed SQLite audit log of `PORTCULLIS_BENCH_RECORDS` records (1,000,000 unless
 //! told), through the store's batched append, then opens the store again as the command line
 //! does and runs its verify (`Store::verify_audit`, which reads the log a page at a time). The
-//! same records, written as a JSON Lines file, verify through `verify_json_lines`. For each it
-//! prints records per second and the process's peak resident memory during the verify above
-//! what it held before (the peak is reset after the build, through `/proc/self/clear_refs`).
-//! Everything lives in a temporary directory, removed afterwards. Run with
-//! `cargo bench --bench audit_verify`.
+//! same records, written as a JSON Lines file, verify through `verify_json_lines`; so do the
+//! same records written in the format's version 1 (by hand, as the guide's audit page spells
+//! it), and a log of version 1 records continued in version 2, as a log from before version 2
+//! reads after an upgrade. For each it prints records per second and the process's peak
+//! resident memory during the verify above what it held before (the peak is reset after the
+//! build, through `/proc/self/clear_refs`). Everything lives in a temporary directory, removed
+//! afterwards. Run with `cargo bench --bench audit_verify`.
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
 use std::path::Path;
 use std::time::Instant;
 
-use portcullis::audit::{self, AuditKey, AuditRecord, AuditSink, Unchained};
+use hmac::{Hmac, KeyInit, Mac};
+use portcullis::audit::{self, AuditKey, AuditRecord, AuditSink, JsonLinesAuditSink, Unchained};
 use portcullis_stores::{SqliteStore, Store};
 use serde_json::json;
+use sha2::{Digest, Sha256};
 
 /// Records in the log, unless `PORTCULLIS_BENCH_RECORDS` says otherwise.
 const RECORDS: u64 = 1_000_000;
@@ -32,13 +36,17 @@ fn records() -> u64 {
         .unwrap_or(RECORDS)
 }
 
+/// The audit key's secret.
+const SECRET: &[u8] = b"the bench's audit key, 32 bytes!";
+
 fn key() -> AuditKey {
-    AuditKey::new(b"the bench's audit key, 32 bytes!".to_vec()).expect("a key of 32 bytes")
+    AuditKey::new(SECRET.to_vec()).expect("a key of 32 bytes")
 }
 
 /// A record as a registry writes one for a completed call of a medium-risk tool.
 fn record(index: u64) -> AuditRecord {
     AuditRecord {
+        version: 2,
         sequence: 0,
         time_ms: 1_780_000_000_000 + index,
         trace_id: format!("trace-{index:016x}"),
@@ -87,6 +95,42 @@ async fn build(path: &Path, count: u64, key: &AuditKey) {
         }
         next = end;
     }
+}
+
+/// Writes `count` records to a JSON Lines file at `path`: the first `in_v1` in version 1,
+/// linked by hand as the guide spells it, the others appended in version 2 by a
+/// [`JsonLinesAuditSink`] that continues the chain.
+async fn write_versions(path: &Path, count: u64, in_v1: u64, key: &AuditKey, secret: &[u8]) {
+    let mut file = BufWriter::new(File::create(path).expect("a JSON Lines file"));
+    let mut head = audit::Checkpoint::genesis();
+    for index in 0..in_v1 {
+        let mut record = AuditRecord {
+            version: 1,
+            ..record(index)
+        };
+        let unplaced = serde_json::to_vec(&record).expect("a record serializes");
+        let digest = hex(&Sha256::digest(&unplaced));
+        let mut link = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes any key");
+        link.update(format!("{index}\n{}\n{digest}", head.head).as_bytes());
+        record.sequence = index;
+        record.previous_hash = head.head.clone();
+        record.hash = hex(&link.finalize().into_bytes());
+        serde_json::to_writer(&mut file, &record).expect("a record serializes");
+        file.write_all(b"\n").expect("the file is written");
+        head = audit::Checkpoint::after(&record);
+    }
+    file.flush().expect("the file is written");
+    drop(file);
+    let sink = JsonLinesAuditSink::open(path, false).expect("the log opens");
+    for index in in_v1..count {
+        sink.append(Unchained::new(record(index), Some(key.clone())))
+            .await
+            .expect("the record is written");
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// Writes the store's log, as `portcullis audit export` does, to a JSON Lines file.
@@ -181,9 +225,14 @@ async fn main() {
     })
     .await;
     drop(store);
-    measure("JSON Lines", count, async {
-        let file = File::open(&lines).expect("the JSON Lines file");
+    let verify_lines = |path: &Path| {
+        let file = File::open(path).expect("the JSON Lines file");
         audit::verify_json_lines(BufReader::new(file), Some(&key), None).expect("the log verifies")
-    })
-    .await;
+    };
+    measure("JSON Lines", count, async { verify_lines(&lines) }).await;
+    for (name, in_v1) in [("version 1", count), ("v1, then v2", count / 2)] {
+        let path = dir.path().join("versions.jsonl");
+        write_versions(&path, count, in_v1, &key, SECRET).await;
+        measure(name, count, async { verify_lines(&path) }).await;
+    }
 }

@@ -303,3 +303,163 @@ async fn an_outcome_whose_store_died_mid_call_is_recorded_when_it_returns() {
     );
     verify(&records, None).unwrap();
 }
+
+/// The key of `audit/v1_log.jsonl`, six records written by the version 1 writer.
+const V1_LOG_KEY: &[u8] = b"an operator's secret of 32 bytes!";
+
+/// The verifier the guide's audit page gives, in Python, written from the page alone.
+fn verifier_from_the_guide(dir: &std::path::Path) -> std::path::PathBuf {
+    let page = include_str!("../src/guide/audit.md");
+    let (_, code) = page
+        .split_once("```python\n")
+        .expect("the page holds a verifier");
+    let (code, _) = code.split_once("```").expect("the verifier ends");
+    let path = dir.join("verify_audit.py");
+    std::fs::write(&path, code).unwrap();
+    path
+}
+
+/// What the guide's verifier says of the JSON Lines log at `log`.
+fn python_verdict(verifier: &std::path::Path, log: &std::path::Path) -> String {
+    let python = std::env::var("PORTCULLIS_PYTHON").unwrap_or_else(|_| "python3".to_owned());
+    let output = std::process::Command::new(python)
+        .arg(verifier)
+        .arg(log)
+        .arg(
+            V1_LOG_KEY
+                .iter()
+                .map(|byte| format!("{byte:02x}"))
+                .collect::<String>(),
+        )
+        .output()
+        .expect("python3 runs");
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
+
+#[tokio::test]
+async fn a_version_1_log_continued_in_version_2_verifies_here_and_with_the_guides_verifier() {
+    use portcullis::audit::{AuditKey, AuditRecord, AuditSink, Unchained, verify_json_lines};
+    use portcullis::{Origin, Ruling, ValueSource};
+
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    std::fs::copy("tests/audit/v1_log.jsonl", &log).unwrap();
+    let key = AuditKey::new(V1_LOG_KEY.to_vec()).unwrap();
+    let registry = Registry::builder()
+        .tool(Login)
+        .audit(JsonLinesAuditSink::open(&log, true).unwrap())
+        .audit_key(key.clone())
+        .build()
+        .unwrap();
+    let ctx = CallContext::new("alice").with_tenant("t_1");
+    for (id, tool, arguments) in [
+        (
+            "c1",
+            "login",
+            json!({"user": "zoë \"z\"\n", "password": "hunter2"}),
+        ),
+        ("c2", "login", json!({"user": 7})),
+        (
+            "c3",
+            "login",
+            json!({"user": "bob", "password": "🦀🦀🦀🦀", "user ": 1}),
+        ),
+        (
+            "c4",
+            "nothing",
+            json!({"b": 1.5, "a": [null, true, -3], "é": {}}),
+        ),
+    ] {
+        registry
+            .dispatch(&ctx, &ToolCall::new(id, tool, arguments))
+            .await;
+    }
+    drop(registry);
+    // A record written beside the registry, every field of it set, with values of every kind.
+    let every_field = AuditRecord {
+        version: 2,
+        sequence: 0,
+        time_ms: 1_795_000_000_000,
+        trace_id: "trace-🦀".to_owned(),
+        task_id: "task-1".to_owned(),
+        actor: "mallory".to_owned(),
+        tenant: None,
+        tool: "transfer".to_owned(),
+        call_id: "call-9".to_owned(),
+        arguments: json!({
+            "Z": u64::MAX, "z": i64::MIN, "é": 1e300, "e": -0.0, "nested": [[], {"k": "v"}],
+        }),
+        decision: "rejected".to_owned(),
+        gate: Some("authorize".to_owned()),
+        code: Some("untrusted_value".to_owned()),
+        reason: Some("".to_owned()),
+        summary: "a \\ backslash and a tab\t".to_owned(),
+        resolution: Some("edited by rita".to_owned()),
+        original_arguments: Some(json!({"amount": 0.1})),
+        snapshot_before: Some(json!([1, "two"])),
+        snapshot_after: None,
+        snapshot_missing: Some("the hook panicked".to_owned()),
+        sources: vec![ValueSource {
+            path: "/iban".to_owned(),
+            entity: Some("IBAN 1".to_owned()),
+            found_in: Some(Origin::ToolOutput {
+                tool: "read_inbox".to_owned(),
+                call_id: "c0".to_owned(),
+                trusted: false,
+                prose: false,
+            }),
+            inside: true,
+            allowed: false,
+        }],
+        rulings: vec![Ruling {
+            rule_set: "cedar".to_owned(),
+            version: "v7".to_owned(),
+            allowed: false,
+            rules: vec!["forbid-unknown-payee".to_owned()],
+        }],
+        budget_calls: 0,
+        budget_cost: 0,
+        duration_us: 42,
+        previous_hash: String::new(),
+        hash: String::new(),
+    };
+    JsonLinesAuditSink::open(&log, true)
+        .unwrap()
+        .append(Unchained::new(every_field, Some(key.clone())))
+        .await
+        .unwrap();
+
+    let records = portcullis::audit::read_json_lines(&log).unwrap();
+    let versions: Vec<u8> = records.iter().map(|record| record.version).collect();
+    // login's write-ahead record and outcome, two refusals of it, an unknown tool, the record
+    // of every field.
+    assert_eq!(versions, [1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2]);
+    let file = std::io::BufReader::new(std::fs::File::open(&log).unwrap());
+    let checkpoint = verify_json_lines(file, Some(&key), None).unwrap();
+    assert_eq!(checkpoint.length, 12);
+
+    let verifier = verifier_from_the_guide(dir.path());
+    assert_eq!(
+        python_verdict(&verifier, &log),
+        format!("verified 12 records, head {}", checkpoint.head)
+    );
+    // A changed word in a record of either version: both verifiers name it.
+    let text = std::fs::read_to_string(&log).unwrap();
+    for (position, from, to) in [(3, "\"alice\"", "\"alicf\""), (11, "mallory", "mallorz")] {
+        let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+        lines[position] = lines[position].replacen(from, to, 1);
+        let altered = dir.path().join("altered.jsonl");
+        std::fs::write(&altered, lines.join("\n")).unwrap();
+        assert_eq!(
+            python_verdict(&verifier, &altered),
+            format!("altered at record {position}")
+        );
+        let file = std::io::BufReader::new(std::fs::File::open(&altered).unwrap());
+        assert!(matches!(
+            verify_json_lines(file, Some(&key), None),
+            Err(portcullis::audit::VerifyError::Broken(ChainBreak::Altered { position: found }))
+                if found == position
+        ));
+    }
+}

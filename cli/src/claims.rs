@@ -234,6 +234,7 @@ impl Settlement<'_> {
     /// A record of this settlement of `call`'s claim, at stage `decision`.
     fn record(&self, call: &CallKey, decision: &str, summary: String) -> AuditRecord {
         AuditRecord {
+            version: 2,
             sequence: 0,
             time_ms: now_ms(),
             trace_id: String::new(),

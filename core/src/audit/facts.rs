@@ -35,4 +35,16 @@ pub(crate) struct Facts {
     pub(crate) edit: OnceLock<SourceRecord>,
     /// What the versioned rule sets among the policies ruled.
     pub(crate) rulings: Mutex<Vec<Ruling>>,
+    /// The digest of the fields the call's audit records share, computed for its first record
+    /// that holds the canonical arguments and read for the next.
+    pub(crate) shared_digest: OnceLock<[u8; 32]>,
+}
+
+impl Facts {
+    /// Where the digest of the fields the call's records share is kept, once the canonical
+    /// arguments are known: a record built after this is asked holds them, as the call's
+    /// later records do. Before, a record holds the arguments as sent, and is digested alone.
+    pub(crate) fn shared_digest(&self) -> Option<&OnceLock<[u8; 32]>> {
+        self.canonical.get().map(|_| &self.shared_digest)
+    }
 }

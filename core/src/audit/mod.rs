@@ -22,28 +22,28 @@
 //!
 //! [`ToolContract::audit_required`]: crate::ToolContract::audit_required
 
+mod digest;
 mod facts;
 mod round_writer;
 mod sinks;
+mod stored;
 mod verify;
 
-use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::fmt;
-use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use hmac::{Hmac, KeyInit, Mac};
+use hmac::{Hmac, KeyInit};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 
 use crate::contract::{recorded_arguments, recorded_canonical};
 use crate::encoding::hex;
 use crate::future::BoxFuture;
-use crate::rejection::shorten;
+use crate::rejection::{shorten, shortened};
 use crate::time::now_ms;
 use crate::{Arguments, CallContext, Outcome, PendingCall, Rejection, ToolCall, ToolContract};
 
@@ -59,6 +59,11 @@ pub use crate::contract::REDACTED;
 /// One decision: who asked for what, which gate decided and why, what it cost, and the result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditRecord {
+    /// The record's format: 2 for the records written now, 1 for those written before
+    /// version 2 (which do not name it). The format says what the record's link covers; the
+    /// audit page of the guide spells both out.
+    #[serde(default = "format_v1", skip_serializing_if = "is_format_v1")]
+    pub version: u8,
     /// The record's place in the log, from 0.
     pub sequence: u64,
     /// When the decision was taken, in milliseconds since the Unix epoch.
@@ -134,11 +139,20 @@ pub struct AuditRecord {
     pub hash: String,
 }
 
+fn format_v1() -> u8 {
+    digest::V1
+}
+
+fn is_format_v1(version: &u8) -> bool {
+    *version == digest::V1
+}
+
 impl AuditRecord {
     /// A record, taken now, of the caller of `ctx`, with nothing yet about what it did: the
     /// start of every record a registry writes.
     fn of_caller(ctx: &CallContext) -> Self {
         AuditRecord {
+            version: digest::V2,
             sequence: 0,
             time_ms: now_ms(),
             trace_id: ctx.trace_id().to_owned(),
@@ -166,48 +180,6 @@ impl AuditRecord {
             previous_hash: String::new(),
             hash: String::new(),
         }
-    }
-
-    /// Whether the record's link in the chain was made with `key` (with SHA-256 alone,
-    /// without one): a writer beside the application tells from the log's last record how
-    /// the log is linked, and does not break a keyed chain with a link of another kind.
-    pub fn is_linked_with(&self, key: Option<&AuditKey>) -> bool {
-        self.hash == link(key, self.sequence, &self.previous_hash, &self.digest())
-    }
-
-    /// The SHA-256 of the record's fields, its place in the chain left out: computed before
-    /// the record is ordered, so that no writer waits for it. A record not yet placed (the
-    /// writer's case) is hashed as it is, without a copy.
-    fn digest(&self) -> String {
-        let placed = self.sequence != 0 || !self.previous_hash.is_empty() || !self.hash.is_empty();
-        let unplaced = if placed {
-            Cow::Owned(AuditRecord {
-                sequence: 0,
-                previous_hash: String::new(),
-                hash: String::new(),
-                ..self.clone()
-            })
-        } else {
-            Cow::Borrowed(self)
-        };
-        let mut hashing = Hashing(Sha256::new());
-        serde_json::to_writer(&mut hashing, &*unplaced)
-            .expect("a record of strings and JSON values serializes");
-        hex(&hashing.0.finalize())
-    }
-}
-
-/// Bytes written into a SHA-256, so that what is hashed is never held as a whole.
-struct Hashing(Sha256);
-
-impl std::io::Write for Hashing {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.update(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
     }
 }
 
@@ -266,34 +238,6 @@ impl fmt::Debug for AuditKey {
     }
 }
 
-/// The link of a record at `sequence` after `previous_hash`, whose fields have `digest`: the
-/// MAC (or hash) of `{sequence}\n{previous_hash}\n{digest}`, fed in parts.
-fn link(key: Option<&AuditKey>, sequence: u64, previous_hash: &str, digest: &str) -> String {
-    let mut number = [0u8; 20];
-    let mut written = &mut number[..];
-    write!(written, "{sequence}").expect("a u64 has at most 20 digits");
-    let number_len = 20 - written.len();
-    let parts = [
-        &number[..number_len],
-        b"\n",
-        previous_hash.as_bytes(),
-        b"\n",
-        digest.as_bytes(),
-    ];
-    match key {
-        Some(AuditKey(key)) => {
-            let mut mac = key.keyed.clone();
-            parts.iter().for_each(|part| mac.update(part));
-            hex(&mac.finalize().into_bytes())
-        }
-        None => {
-            let mut hash = Sha256::new();
-            parts.iter().for_each(|part| hash.update(part));
-            hex(&hash.finalize())
-        }
-    }
-}
-
 /// A place in a log: how many records it holds, and the hash of its last ([`GENESIS_HASH`]
 /// for an empty log). Kept outside the log, it proves later that none of those records was
 /// cut off: see [`verify_to`].
@@ -327,7 +271,7 @@ impl Checkpoint {
 /// it, in the order its writers append, with [`Unchained::chain_after`].
 pub struct Unchained {
     record: AuditRecord,
-    digest: String,
+    digest: [u8; 32],
     key: Option<AuditKey>,
 }
 
@@ -356,10 +300,11 @@ impl Unchained {
 
     /// `record`, to be chained under `key` (the application's
     /// [`audit_key`](crate::RegistryBuilder::audit_key), or none): for a writer beside the
-    /// registries, such as the operator's command line. Its `sequence`, `previous_hash` and
-    /// `hash` are set when the sink chains it.
+    /// registries, such as the operator's command line. It is written in the current format;
+    /// its `sequence`, `previous_hash` and `hash` are set when the sink chains it.
     pub fn new(record: AuditRecord, key: Option<AuditKey>) -> Self {
         let record = AuditRecord {
+            version: digest::V2,
             sequence: 0,
             previous_hash: String::new(),
             hash: String::new(),
@@ -380,7 +325,11 @@ impl Unchained {
             key,
         } = self;
         record.sequence = head.length;
-        record.hash = link(key.as_ref(), head.length, &head.head, &digest);
+        // A head that is no hash (a log broken before this record) gives no link: the
+        // record then fails verification where the log broke.
+        record.hash = digest::link(key.as_ref(), head.length, &head.head, &digest)
+            .map(|link| hex(&link))
+            .unwrap_or_default();
         record.previous_hash = head.head.clone();
         record
     }
@@ -500,9 +449,10 @@ impl AuditLog {
     /// Records one decision; a failure to store it is reported to `tracing`. The outcome of a
     /// call that ran is kept until it is stored: every run ends with its outcome on record.
     pub(crate) async fn append(&self, decided: Decided<'_>) {
+        let shared = decided.facts.and_then(Facts::shared_digest);
         let record = decision_record(&decided);
         let time_ms = record.time_ms;
-        if let Err(error) = self.store(record).await {
+        if let Err(error) = self.store(record, shared).await {
             tracing::error!(tool = %decided.call.name, %error, "an audit record could not be written");
             let ran = decided
                 .outcome
@@ -548,7 +498,8 @@ impl AuditLog {
             };
             self.waiting.fetch_sub(1, Ordering::AcqRel);
             let kept = record.clone();
-            if let Err(error) = self.append_now(record).await {
+            let digest = record.digest();
+            if let Err(error) = self.append_now(record, digest).await {
                 self.unstored_records().push_front(kept);
                 self.waiting.fetch_add(1, Ordering::AcqRel);
                 return Err(error);
@@ -590,15 +541,15 @@ impl AuditLog {
         let mut decided = Decided::plain(ctx, call, Some(contract), &running);
         decided.facts = Some(facts);
         decided.resolution = resolution.map(str::to_owned);
+        let shared = facts.shared_digest();
         let mut record = record_of(&decided);
         record.decision = "about_to_run".to_owned();
         record.summary = "about to run".to_owned();
         record.budget_calls = 0;
         record.budget_cost = 0;
-        self.store(record).await
+        self.store(record, shared).await
     }
 
-    /// Stores `record` after the records kept before it.
     /// Records one step of an agent's run ([`RunStep`]) in the same chain as the calls it made.
     pub(crate) async fn append_step(
         &self,
@@ -615,16 +566,28 @@ impl AuditLog {
             summary: shorten(step.summary, 1000).into_owned(),
             ..AuditRecord::of_caller(ctx)
         };
-        self.store(record).await
+        self.store(record, None).await
     }
 
-    async fn store(&self, record: AuditRecord) -> std::io::Result<()> {
+    /// Stores `record` after the records kept before it. `shared` keeps the digest of the
+    /// fields a call's records share, for the call's next record.
+    async fn store(
+        &self,
+        record: AuditRecord,
+        shared: Option<&OnceLock<[u8; 32]>>,
+    ) -> std::io::Result<()> {
         self.store_unstored().await?;
-        self.append_now(record).await
+        let digest = match shared {
+            Some(shared) => {
+                let fields = record.fields();
+                fields.digest_after(shared.get_or_init(|| fields.call_digest()))
+            }
+            None => record.digest(),
+        };
+        self.append_now(record, digest).await
     }
 
-    async fn append_now(&self, record: AuditRecord) -> std::io::Result<()> {
-        let digest = record.digest();
+    async fn append_now(&self, record: AuditRecord, digest: [u8; 32]) -> std::io::Result<()> {
         self.sink
             .append(Unchained {
                 record,
@@ -694,7 +657,7 @@ fn record_of(decided: &Decided<'_>) -> AuditRecord {
     // counted.
     let counted = rejection.is_none_or(|rejection| rejection.gate() == crate::Gate::Execute);
     let summary = match outcome {
-        Outcome::Completed(output) => shorten(&output.to_string(), 1000).into_owned(),
+        Outcome::Completed(output) => shortened(output.to_string(), 1000),
         Outcome::Rejected(rejection) => shorten(rejection.message(), 1000).into_owned(),
         Outcome::Pending(ticket) => format!("waiting for approval under {}", ticket.id),
     };
@@ -736,7 +699,6 @@ fn record_of(decided: &Decided<'_>) -> AuditRecord {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::digest::sha256_hex;
     use crate::{Rejection, RejectionCode, Risk};
     use serde_json::json;
 
@@ -746,22 +708,6 @@ pub(crate) mod tests {
             .build()
             .unwrap()
             .block_on(future)
-    }
-
-    #[test]
-    fn a_link_covers_the_sequence_the_previous_hash_and_the_digest_as_one_text() {
-        let message = "18446744073709551615\nprevious\ndigest";
-        assert_eq!(
-            link(None, u64::MAX, "previous", "digest"),
-            sha256_hex(message.as_bytes())
-        );
-        let key = AuditKey::new([7u8; 32].to_vec()).unwrap();
-        let mut mac = Hmac::<Sha256>::new_from_slice(&[7u8; 32]).unwrap();
-        mac.update(b"0\nprevious\ndigest");
-        assert_eq!(
-            link(Some(&key), 0, "previous", "digest"),
-            hex(&mac.finalize().into_bytes())
-        );
     }
 
     pub(super) fn key() -> AuditKey {
@@ -805,6 +751,24 @@ pub(crate) mod tests {
             }));
         }
         sink.records()
+    }
+
+    /// `log_of(count)`, its first `written_v1` records linked as version 1 wrote them, as a
+    /// log from before version 2 that a version 2 writer continued.
+    pub(super) fn mixed_log(count: usize, written_v1: usize) -> Vec<AuditRecord> {
+        let mut head = Checkpoint::genesis();
+        log_of(count)
+            .into_iter()
+            .enumerate()
+            .map(|(index, record)| {
+                let record = match index < written_v1 {
+                    true => digest::tests::chained_v1(record, &head, &key()),
+                    false => Unchained::new(record, Some(key())).chain_after(&head),
+                };
+                head = Checkpoint::after(&record);
+                record
+            })
+            .collect()
     }
 
     #[test]

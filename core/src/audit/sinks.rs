@@ -442,7 +442,7 @@ mod tests {
         let call = ToolCall::new("c", "list", "{}");
         let outcome = Outcome::Completed(json!(0));
         let record = record_of(&Decided::plain(&ctx, &call, None, &outcome));
-        let error = block_on(log.store(record)).unwrap_err();
+        let error = block_on(log.store(record, None)).unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::InvalidData);
     }
 

@@ -2,11 +2,14 @@
 //! checked in constant memory, from a store's pages, a JSON Lines file, or records in memory
 //! ([`verify`], [`verify_to`]).
 
+use std::borrow::Cow;
 use std::fmt;
 
 use sha2::{Digest, Sha256};
 
-use super::{AuditKey, AuditRecord, Checkpoint, GENESIS_HASH, link};
+use super::digest::link_v1;
+use super::stored::StoredRecord;
+use super::{AuditKey, AuditRecord, Checkpoint, GENESIS_HASH};
 use crate::encoding::hex;
 
 /// Where a log's chain breaks.
@@ -77,8 +80,8 @@ impl fmt::Display for ChainBreak {
 
 impl std::error::Error for ChainBreak {}
 
-/// A record's text as `serde_json` writes an [`AuditRecord`], split around its place in the
-/// chain: `{"sequence":N,` first, `,"previous_hash":"P","hash":"H"}` last (the struct's first
+/// A version 1 record's text as `serde_json` writes an [`AuditRecord`], split around its
+/// place in the chain: `{"sequence":N,` first, `,"previous_hash":"P","hash":"H"}` last (the struct's first
 /// and last fields), the record's other fields between.
 struct PlacedText<'a> {
     sequence: u64,
@@ -122,7 +125,7 @@ impl<'a> PlacedText<'a> {
 
     /// Whether the record's link is the one made with `key` of its place and its digest.
     fn is_linked(&self, key: Option<&AuditKey>) -> bool {
-        self.hash == link(key, self.sequence, self.previous_hash, &self.digest())
+        self.hash == link_v1(key, self.sequence, self.previous_hash, &self.digest())
     }
 
     /// The digest of the record, as [`AuditRecord::digest`] computes it: of its text with
@@ -134,6 +137,35 @@ impl<'a> PlacedText<'a> {
         hash.update(self.fields);
         hash.update(Self::UNPLACED_END);
         hex(&hash.finalize())
+    }
+}
+
+/// A record's place in the chain, read from its text.
+struct Place<'a> {
+    sequence: u64,
+    previous_hash: Cow<'a, str>,
+    hash: Cow<'a, str>,
+}
+
+impl<'a> Place<'a> {
+    /// The place of the record stored as `text`, if the record matches its own link under
+    /// `key`: a version 1 record as its writer wrote it is checked from its text, a version 2
+    /// record from its fields read without copies. `None` leaves the record to be read as an
+    /// [`AuditRecord`], for the verdict.
+    fn of_linked(text: &'a str, key: Option<&AuditKey>) -> Option<Self> {
+        if let Some(placed) = PlacedText::of(text) {
+            return placed.is_linked(key).then_some(Place {
+                sequence: placed.sequence,
+                previous_hash: Cow::Borrowed(placed.previous_hash),
+                hash: Cow::Borrowed(placed.hash),
+            });
+        }
+        let stored = StoredRecord::read(text)?;
+        stored.is_linked_v2(key)?.then_some(Place {
+            sequence: stored.sequence,
+            previous_hash: stored.previous_hash.0,
+            hash: stored.hash.0,
+        })
     }
 }
 
@@ -287,17 +319,17 @@ impl Verifier {
     }
 
     /// [`push`](Verifier::push) for the record stored as `text`, its JSON, as the sinks
-    /// and stores write it. A record stored as its writer serialized it is checked from the
-    /// text, without being read into a record: its link covers the digest of those very
-    /// bytes, so text that matches its link is the record as written. Any other text is read
-    /// and checked as a record, with the same verdict.
+    /// and stores write it. A version 1 record stored as its writer serialized it is checked
+    /// from the text, without being read into a record: its link covers the digest of those
+    /// very bytes, so text that matches its link is the record as written. A version 2 record
+    /// is checked from its fields, read without copying them. Any other text is read and
+    /// checked as a record, with the same verdict.
     pub fn push_text(&mut self, text: &str) -> Result<(), VerifyError> {
-        if let Some(placed) = PlacedText::of(text)
-            && placed.sequence == self.reached.length
-            && placed.previous_hash == self.reached.head
-            && placed.is_linked(self.key.as_ref())
+        if let Some(place) = Place::of_linked(text, self.key.as_ref())
+            && place.sequence == self.reached.length
+            && place.previous_hash == self.reached.head
         {
-            self.advance(placed.sequence, placed.hash);
+            self.advance(place.sequence, &place.hash);
             return Ok(());
         }
         let record: AuditRecord = serde_json::from_str(text)
@@ -306,9 +338,9 @@ impl Verifier {
     }
 
     /// [`push_text`](Verifier::push_text) for each of `texts`, in order, with the same
-    /// verdict: the links, which depend on nothing but each record's own text, are checked on
-    /// as many threads as the machine has, and only the order of the records one after the
-    /// other.
+    /// verdict: the records are read and their links, which depend on nothing but each
+    /// record's own text, checked on as many threads as the machine has, and only the order of
+    /// the records one after the other.
     pub fn push_texts<'t, T: AsRef<str> + Sync>(
         &mut self,
         texts: &'t [T],
@@ -318,11 +350,11 @@ impl Verifier {
             .min(texts.len() / Self::RECORDS_PER_THREAD)
             .max(1);
         let key = self.key.as_ref();
-        // Each record's text split around its place, if it matches its own link.
-        let linked = |texts: &'t [T]| -> Vec<Option<PlacedText<'t>>> {
+        // Each record's place, if it matches its own link.
+        let linked = |texts: &'t [T]| -> Vec<Option<Place<'t>>> {
             texts
                 .iter()
-                .map(|text| PlacedText::of(text.as_ref()).filter(|placed| placed.is_linked(key)))
+                .map(|text| Place::of_linked(text.as_ref(), key))
                 .collect()
         };
         let chunk = texts.len().div_ceil(threads).max(1);
@@ -340,11 +372,11 @@ impl Verifier {
             all
         });
         for (index, text) in texts.iter().enumerate() {
-            if let Some(Some(placed)) = linked.get(index)
-                && placed.sequence == self.reached.length
-                && placed.previous_hash == self.reached.head
+            if let Some(Some(place)) = linked.get(index)
+                && place.sequence == self.reached.length
+                && place.previous_hash == self.reached.head
             {
-                self.advance(placed.sequence, placed.hash);
+                self.advance(place.sequence, &place.hash);
                 continue;
             }
             self.push_text(text.as_ref())?;
@@ -395,19 +427,27 @@ impl Verifier {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::tests::{key, log_of};
+    use crate::audit::tests::{key, mixed_log};
+    use crate::encoding::hex;
 
     #[test]
     fn a_record_verifies_from_its_text_with_the_same_verdict() {
-        // Enough records for the page's links to be checked on more than one thread.
-        let records = log_of(300);
+        // Enough records for the page's links to be checked on more than one thread; a log
+        // written in version 1, then continued in version 2.
+        let records = mixed_log(300, 150);
         let texts: Vec<String> = records
             .iter()
             .map(|record| serde_json::to_string(record).unwrap())
             .collect();
         for (record, text) in records.iter().zip(&texts) {
-            let placed = PlacedText::of(text).expect("a record as the sinks write it");
-            assert_eq!(placed.digest(), record.digest());
+            // Version 1 text is checked as written; version 2 text is read.
+            let Some(placed) = PlacedText::of(text) else {
+                assert_eq!(record.version, 2, "{text}");
+                assert!(text.starts_with("{\"version\":2,\"sequence\":"));
+                continue;
+            };
+            assert_eq!(record.version, 1);
+            assert_eq!(placed.digest(), hex(&record.digest()));
             assert_eq!(
                 (placed.sequence, placed.hash),
                 (record.sequence, &*record.hash)
@@ -447,12 +487,14 @@ mod tests {
             })
         );
 
-        let mut altered = texts.clone();
-        altered[204] = altered[204].replace("\"alice\"", "\"mallory\"");
-        assert_eq!(
-            by_text(&altered, None),
-            Err(ChainBreak::Altered { position: 204 })
-        );
+        for position in [20, 204] {
+            let mut altered = texts.clone();
+            altered[position] = altered[position].replace("\"alice\"", "\"mallory\"");
+            assert_eq!(
+                by_text(&altered, None),
+                Err(ChainBreak::Altered { position })
+            );
+        }
         // Text the writer did not write, for the same record, is read as a record.
         let mut spaced = texts.clone();
         spaced[2] = serde_json::to_string_pretty(&records[2]).unwrap();
@@ -475,5 +517,67 @@ mod tests {
             by_text(&swapped, None),
             Err(ChainBreak::Broken { position: 201, .. })
         ));
+
+        // A version 2 record is its fields as a JSON reader reads them: other spellings of the
+        // same fields verify, other fields do not.
+        let arguments = r#""arguments":{"password":"[redacted]","user":"a"}"#;
+        assert!(texts[200].contains(arguments));
+        for (spelling, verifies) in [
+            (
+                r#""arguments":{"user":"\u0061","password":"[redacted]"}"#,
+                true,
+            ),
+            (
+                r#""arguments":{"user":"b","password":"[redacted]","user":"a"}"#,
+                true,
+            ),
+            (
+                r#""arguments" : { "password" : "[redacted]" , "user" : "a" }"#,
+                true,
+            ),
+            (
+                r#""arguments":{"user":"a","password":"[redacted]","user":"b"}"#,
+                false,
+            ),
+            (
+                r#""arguments":{"password":"[redacted]","user":"a","extra":null}"#,
+                false,
+            ),
+            (
+                r#""arguments":{"password":"[redacted]","user":"a "}"#,
+                false,
+            ),
+        ] {
+            let mut respelled = texts.clone();
+            respelled[200] = respelled[200].replace(arguments, spelling);
+            let verdict = by_text(&respelled, None);
+            match verifies {
+                true => assert_eq!(verdict, Ok(checkpoint.clone()), "{spelling}"),
+                false => assert_eq!(verdict, Err(ChainBreak::Altered { position: 200 })),
+            }
+        }
+        // A record relabelled in the other format no longer matches its link.
+        let mut relabelled = texts.clone();
+        relabelled[20] = relabelled[20].replacen("{", "{\"version\":2,", 1);
+        relabelled[200] = relabelled[200].replacen("\"version\":2,", "", 1);
+        assert_eq!(
+            by_text(&relabelled[..150], None),
+            Err(ChainBreak::Altered { position: 20 })
+        );
+        let mut verifier = Verifier::new(Some(&key()));
+        texts[..200]
+            .iter()
+            .for_each(|text| verifier.push_text(text).unwrap());
+        assert!(matches!(
+            verifier.push_text(&relabelled[200]),
+            Err(VerifyError::Broken(ChainBreak::Altered { position: 200 }))
+        ));
+        // A snapshot of `null` is no snapshot, as the record reads it.
+        let mut null_snapshot = texts.clone();
+        null_snapshot[200] = null_snapshot[200].replace(
+            r#""snapshot_after":null"#,
+            r#""snapshot_after":null,"snapshot_missing":null"#,
+        );
+        assert_eq!(by_text(&null_snapshot, None), Ok(checkpoint.clone()));
     }
 }

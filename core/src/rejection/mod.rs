@@ -349,6 +349,14 @@ pub(crate) fn shorten(text: &str, max_chars: usize) -> std::borrow::Cow<'_, str>
     }
 }
 
+/// [`shorten`] of a text the caller owns: kept as it is when it is short enough.
+pub(crate) fn shortened(text: String, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        None => text,
+        Some(_) => shorten(&text, max_chars).into_owned(),
+    }
+}
+
 /// One violated constraint found by the validate gate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Violation {
