@@ -10,8 +10,6 @@
 //!   big-endian), the hash before and the digest (32 bytes each). The audit page of the guide
 //!   spells the encoding out, for a verifier in another language.
 
-use std::cell::RefCell;
-
 use hmac::Mac;
 use serde::Serialize;
 use serde_json::Value;
@@ -45,20 +43,17 @@ impl AuditRecord {
     /// without one): a writer beside the application tells from the log's last record how
     /// the log is linked, and does not break a keyed chain with a link of another kind.
     pub fn is_linked_with(&self, key: Option<&AuditKey>) -> bool {
-        let linked = match self.version {
-            V1 => Some(link_v1(
-                key,
-                self.sequence,
-                &self.previous_hash,
-                &hex(&self.digest_v1()),
-            )),
+        match self.version {
+            V1 => {
+                let digest = hex(&self.digest_v1());
+                link_v1(key, self.sequence, &self.previous_hash, &digest) == self.hash
+            }
             V2 => {
                 let linked = link(key, self.sequence, &self.previous_hash, &self.digest());
-                return is_link(&self.hash, linked);
+                is_link(&self.hash, linked)
             }
-            _ => None,
-        };
-        linked.is_some_and(|linked| linked == self.hash)
+            _ => false,
+        }
     }
 
     /// The version 1 digest: of the record's JSON, with its place emptied.
@@ -319,34 +314,19 @@ impl std::io::Write for Hashing {
     }
 }
 
-/// The version 2 encoding, written into a buffer that is hashed at once: fed to a SHA-256 in
-/// its many small pieces, the same bytes take twice as long.
-pub(super) struct Encoder<'b>(&'b mut Vec<u8>);
+/// The version 2 encoding, written straight into a SHA-256.
+pub(super) struct Encoder(Sha256);
 
-thread_local! {
-    /// The buffer each thread encodes into, kept between records.
-    static ENCODING: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-}
-
-impl Encoder<'_> {
-    /// A buffer kept past this many bytes (a record with large snapshots) is let go.
-    const KEPT_BYTES: usize = 256 * 1024;
-
+impl Encoder {
     /// The SHA-256 of what `write` encodes.
-    fn digest(write: impl FnOnce(&mut Encoder<'_>)) -> [u8; 32] {
-        ENCODING.with_borrow_mut(|buffer| {
-            buffer.clear();
-            write(&mut Encoder(buffer));
-            let digest = Sha256::digest(&buffer[..]).into();
-            if buffer.capacity() > Self::KEPT_BYTES {
-                *buffer = Vec::new();
-            }
-            digest
-        })
+    fn digest(write: impl FnOnce(&mut Encoder)) -> [u8; 32] {
+        let mut encoder = Encoder(Sha256::new());
+        write(&mut encoder);
+        encoder.0.finalize().into()
     }
 
     fn bytes(&mut self, bytes: &[u8]) {
-        self.0.extend_from_slice(bytes);
+        self.0.update(bytes);
     }
 
     fn number(&mut self, number: u64) {
