@@ -95,7 +95,7 @@ impl<'a> PlacedText<'a> {
     const PREVIOUS: &'static str = ",\"previous_hash\":\"";
     const HASH: &'static str = "\",\"hash\":\"";
     const END: &'static str = "\"}";
-    /// The text of an unplaced record after its other fields, as [`AuditRecord::digest`]
+    /// The text of an unplaced record after its other fields, as the version 1 digest
     /// hashes it.
     const UNPLACED_END: &'static str = ",\"previous_hash\":\"\",\"hash\":\"\"}";
 
@@ -128,7 +128,7 @@ impl<'a> PlacedText<'a> {
         self.hash == link_v1(key, self.sequence, self.previous_hash, &self.digest())
     }
 
-    /// The digest of the record, as [`AuditRecord::digest`] computes it: of its text with
+    /// The version 1 digest of the record: of its text with
     /// its place left out.
     fn digest(&self) -> String {
         let mut hash = Sha256::new();
