@@ -23,7 +23,12 @@ impl Shares {
 
     /// One more task for `caller`.
     pub(crate) fn take(&mut self, caller: &str) {
-        *self.0.entry(caller.to_owned()).or_default() += 1;
+        match self.0.get_mut(caller) {
+            Some(held) => *held += 1,
+            None => {
+                self.0.insert(caller.to_owned(), 1);
+            }
+        }
     }
 
     /// One task of `caller`'s given back.

@@ -486,7 +486,8 @@ impl AuditLog {
             }
         }
         let _turn = Turn(&self.flushing);
-        self.store_kept().await
+        // Boxed: records are rarely kept, and every record's future would carry this one's room.
+        Box::pin(self.store_kept()).await
     }
 
     /// [`store_unstored`](Self::store_unstored), by the one caller that stores them.

@@ -11,9 +11,10 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use serde_json::Value;
 use validator::ValidationErrors;
 
-use super::decode::{self, DecodeLimits, Decoded, canonical_of};
+use super::decode::{self, DecodeLimits, Decoded, WriteCanonical, canonical_of};
 use super::execute::{Execution, execute};
 use crate::future::BoxFuture;
+use crate::json::write_canonical_of;
 use crate::schema::check::SchemaCheck;
 use crate::{
     Arguments, CallContext, Decision, PolicyError, Rejection, RejectionCode, Tool, ToolContract,
@@ -22,12 +23,9 @@ use crate::{
 
 /// One call's typed arguments with their tool, as the gates after decode read them, for a
 /// call whose tool and context live for `'a`.
-pub(crate) trait BoundCall<'a>: Send + Sync {
+pub(crate) trait BoundCall<'a>: WriteCanonical + Send + Sync {
     /// The tool's own checks of the arguments ([`Tool::validate_args`]).
     fn validate(&self) -> Result<(), ValidationErrors>;
-
-    /// The canonical arguments, written by the arguments' `Serialize`.
-    fn canonical(&self) -> Result<Value, Rejection>;
 
     /// The tool's own policy over the arguments, if it has one ([`Tool::policy`]).
     fn policy<'s>(
@@ -59,13 +57,20 @@ pub(crate) struct Bound<'a, T: Tool> {
     pub(crate) args: T::Args,
 }
 
+/// The canonical arguments, written by the arguments' `Serialize`.
+impl<T: Tool> WriteCanonical for Bound<'_, T> {
+    fn value(&self) -> Result<Value, Rejection> {
+        canonical_of(&self.args)
+    }
+
+    fn text(&self, out: &mut String) -> bool {
+        write_canonical_of(&self.args, out)
+    }
+}
+
 impl<'a, T: Tool> BoundCall<'a> for Bound<'a, T> {
     fn validate(&self) -> Result<(), ValidationErrors> {
         self.tool.validate_args(&self.args)
-    }
-
-    fn canonical(&self) -> Result<Value, Rejection> {
-        canonical_of(&self.args)
     }
 
     fn policy<'s>(
@@ -156,7 +161,7 @@ pub(crate) fn rebind<'a>(
 ) -> Result<Box<dyn BoundCall<'a> + 'a>, Rejection> {
     catch_unwind(AssertUnwindSafe(|| {
         let bound = tool.bind(canonical).map_err(|_| not_reproducible())?;
-        if check.identity_text(&bound.canonical()?) != check.identity_text(canonical) {
+        if check.identity_text(&bound.value()?) != check.identity_text(canonical) {
             return Err(not_reproducible());
         }
         Ok(bound)

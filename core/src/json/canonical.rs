@@ -215,7 +215,7 @@ fn write_canonical<J: JsonView, S: Sets<J>>(value: &J, sets: S, out: &mut String
 /// fingerprints are hashes of this text): `"` and `\\` with a backslash, the five control
 /// characters with short escapes as such, the other controls as `\\u00xx`, everything else
 /// as it is. Unescaped runs are copied whole.
-fn write_string(text: &str, out: &mut String) {
+pub(super) fn write_string(text: &str, out: &mut String) {
     out.reserve(text.len() + 2);
     out.push('"');
     let mut start = 0;
@@ -245,7 +245,7 @@ fn write_string(text: &str, out: &mut String) {
 
 /// A number by its value: integers (and integral floats, exactly) in decimal, other floats in
 /// the shortest form that reads back as the same float.
-fn write_number(number: &Number, out: &mut String) {
+pub(super) fn write_number(number: &Number, out: &mut String) {
     if let Some(value) = integer_value(number) {
         let _ = write!(out, "{value}");
     } else if let Some(value) = number.as_f64() {

@@ -45,18 +45,18 @@ impl Registry {
         let Dispatched { outcome, contract } = dispatched;
         let repeated = facts.repeated.load(Ordering::Relaxed);
         if let Some(started) = started {
-            settings
-                .record(Decided {
-                    ctx,
-                    call,
-                    contract,
-                    outcome: &outcome,
-                    duration: started.elapsed(),
-                    resolution: repeated.then(|| "repeated call id".to_owned()),
-                    original_arguments: None,
-                    facts: Some(&facts),
-                })
-                .await;
+            // Boxed: the audit's future is large, and a registry without one would carry it.
+            Box::pin(settings.record(Decided {
+                ctx,
+                call,
+                contract,
+                outcome: &outcome,
+                duration: started.elapsed(),
+                resolution: repeated.then(|| "repeated call id".to_owned()),
+                original_arguments: None,
+                facts: Some(&facts),
+            }))
+            .await;
         }
         let kept = match (&outcome, &settings.approvals.approver, repeated) {
             // Boxed: resuming a call is a large future, and most calls never need it.

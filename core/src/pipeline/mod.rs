@@ -44,7 +44,6 @@ use std::sync::atomic::Ordering;
 use serde_json::Value;
 
 use crate::audit::{Decided, Facts, Snapshots};
-use crate::digest::sha256_hex;
 use crate::future::Contained;
 use crate::gate::approve::decision::expired;
 use crate::gate::authorize::authorize_caller;
@@ -181,8 +180,7 @@ async fn gates<'a>(tool: &'a dyn ErasedTool, passage: Passage<'a>) -> Result<Out
     };
     let decoded = tool.decode(check, &call.arguments, &limits)?;
     let bound = decoded.args;
-    let write = || bound.canonical();
-    let canonical = Canonical::new(&write, &facts.canonical);
+    let canonical = Canonical::new(&*bound, &facts.canonical);
     // Arguments that will be read again must read back as themselves before anything runs,
     // or the call could be neither observed nor undone.
     if read_again(contract) {
@@ -285,8 +283,7 @@ async fn admit<'a>(
     let settings = passage.registry.settings();
     let contract = tool.contract();
     // The same canonical arguments as the earlier gates', written once in `facts`.
-    let write = || bound.canonical();
-    let canonical = &Canonical::new(&write, &facts.canonical);
+    let canonical = &Canonical::new(&*bound, &facts.canonical);
 
     // 6. budget: an approved call was counted when it began to wait.
     let counted = settings.checks(Gate::Budget) && settings.budget.applies_to(contract);
@@ -303,8 +300,10 @@ async fn admit<'a>(
     }
 
     // 7. approve
+    // Boxed, as the rarer roads below are: a future holds room for the largest of the futures
+    // it awaits, and the call that takes none of them would carry and copy that room.
     if needs_approval {
-        return wait(passage, contract, canonical, claimed, reserved).await;
+        return Box::pin(wait(passage, contract, canonical, claimed, reserved)).await;
     }
 
     // 8. audit: a call that changes state runs only once it is on record.
@@ -330,13 +329,13 @@ async fn claim(
     canonical: &Canonical<'_>,
 ) -> Result<Option<Outcome>, Rejection> {
     let settings = passage.registry.settings();
-    let fingerprint = sha256_hex(passage.check.identity_text(canonical.get()?).as_bytes());
+    let fingerprint = canonical.fingerprint(passage.check)?;
     let lease_start = now_ms().saturating_sub(settings.claim_lease_ms);
     let mut claim = settings.repeats.claim(key, &fingerprint, lease_start).await;
     if let Claim::Existing(ClaimState::Pending(ticket)) = &claim
         && ticket.is_expired(now_ms())
     {
-        passage.registry.expire_tickets().await;
+        Box::pin(passage.registry.expire_tickets()).await;
         claim = settings.repeats.claim(key, &fingerprint, lease_start).await;
         if let Claim::Existing(ClaimState::Pending(_)) = claim {
             // Its ticket left the store by another road (a restart of an in-memory store,
@@ -467,7 +466,7 @@ async fn about_to_run(
         && contract.audit_required()
         && !settings.dry_run
         && settings.checks(Gate::Audit)
-        && let Err(error) = log.about_to_run(ctx, call, contract, facts, None).await
+        && let Err(error) = Box::pin(log.about_to_run(ctx, call, contract, facts, None)).await
     {
         tracing::error!(tool = contract.name(), %error, "the call could not be recorded before it ran, so it did not run");
         return Err(Rejection::new(

@@ -9,11 +9,11 @@ use super::{Dispatched, Road, ran};
 use crate::audit::{Decided, Facts};
 use crate::contract::Origin;
 use crate::contract::contract_hash;
-use crate::digest::sha256_hex;
 use crate::gate::approve::decision::{already_decided, expired, not_pending, record_decision};
 use crate::gate::approve::store::Lease;
 use crate::gate::authorize::provenance::source;
 use crate::gate::authorize::provenance::text::source_text;
+use crate::gate::decode::fingerprint;
 
 use crate::gate::repeat::{CallKey, Claim, ClaimState};
 use crate::registry::Registered;
@@ -400,7 +400,7 @@ impl Registry {
         let Some(Registered { check, .. }) = self.registered(&pending.ticket.tool) else {
             return Ok(());
         };
-        let fingerprint = sha256_hex(check.identity_text(&pending.canonical).as_bytes());
+        let fingerprint = fingerprint(check, &pending.canonical);
         let replayed = || {
             Rejection::new(
                 RejectionCode::TicketDecided,

@@ -345,6 +345,12 @@ impl SchemaCheck {
         })
     }
 
+    /// Whether a list of the arguments may be a set (`uniqueItems`), whose elements the
+    /// identity text puts in order.
+    pub(crate) fn has_sets(&self) -> bool {
+        self.has_sets
+    }
+
     /// The text by which two calls of this tool are told apart as calls: see
     /// [`identity_text`]. The lists the schema calls sets (`uniqueItems`: a `HashSet`, a
     /// `BTreeSet`) are written in one order; in a union, those of the forms the value takes.

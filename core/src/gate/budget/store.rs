@@ -945,7 +945,7 @@ impl InMemoryBudgetStore {
     fn count_within(
         &self,
         task: &str,
-        caller: &str,
+        caller: impl FnOnce() -> String,
         limit: &RefusalLimit,
     ) -> Result<u64, Rejection> {
         let now = (self.clock)();
@@ -956,7 +956,8 @@ impl InMemoryBudgetStore {
             slide(&mut usage.refusals, now, limit.per);
             return Ok(usage.refusals.len() as u64);
         }
-        if state.callers.lock(caller).held(caller) >= state.tasks_per_caller {
+        let caller = caller();
+        if state.callers.lock(&caller).held(&caller) >= state.tasks_per_caller {
             return Err(budget_share_full(state.tasks_per_caller));
         }
         if tasks.room(now, state.tasks_per_part) {
@@ -1022,8 +1023,9 @@ impl BudgetStore for InMemoryBudgetStore {
         ctx: &'a CallContext,
         limit: &'a RefusalLimit,
     ) -> BoxFuture<'a, Result<u64, Rejection>> {
-        let caller = caller_key(ctx.actor(), ctx.tenant().unwrap_or_default());
-        Box::pin(ready(self.count_within(ctx.task_id(), &caller, limit)))
+        // The caller's share is read only for a task the store does not hold yet.
+        let caller = || caller_key(ctx.actor(), ctx.tenant().unwrap_or_default());
+        Box::pin(ready(self.count_within(ctx.task_id(), caller, limit)))
     }
 
     fn task_usage<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Result<BudgetUsage, Rejection>> {
@@ -1429,7 +1431,7 @@ mod tests {
     }
 
     fn refusals_of(store: &InMemoryBudgetStore, task: &str, limit: &RefusalLimit) -> u64 {
-        store.count_within(task, "c", limit).unwrap()
+        store.count_within(task, || "c".into(), limit).unwrap()
     }
 
     #[test]
@@ -1649,7 +1651,7 @@ mod tests {
         let unknown = (0..200)
             .filter(|index| {
                 store
-                    .count_within(&format!("t{index}"), "c", &limit)
+                    .count_within(&format!("t{index}"), || "c".into(), &limit)
                     .map_err(|refusal| refusal.code())
                     == Err(RejectionCode::BudgetStoreFull)
             })

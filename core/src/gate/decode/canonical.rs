@@ -9,22 +9,43 @@ use std::sync::OnceLock;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::digest::sha256_hex;
+use crate::schema::check::SchemaCheck;
 use crate::{Rejection, RejectionCode};
+
+/// Writes the canonical arguments of a call's typed arguments.
+pub(crate) trait WriteCanonical: Sync {
+    /// The canonical arguments, as a `Value`.
+    fn value(&self) -> Result<Value, Rejection>;
+    /// Their canonical text, written into `out` with no `Value` built; `false` where it cannot
+    /// be written so (see [`write_canonical_of`](crate::json::write_canonical_of)).
+    fn text(&self, out: &mut String) -> bool;
+}
 
 /// The canonical arguments of one call, written from its typed arguments the first time a gate
 /// reads them (a call no gate reads them for does not pay for them), and kept for the audit.
 pub(crate) struct Canonical<'a> {
-    write: &'a (dyn Fn() -> Result<Value, Rejection> + Sync),
+    write: &'a dyn WriteCanonical,
     kept: &'a OnceLock<Value>,
 }
 
 impl<'a> Canonical<'a> {
     /// The canonical arguments of `write`'s typed arguments, kept in `kept`.
-    pub(crate) fn new(
-        write: &'a (dyn Fn() -> Result<Value, Rejection> + Sync),
-        kept: &'a OnceLock<Value>,
-    ) -> Self {
+    pub(crate) fn new(write: &'a dyn WriteCanonical, kept: &'a OnceLock<Value>) -> Self {
         Canonical { write, kept }
+    }
+
+    /// The call's fingerprint ([`fingerprint`]), written straight from the typed arguments
+    /// when no gate has read them as a `Value` and the schema holds no set, whose elements
+    /// are put in order through the `Value`.
+    pub(crate) fn fingerprint(&self, check: &SchemaCheck) -> Result<String, Rejection> {
+        if self.kept.get().is_none() && !check.has_sets() {
+            let mut text = String::with_capacity(256);
+            if self.write.text(&mut text) {
+                return Ok(sha256_hex(text.as_bytes()));
+            }
+        }
+        Ok(fingerprint(check, self.get()?))
     }
 
     /// The canonical arguments.
@@ -32,7 +53,7 @@ impl<'a> Canonical<'a> {
         if let Some(value) = self.kept.get() {
             return Ok(value);
         }
-        let value = (self.write)()?;
+        let value = self.write.value()?;
         Ok(self.kept.get_or_init(|| value))
     }
 }
@@ -48,4 +69,11 @@ pub(crate) fn canonical_of<A: Serialize>(args: &A) -> Result<Value, Rejection> {
         .with_reason("arguments_not_serializable")
         .with_retryable(false)
     })
+}
+
+/// What tells a call apart from others with its id (a retry under one id that sends other
+/// arguments is another call): the SHA-256, in hex, of the identity text of its canonical
+/// arguments ([`SchemaCheck::identity_text`]).
+pub(crate) fn fingerprint(check: &SchemaCheck, canonical: &Value) -> String {
+    sha256_hex(check.identity_text(canonical).as_bytes())
 }

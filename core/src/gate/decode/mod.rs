@@ -12,7 +12,7 @@ mod deserializer;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-pub(crate) use canonical::{Canonical, canonical_of};
+pub(crate) use canonical::{Canonical, WriteCanonical, canonical_of, fingerprint};
 
 use crate::call::Arguments;
 use crate::pointer::{Segment, pointer};
