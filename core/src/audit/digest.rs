@@ -16,7 +16,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::{AuditKey, AuditRecord};
-use crate::encoding::hex;
+use crate::encoding::{hash_bytes, hex};
 use crate::{Ruling, ValueSource};
 
 /// The format of the records written before [`V2`], and of a record that names none.
@@ -271,33 +271,6 @@ fn mac(key: Option<&AuditKey>, parts: &[&[u8]]) -> [u8; 32] {
             hash.finalize().into()
         }
     }
-}
-
-/// The 32 bytes a hash in lowercase hex (64 digits), as portcullis writes hashes, writes.
-fn hash_bytes(hash: &str) -> Option<[u8; 32]> {
-    /// Each byte's value as a lowercase hex digit; 16 for any other byte.
-    const DIGITS: [u8; 256] = {
-        let mut digits = [16u8; 256];
-        let mut byte = 0;
-        while byte < 256 {
-            digits[byte] = match byte as u8 {
-                digit @ b'0'..=b'9' => digit - b'0',
-                digit @ b'a'..=b'f' => digit - b'a' + 10,
-                _ => 16,
-            };
-            byte += 1;
-        }
-        digits
-    };
-    let digits: &[u8; 64] = hash.as_bytes().try_into().ok()?;
-    let mut bytes = [0u8; 32];
-    let mut invalid = 0;
-    for (byte, pair) in bytes.iter_mut().zip(digits.chunks_exact(2)) {
-        let (high, low) = (DIGITS[usize::from(pair[0])], DIGITS[usize::from(pair[1])]);
-        invalid |= high | low;
-        *byte = high << 4 | (low & 0xf);
-    }
-    (invalid < 16).then_some(bytes)
 }
 
 /// Bytes written into a SHA-256, so that what is hashed is never held as a whole.

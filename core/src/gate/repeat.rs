@@ -18,7 +18,7 @@ use std::sync::{Arc, MutexGuard};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::encoding::hex;
+use crate::encoding::{hash_bytes, hex};
 use crate::future::BoxFuture;
 use crate::locked_parts::LockedParts;
 use crate::share::{Shares, caller_key};
@@ -274,10 +274,34 @@ impl Claims {
 /// A claim: the call's fingerprint, where it stands, when it was claimed, and, while it is
 /// open, the caller whose share holds it.
 struct Held {
-    fingerprint: String,
+    fingerprint: HeldFingerprint,
     state: ClaimState,
     claimed_ms: u64,
     caller: Option<String>,
+}
+
+/// A fingerprint as a claim keeps it: the 32 bytes that a SHA-256 in hex (what the gates
+/// write) stands for, with no text allocated; any other text by its SHA-256, marked so that it
+/// never equals the hex of that SHA-256.
+#[derive(PartialEq, Eq)]
+struct HeldFingerprint {
+    hashed_text: bool,
+    bytes: [u8; 32],
+}
+
+impl HeldFingerprint {
+    fn of(fingerprint: &str) -> Self {
+        match hash_bytes(fingerprint) {
+            Some(bytes) => HeldFingerprint {
+                hashed_text: false,
+                bytes,
+            },
+            None => HeldFingerprint {
+                hashed_text: true,
+                bytes: Sha256::digest(fingerprint).into(),
+            },
+        }
+    }
 }
 
 /// The SHA-256 of the store's salt and a [`CallKey`], its fields each preceded by its length:
@@ -416,9 +440,8 @@ impl RepeatStore for InMemoryRepeatStore {
     ) -> BoxFuture<'a, Claim> {
         let (digest, mut claims) = self.lock(key);
         if let Some(held) = claims.calls.get(&digest) {
-            let claim = existing_claim(
-                &held.fingerprint,
-                fingerprint,
+            let claim = existing(
+                held.fingerprint == HeldFingerprint::of(fingerprint),
                 held.state.clone(),
                 held.claimed_ms,
                 lease_start_ms,
@@ -444,7 +467,7 @@ impl RepeatStore for InMemoryRepeatStore {
         claims.calls.insert(
             digest,
             Held {
-                fingerprint: fingerprint.to_owned(),
+                fingerprint: HeldFingerprint::of(fingerprint),
                 state: ClaimState::Running,
                 claimed_ms: now_ms(),
                 caller: Some(caller),
@@ -523,7 +546,22 @@ pub fn existing_claim(
     claimed_ms: u64,
     lease_start_ms: u64,
 ) -> Claim {
-    if held_fingerprint != fingerprint {
+    existing(
+        held_fingerprint == fingerprint,
+        state,
+        claimed_ms,
+        lease_start_ms,
+    )
+}
+
+/// [`existing_claim`], told whether the fingerprints are the same.
+fn existing(
+    same_arguments: bool,
+    state: ClaimState,
+    claimed_ms: u64,
+    lease_start_ms: u64,
+) -> Claim {
+    if !same_arguments {
         return Claim::OtherArguments;
     }
     match state {
@@ -614,6 +652,30 @@ mod tests {
             Claim::Existing(done),
             "an outcome is never unknown"
         );
+    }
+
+    #[test]
+    fn a_claim_tells_fingerprints_apart_however_they_are_written() {
+        let store = InMemoryRepeatStore::default();
+        let digest = crate::digest::sha256_hex(b"{}");
+        let hashed_text = hex(&Sha256::digest(b"not hex"));
+        for (id, held, sent, same) in [
+            ("1", digest.as_str(), digest.as_str(), true),
+            ("2", digest.as_str(), &*digest.to_uppercase(), false),
+            ("3", "not hex", "not hex", true),
+            ("4", "not hex", "not hex ", false),
+            // A text that is no SHA-256 in hex is held as its SHA-256, and still is not the
+            // fingerprint that spells that SHA-256 in hex.
+            ("5", "not hex", hashed_text.as_str(), false),
+        ] {
+            let call = key("alice", id);
+            assert_eq!(claim(&store, &call, held), Claim::New);
+            let expected = match same {
+                true => Claim::Existing(ClaimState::Running),
+                false => Claim::OtherArguments,
+            };
+            assert_eq!(claim(&store, &call, sent), expected, "{held} then {sent}");
+        }
     }
 
     fn futures_executor<T>(future: BoxFuture<'_, T>) -> T {
