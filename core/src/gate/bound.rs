@@ -161,7 +161,7 @@ pub(crate) fn rebind<'a>(
 ) -> Result<Box<dyn BoundCall<'a> + 'a>, Rejection> {
     catch_unwind(AssertUnwindSafe(|| {
         let bound = tool.bind(canonical).map_err(|_| not_reproducible())?;
-        if check.identity_text(&bound.value()?) != check.identity_text(canonical) {
+        if decode::identity_of(check, &*bound)? != check.identity_text(canonical) {
             return Err(not_reproducible());
         }
         Ok(bound)

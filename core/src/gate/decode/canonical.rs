@@ -39,11 +39,10 @@ impl<'a> Canonical<'a> {
     /// when no gate has read them as a `Value` and the schema holds no set, whose elements
     /// are put in order through the `Value`.
     pub(crate) fn fingerprint(&self, check: &SchemaCheck) -> Result<String, Rejection> {
-        if self.kept.get().is_none() && !check.has_sets() {
-            let mut text = String::with_capacity(256);
-            if self.write.text(&mut text) {
-                return Ok(sha256_hex(text.as_bytes()));
-            }
+        if self.kept.get().is_none()
+            && let Some(text) = streamed_identity(check, self.write)
+        {
+            return Ok(sha256_hex(text.as_bytes()));
         }
         Ok(fingerprint(check, self.get()?))
     }
@@ -76,4 +75,26 @@ pub(crate) fn canonical_of<A: Serialize>(args: &A) -> Result<Value, Rejection> {
 /// arguments ([`SchemaCheck::identity_text`]).
 pub(crate) fn fingerprint(check: &SchemaCheck, canonical: &Value) -> String {
     sha256_hex(check.identity_text(canonical).as_bytes())
+}
+
+/// The identity text ([`SchemaCheck::identity_text`]) of typed arguments: written straight
+/// from them where it can be, else through their `Value`.
+pub(crate) fn identity_of(
+    check: &SchemaCheck,
+    write: &dyn WriteCanonical,
+) -> Result<String, Rejection> {
+    match streamed_identity(check, write) {
+        Some(text) => Ok(text),
+        None => Ok(check.identity_text(&write.value()?)),
+    }
+}
+
+/// The identity text written straight from the typed arguments, where their schema holds no
+/// set (whose elements are put in order through the `Value`) and the writer can write them.
+fn streamed_identity(check: &SchemaCheck, write: &dyn WriteCanonical) -> Option<String> {
+    if check.has_sets() {
+        return None;
+    }
+    let mut text = String::with_capacity(256);
+    write.text(&mut text).then_some(text)
 }

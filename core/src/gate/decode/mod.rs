@@ -12,7 +12,7 @@ mod deserializer;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-pub(crate) use canonical::{Canonical, WriteCanonical, canonical_of, fingerprint};
+pub(crate) use canonical::{Canonical, WriteCanonical, canonical_of, fingerprint, identity_of};
 
 use crate::call::Arguments;
 use crate::pointer::{Segment, pointer};
