@@ -15,8 +15,8 @@ pub(crate) struct Facts {
     /// The canonical arguments, where a gate, the audit or the caller reads them.
     pub(crate) canonical: OnceLock<Value>,
     /// The canonical arguments as the audit records them (sensitive values redacted), written
-    /// once for the call's two records.
-    pub(crate) recorded: OnceLock<Value>,
+    /// once for the call's two records: the first copies them, its last takes them.
+    pub(crate) recorded: Mutex<Option<Value>>,
     /// The caller needs the canonical arguments whatever the gates need: a transaction keeps
     /// them for the compensation.
     pub(crate) keep_canonical: bool,

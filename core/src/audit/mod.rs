@@ -294,7 +294,7 @@ impl Unchained {
         let outcome = Outcome::Rejected(refusal.clone());
         let mut decided = Decided::plain(&pending.ctx, &call, None, &outcome);
         decided.resolution = Some(format!("refused to {reviewer}"));
-        let record = record_of(&decided);
+        let record = record_of(&decided, Written::Decision);
         Unchained::new(record, key)
     }
 
@@ -543,11 +543,7 @@ impl AuditLog {
         decided.facts = Some(facts);
         decided.resolution = resolution.map(str::to_owned);
         let shared = facts.shared_digest();
-        let mut record = record_of(&decided);
-        record.decision = "about_to_run".to_owned();
-        record.summary = "about to run".to_owned();
-        record.budget_calls = 0;
-        record.budget_cost = 0;
+        let record = record_of(&decided, Written::AboutToRun);
         self.store(record, shared).await
     }
 
@@ -619,7 +615,7 @@ pub struct RunStep<'a> {
 /// The record of a decision, with where its declared values came from (the write-ahead record
 /// leaves them to it).
 fn decision_record(decided: &Decided<'_>) -> AuditRecord {
-    let mut record = record_of(decided);
+    let mut record = record_of(decided, Written::Decision);
     if let Some(facts) = decided.facts {
         if let Some(sources) = facts.sources.get() {
             record.sources = sources.clone();
@@ -633,7 +629,17 @@ fn decision_record(decided: &Decided<'_>) -> AuditRecord {
     record
 }
 
-fn record_of(decided: &Decided<'_>) -> AuditRecord {
+/// Which of its call's records a record is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Written {
+    /// The call is about to run: it holds no outcome, and copies the recorded arguments.
+    AboutToRun,
+    /// The decision, the call's last record: it takes the recorded arguments (one written
+    /// again after a failed store writes them anew).
+    Decision,
+}
+
+fn record_of(decided: &Decided<'_>, written: Written) -> AuditRecord {
     let Decided {
         ctx,
         call,
@@ -647,35 +653,43 @@ fn record_of(decided: &Decided<'_>) -> AuditRecord {
     let snapshots = facts.map(|facts| &facts.snapshots);
     let recorded = facts.and_then(|facts| {
         let canonical = facts.canonical.get()?;
-        Some(
-            facts
-                .recorded
-                .get_or_init(|| recorded_canonical(canonical, *contract)),
-        )
+        let write = || recorded_canonical(canonical, *contract);
+        let mut recorded = facts
+            .recorded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        Some(match written {
+            Written::Decision => recorded.take().unwrap_or_else(write),
+            Written::AboutToRun => recorded.get_or_insert_with(write).clone(),
+        })
     });
     let rejection = outcome.rejection();
     // The budget gate counts a call right before it runs: a call that reached execute was
-    // counted.
-    let counted = rejection.is_none_or(|rejection| rejection.gate() == crate::Gate::Execute);
-    let summary = match outcome {
-        Outcome::Completed(output) => shortened(output.to_string(), 1000),
-        Outcome::Rejected(rejection) => shorten(rejection.message(), 1000).into_owned(),
-        Outcome::Pending(ticket) => format!("waiting for approval under {}", ticket.id),
+    // counted; one about to run is counted by its decision.
+    let counted = written == Written::Decision
+        && rejection.is_none_or(|rejection| rejection.gate() == crate::Gate::Execute);
+    let (decision, summary) = match (written, outcome) {
+        (Written::AboutToRun, _) => ("about_to_run", "about to run".to_owned()),
+        (Written::Decision, Outcome::Completed(output)) => {
+            ("completed", shortened(output.to_string(), 1000))
+        }
+        (Written::Decision, Outcome::Rejected(rejection)) => {
+            ("rejected", shorten(rejection.message(), 1000).into_owned())
+        }
+        (Written::Decision, Outcome::Pending(ticket)) => (
+            "pending",
+            format!("waiting for approval under {}", ticket.id),
+        ),
     };
     let pending = matches!(outcome, Outcome::Pending(_));
     AuditRecord {
         tool: shorten(&call.name, 200).into_owned(),
         call_id: shorten(&call.id, 200).into_owned(),
         arguments: match recorded {
-            Some(recorded) => recorded.clone(),
+            Some(recorded) => recorded,
             None => recorded_arguments(&call.arguments, *contract),
         },
-        decision: match outcome {
-            Outcome::Completed(_) => "completed",
-            Outcome::Rejected(_) => "rejected",
-            Outcome::Pending(_) => "pending",
-        }
-        .to_owned(),
+        decision: decision.to_owned(),
         gate: rejection.map(|rejection| rejection.gate().to_string()),
         code: rejection.map(|rejection| rejection.code().to_string()),
         reason: rejection

@@ -200,14 +200,17 @@ impl Future for Stored {
 mod tests {
     use super::*;
     use crate::audit::tests::block_on;
-    use crate::audit::{Decided, record_of};
+    use crate::audit::{Decided, Written, record_of};
     use crate::{CallContext, Outcome, ToolCall};
 
     fn entry(id: &str) -> Unchained {
         let ctx = CallContext::new("alice");
         let call = ToolCall::new(id, "list", "{}");
         let outcome = Outcome::Completed(serde_json::Value::Null);
-        let record = record_of(&Decided::plain(&ctx, &call, None, &outcome));
+        let record = record_of(
+            &Decided::plain(&ctx, &call, None, &outcome),
+            Written::Decision,
+        );
         let digest = record.digest();
         Unchained {
             record,

@@ -345,7 +345,7 @@ impl TracingAuditSink {
 mod tests {
     use super::*;
     use crate::audit::tests::block_on;
-    use crate::audit::{AuditLog, ChainBreak, Decided, record_of, verify};
+    use crate::audit::{AuditLog, ChainBreak, Decided, Written, record_of, verify};
     use crate::{CallContext, Outcome, ToolCall};
     use serde_json::json;
 
@@ -441,7 +441,10 @@ mod tests {
         let ctx = CallContext::new("alice");
         let call = ToolCall::new("c", "list", "{}");
         let outcome = Outcome::Completed(json!(0));
-        let record = record_of(&Decided::plain(&ctx, &call, None, &outcome));
+        let record = record_of(
+            &Decided::plain(&ctx, &call, None, &outcome),
+            Written::Decision,
+        );
         let error = block_on(log.store(record, None)).unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::InvalidData);
     }
@@ -456,7 +459,10 @@ mod tests {
             .map(|index| {
                 let call = ToolCall::new(format!("c{index}"), "list", "{}");
                 let outcome = Outcome::Completed(json!(index));
-                let record = record_of(&Decided::plain(&ctx, &call, None, &outcome));
+                let record = record_of(
+                    &Decided::plain(&ctx, &call, None, &outcome),
+                    Written::Decision,
+                );
                 let digest = record.digest();
                 sink.append(Unchained {
                     record,
