@@ -1,7 +1,9 @@
 //! Callers' shares of a bounded store: how many tasks each caller (its actor in its tenant)
 //! holds, so that a store refuses a caller at its own share rather than fill up for everyone.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::fmt::Write as _;
 
 use foldhash::fast::RandomState;
 
@@ -9,6 +11,21 @@ use foldhash::fast::RandomState;
 /// tenant are one), the tenant's length first so that no two callers share a key.
 pub(crate) fn caller_key(actor: &str, tenant: &str) -> String {
     format!("{}:{tenant}{actor}", tenant.len())
+}
+
+/// Runs `read` with the key of the caller `actor` in `tenant` ([`caller_key`]), written into a
+/// buffer of the thread's own, so that reading a share allocates nothing (a `read` that asks
+/// for a key in turn gets one of its own).
+pub(crate) fn with_caller_key<R>(actor: &str, tenant: &str, read: impl FnOnce(&str) -> R) -> R {
+    thread_local!(static KEY: RefCell<String> = const { RefCell::new(String::new()) });
+    KEY.with(|buffer| match buffer.try_borrow_mut() {
+        Ok(mut key) => {
+            key.clear();
+            let _ = write!(key, "{}:{tenant}{actor}", tenant.len());
+            read(&key)
+        }
+        Err(_) => read(&caller_key(actor, tenant)),
+    })
 }
 
 /// How many tasks each caller holds; a caller holding none is not kept.
@@ -45,5 +62,22 @@ impl Shares {
     #[cfg(test)]
     pub(crate) fn callers(&self) -> usize {
         self.0.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_read_from_the_threads_buffer_is_the_callers_key() {
+        for (actor, tenant) in [("alice", ""), ("alice", "acme"), ("", "3:a"), ("a", "")] {
+            let read = with_caller_key(actor, tenant, str::to_owned);
+            assert_eq!(read, caller_key(actor, tenant));
+        }
+        let twice = with_caller_key("bob", "x", |first| {
+            format!("{first} {}", with_caller_key("bob", "y", str::to_owned))
+        });
+        assert_eq!(twice, "1:xbob 1:ybob");
     }
 }

@@ -218,6 +218,16 @@ fn write_canonical<J: JsonView, S: Sets<J>>(value: &J, sets: S, out: &mut String
 pub(super) fn write_string(text: &str, out: &mut String) {
     out.reserve(text.len() + 2);
     out.push('"');
+    // Most texts need no escape: one pass the compiler vectorizes tells, and they are copied
+    // whole.
+    if !text
+        .bytes()
+        .any(|byte| byte < 0x20 || byte == b'"' || byte == b'\\')
+    {
+        out.push_str(text);
+        out.push('"');
+        return;
+    }
     let mut start = 0;
     for (index, byte) in text.bytes().enumerate() {
         let escape = match byte {

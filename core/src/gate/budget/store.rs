@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use crate::future::BoxFuture;
 use crate::lifetime::{Ended, TaskLifetime};
 use crate::locked_parts::LockedParts;
-use crate::share::{Shares, caller_key};
+use crate::share::{Shares, caller_key, with_caller_key};
 use crate::{BudgetUsage, CallContext, Rejection, RejectionCode};
 
 /// The limits the budget gate enforces; every one is off unless set.
@@ -945,7 +945,7 @@ impl InMemoryBudgetStore {
     fn count_within(
         &self,
         task: &str,
-        caller: impl FnOnce() -> String,
+        (actor, tenant): (&str, &str),
         limit: &RefusalLimit,
     ) -> Result<u64, Rejection> {
         let now = (self.clock)();
@@ -956,8 +956,10 @@ impl InMemoryBudgetStore {
             slide(&mut usage.refusals, now, limit.per);
             return Ok(usage.refusals.len() as u64);
         }
-        let caller = caller();
-        if state.callers.lock(&caller).held(&caller) >= state.tasks_per_caller {
+        let held = with_caller_key(actor, tenant, |caller| {
+            state.callers.lock(caller).held(caller)
+        });
+        if held >= state.tasks_per_caller {
             return Err(budget_share_full(state.tasks_per_caller));
         }
         if tasks.room(now, state.tasks_per_part) {
@@ -1023,8 +1025,7 @@ impl BudgetStore for InMemoryBudgetStore {
         ctx: &'a CallContext,
         limit: &'a RefusalLimit,
     ) -> BoxFuture<'a, Result<u64, Rejection>> {
-        // The caller's share is read only for a task the store does not hold yet.
-        let caller = || caller_key(ctx.actor(), ctx.tenant().unwrap_or_default());
+        let caller = (ctx.actor(), ctx.tenant().unwrap_or_default());
         Box::pin(ready(self.count_within(ctx.task_id(), caller, limit)))
     }
 
@@ -1431,7 +1432,7 @@ mod tests {
     }
 
     fn refusals_of(store: &InMemoryBudgetStore, task: &str, limit: &RefusalLimit) -> u64 {
-        store.count_within(task, || "c".into(), limit).unwrap()
+        store.count_within(task, ("c", ""), limit).unwrap()
     }
 
     #[test]
@@ -1651,7 +1652,7 @@ mod tests {
         let unknown = (0..200)
             .filter(|index| {
                 store
-                    .count_within(&format!("t{index}"), || "c".into(), &limit)
+                    .count_within(&format!("t{index}"), ("c", ""), &limit)
                     .map_err(|refusal| refusal.code())
                     == Err(RejectionCode::BudgetStoreFull)
             })
