@@ -24,8 +24,9 @@ pub(crate) fn write_canonical_of<T: Serialize + ?Sized>(value: &T, out: &mut Str
         members: Vec::with_capacity(16),
         keys: String::new(),
         scratch: String::new(),
+        stopped: false,
     };
-    value.serialize(&mut writer).is_ok()
+    value.serialize(&mut writer).is_ok() && !writer.stopped
 }
 
 /// Where the text goes, and the members of the objects being written: an object's members are
@@ -38,6 +39,18 @@ struct Writer<'o> {
     keys: String,
     /// The text of an object's members while they are put in order.
     scratch: String,
+    /// A part of the value stopped the writer. A `Serialize` may go on past a part's error
+    /// (`let _ = map.serialize_entry(…)`) where `serde_json` would have taken that part: the
+    /// text is then not the `Value`'s, whatever follows.
+    stopped: bool,
+}
+
+impl Writer<'_> {
+    /// `result`, remembered if it stopped the writer.
+    fn noted(&mut self, result: Result<(), Stop>) -> Result<(), Stop> {
+        self.stopped |= result.is_err();
+        result
+    }
 }
 
 /// One member of an object being written: its key and where its text, `"key":value`, is in
@@ -138,7 +151,8 @@ impl Object<'_, '_> {
         let start = writer.out.len();
         write_string(key.name(&writer.keys), writer.out);
         writer.out.push(':');
-        value.serialize(&mut *writer)?;
+        let written = value.serialize(&mut *writer);
+        writer.noted(written)?;
         writer.members.push(Member {
             key,
             text: start..writer.out.len(),
@@ -154,6 +168,7 @@ impl Object<'_, '_> {
             members,
             keys,
             scratch,
+            ..
         } = self.writer;
         let own = &mut members[self.first..];
         let in_order = own
@@ -204,7 +219,8 @@ impl List<'_, '_> {
             self.writer.out.push(',');
         }
         self.first = false;
-        value.serialize(&mut *self.writer)
+        let written = value.serialize(&mut *self.writer);
+        self.writer.noted(written)
     }
 
     fn end(self) -> Result<(), Stop> {
@@ -441,14 +457,17 @@ impl ser::SerializeMap for Object<'_, '_> {
 
     fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Stop> {
         let start = self.writer.keys.len();
-        key.serialize(MapKey(&mut self.writer.keys))?;
+        let written = key.serialize(MapKey(&mut self.writer.keys));
+        self.writer.noted(written)?;
         self.pending_key = Some(start..self.writer.keys.len());
         Ok(())
     }
 
     fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Stop> {
-        let key = self.pending_key.take().ok_or(Stop)?;
-        self.member(Key::Map(key), value)
+        match self.pending_key.take() {
+            Some(key) => self.member(Key::Map(key), value),
+            None => self.writer.noted(Err(Stop)),
+        }
     }
 
     fn end(self) -> Result<(), Stop> {
@@ -815,6 +834,48 @@ mod tests {
         assert_eq!(
             streamed(&Number::from_f64(1e300).unwrap()).as_deref(),
             Some("1e300")
+        );
+    }
+
+    /// A `Serialize` that goes on past its parts' errors, as `serde_json` would have taken them.
+    struct Lenient<K, V>(Vec<(K, V)>);
+
+    impl<K: Serialize, V: Serialize> Serialize for Lenient<K, V> {
+        fn serialize<S: serde::Serializer>(&self, to: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::SerializeMap;
+            let mut map = to.serialize_map(None)?;
+            for (key, value) in &self.0 {
+                let _ = map.serialize_entry(key, value);
+            }
+            map.end()
+        }
+    }
+
+    struct LenientList(Vec<u128>);
+
+    impl Serialize for LenientList {
+        fn serialize<S: serde::Serializer>(&self, to: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::SerializeSeq;
+            let mut list = to.serialize_seq(None)?;
+            for item in &self.0 {
+                let _ = list.serialize_element(item);
+            }
+            list.end()
+        }
+    }
+
+    #[test]
+    fn a_part_that_stopped_the_writer_stops_it_whatever_follows() {
+        // serde_json takes a `bool` key the writer leaves to it: two maps of other values
+        // must not both be written as `{}`.
+        assert_eq!(streamed(&Lenient(vec![(true, 1)])), None);
+        assert_eq!(streamed(&Lenient(vec![(true, 2)])), None);
+        assert_eq!(streamed(&Lenient(vec![("a", Raw), ("b", Raw)])), None);
+        assert_eq!(streamed(&Lenient(vec![("a", 1u128 << 70), ("b", 2)])), None);
+        assert_eq!(streamed(&LenientList(vec![1, u128::MAX, 2])), None);
+        assert_eq!(
+            streamed(&Lenient(vec![("b", 2u8), ("a", 1)])).as_deref(),
+            Some(r#"{"a":1,"b":2}"#)
         );
     }
 
