@@ -45,14 +45,6 @@ struct Writer<'o> {
     stopped: bool,
 }
 
-impl Writer<'_> {
-    /// `result`, remembered if it stopped the writer.
-    fn noted(&mut self, result: Result<(), Stop>) -> Result<(), Stop> {
-        self.stopped |= result.is_err();
-        result
-    }
-}
-
 /// One member of an object being written: its key and where its text, `"key":value`, is in
 /// the output.
 struct Member {
@@ -94,6 +86,12 @@ impl ser::Error for Stop {
 }
 
 impl<'o> Writer<'o> {
+    /// `result`, remembered if it stopped the writer.
+    fn noted(&mut self, result: Result<(), Stop>) -> Result<(), Stop> {
+        self.stopped |= result.is_err();
+        result
+    }
+
     fn integer(&mut self, value: impl Display) -> Result<(), Stop> {
         let _ = write!(self.out, "{value}");
         Ok(())
