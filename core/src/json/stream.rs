@@ -6,7 +6,8 @@
 //! `serde_json` spells them), members sorted by key and a key given twice kept with its last
 //! value, the same numbers and escapes. Whatever that equivalence is not certain for (a
 //! `serde_json` special type, a map key `serde_json` would refuse or spell otherwise, an integer
-//! beyond 64 bits, a failing `Serialize`) stops the writer, and its caller builds the `Value`.
+//! beyond 64 bits, a failing `Serialize`, even one that goes on past the error) stops the
+//! writer, and its caller builds the `Value`.
 
 use std::fmt::{self, Display, Write as _};
 use std::ops::Range;

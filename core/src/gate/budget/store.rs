@@ -1431,6 +1431,11 @@ mod tests {
         );
     }
 
+    /// The key of the caller `c`, whose refusals the tests count.
+    fn caller_c() -> String {
+        caller_key("c", "")
+    }
+
     fn refusals_of(store: &InMemoryBudgetStore, task: &str, limit: &RefusalLimit) -> u64 {
         store.count_within(task, ("c", ""), limit).unwrap()
     }
@@ -1442,12 +1447,12 @@ mod tests {
             refusals: 3,
             per: Duration::from_millis(1000),
         };
-        assert_eq!(store.count("t", "c", &limit), 1);
+        assert_eq!(store.count("t", &caller_c(), &limit), 1);
         clock.store(400, Ordering::SeqCst);
-        assert_eq!(store.count("t", "c", &limit), 2);
-        assert_eq!(store.count("t", "c", &limit), 3);
+        assert_eq!(store.count("t", &caller_c(), &limit), 2);
+        assert_eq!(store.count("t", &caller_c(), &limit), 3);
         assert_eq!(
-            store.count("t", "c", &limit),
+            store.count("t", &caller_c(), &limit),
             3,
             "the latest 3 are kept, no more"
         );
@@ -1458,9 +1463,9 @@ mod tests {
         assert_eq!(refusals_of(&store, "t", &limit), 0, "older than the window");
 
         let whole = RefusalLimit::whole_task(2);
-        store.count("w", "c", &whole);
+        store.count("w", &caller_c(), &whole);
         clock.store(u64::from(u32::MAX), Ordering::SeqCst);
-        assert_eq!(store.count("w", "c", &whole), 2);
+        assert_eq!(store.count("w", &caller_c(), &whole), 2);
         assert_eq!(
             refusals_of(&store, "w", &whole),
             2,
@@ -1646,7 +1651,7 @@ mod tests {
             per: Duration::from_millis(1000),
         };
         for index in 0..200 {
-            store.count(&format!("t{index}"), "c", &limit);
+            store.count(&format!("t{index}"), &caller_c(), &limit);
         }
         assert!(store.held().0 <= 32);
         let unknown = (0..200)
@@ -1689,7 +1694,7 @@ mod tests {
             "the old refusals left their window"
         );
         for index in 200..400 {
-            store.count(&format!("t{index}"), "c", &limit);
+            store.count(&format!("t{index}"), &caller_c(), &limit);
             let actor = format!("a{index}");
             let charge = Charge {
                 actor: &actor,
