@@ -13,10 +13,11 @@ use portcullis_core::{
     BoxFuture, Decision, Policy, PolicyError, PolicyRequest, Ruling, ToolContract,
 };
 
+use crate::error::CedarError;
+use crate::policies::CedarPolicies;
 use crate::policies::diagnostics;
 use crate::request::{Types, cedar_request};
 use crate::schema::Generated;
-use crate::{CedarError, CedarPolicies};
 
 /// A registry policy that lets Cedar decide every call: the `permit` and `forbid` policies of
 /// a [`CedarPolicies`] set, over the schema generated from the registry's tools.

@@ -9,7 +9,7 @@ use std::str::FromStr;
 use cedar_policy::{Policy, PolicyId, PolicySet};
 use sha2::{Digest, Sha256};
 
-use crate::CedarError;
+use crate::error::CedarError;
 
 /// A set of Cedar policies, parsed, each with an id, and not yet checked against any tools: a
 /// [`Cedar`](crate::Cedar) policy checks it against the registry's tools when the registry is

@@ -10,7 +10,7 @@ use portcullis_core::ToolContract;
 use portcullis_core::export::Profile;
 use serde_json::{Value, json};
 
-use crate::CedarError;
+use crate::error::CedarError;
 
 /// What portcullis tells Cedar of every call beside its arguments: who calls (an `Actor`, a
 /// member of each of its roles, with its tenant), what is called (the registry), and the call

@@ -15,8 +15,10 @@ use portcullis_core::{
 use portcullis_stores::Store;
 use serde_json::{Map, Value};
 
+use crate::error::CliError;
+use crate::table::write_json;
 use crate::table::{self, now_ms, remaining, shorten};
-use crate::{CliError, audit, keys, store, write_json};
+use crate::{audit, keys, store};
 
 /// The reviewer's commands.
 #[derive(Debug, Subcommand)]

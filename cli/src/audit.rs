@@ -8,9 +8,10 @@ use clap::Subcommand;
 use portcullis_core::audit::{AuditKey, Checkpoint, VerifyError};
 use portcullis_stores::Store;
 
+use crate::error::CliError;
+use crate::store;
 use crate::table::terminal_safe;
 use crate::table::{self, shorten};
-use crate::{CliError, store};
 
 /// Records read from the store at once by `export`, so that a long log is not held whole.
 const EXPORT_PAGE: u64 = 1000;

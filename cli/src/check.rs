@@ -14,7 +14,8 @@ use clap::Args;
 use portcullis_core::Gate;
 use portcullis_testing::Report;
 
-use crate::{CliError, table};
+use crate::error::CliError;
+use crate::table;
 
 const ENTRY_POINT: &str = "\
 The entry point is a program of the application's, for instance `examples/red_team.rs`:

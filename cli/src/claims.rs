@@ -18,8 +18,10 @@ use portcullis_core::{
 use portcullis_stores::Store;
 use serde_json::{Value, json};
 
+use crate::error::CliError;
+use crate::table::write_json;
 use crate::table::{self, now_ms, shorten};
-use crate::{CliError, audit, store, write_json};
+use crate::{audit, store};
 
 /// The operator's commands on claims.
 #[derive(Debug, Subcommand)]

@@ -12,7 +12,8 @@ use portcullis_core::Keyring;
 use portcullis_core::export::Profile;
 use tokio::net::TcpListener;
 
-use crate::{CliError, audit, store, tools};
+use crate::error::CliError;
+use crate::{audit, store, tools};
 
 /// The console's settings.
 #[derive(Debug, Args)]

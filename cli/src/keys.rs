@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use clap::Subcommand;
 use portcullis_core::{DecisionKey, Keyring, Reviewer};
 
-use crate::CliError;
+use crate::error::CliError;
 
 /// The key commands.
 #[derive(Debug, Subcommand)]

@@ -10,8 +10,9 @@ use clap::Subcommand;
 use portcullis_core::manifest::{Manifest, ManifestDiff};
 use serde_json::Value;
 
+use crate::error::CliError;
 use crate::table::printable;
-use crate::{CliError, write_json};
+use crate::table::write_json;
 
 /// The manifest commands.
 #[derive(Debug, Subcommand)]

@@ -13,8 +13,9 @@ use portcullis_core::encoding::random_id;
 use portcullis_core::{Keyring, Reviewer};
 use portcullis_stores::{Invite, Store};
 
+use crate::error::CliError;
+use crate::store;
 use crate::table::{self, now_ms, printable, remaining};
-use crate::{CliError, store};
 
 /// The operator's commands on reviewers.
 #[derive(Debug, Subcommand)]

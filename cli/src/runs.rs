@@ -11,8 +11,10 @@ use portcullis_agent::{RunStore, Step, StepEvent, StoredRun, Usage};
 use portcullis_stores::{RunSummary, Store};
 use serde_json::{Value, json};
 
+use crate::error::CliError;
+use crate::store;
+use crate::table::write_json;
 use crate::table::{self, now_ms, printable, remaining, shorten};
-use crate::{CliError, store, write_json};
 
 /// The operator's commands on runs.
 #[derive(Debug, Subcommand)]

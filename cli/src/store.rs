@@ -6,7 +6,7 @@ use clap::Args;
 use portcullis_core::audit::AuditRecord;
 use portcullis_stores::{Location, PostgresTls, SealKeys, Store};
 
-use crate::CliError;
+use crate::error::CliError;
 
 /// Where the store is, how to reach it, and the keys that open what it sealed.
 #[derive(Debug, Args)]

@@ -3,7 +3,10 @@
 //! Tickets and audit records hold text a model wrote (a description, a tool name it invented);
 //! printed raw, an escape sequence in it could rewrite what the operator sees on the screen.
 
+use std::io::{self, Write};
 use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::error::CliError;
 
 /// `rows` under `headers`, columns padded to their widest cell, every cell made printable.
 pub fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
@@ -134,6 +137,13 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
     };
     let year = year_of_era + era * 400 + u64::from(month <= 2);
     (year, month, day)
+}
+
+/// Writes `value` as indented JSON and a line break.
+pub fn write_json(out: &mut dyn Write, value: &serde_json::Value) -> Result<(), CliError> {
+    let text = serde_json::to_string_pretty(value).map_err(io::Error::from)?;
+    writeln!(out, "{}", terminal_safe(&text))?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -16,7 +16,8 @@ use clap::Subcommand;
 use portcullis_core::export::Profile;
 use serde_json::Value;
 
-use crate::{CliError, write_json};
+use crate::error::CliError;
+use crate::table::write_json;
 
 /// The name under which an application writes `Registry::export_json_schema`, beside the
 /// provider profiles.

@@ -14,8 +14,10 @@ use portcullis_core::TaskLifetime;
 use portcullis_stores::{CallerUsage, Pruned, Retention, Shares};
 use serde_json::{Value, json};
 
+use crate::error::CliError;
+use crate::store;
+use crate::table::write_json;
 use crate::table::{self, printable};
-use crate::{CliError, store, write_json};
 
 /// `portcullis usage`: what each caller holds.
 #[derive(Debug, Args)]

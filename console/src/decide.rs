@@ -16,9 +16,9 @@ use portcullis_core::{
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::Console;
 use crate::sessions::Signing;
 use crate::signin::Assertion;
+use crate::state::Console;
 use crate::web::{Refusal, SignedIn, now_ms, signed_in_with_token};
 
 /// The decision a reviewer asks to sign.

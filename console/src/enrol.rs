@@ -16,8 +16,9 @@ use sha2::{Digest, Sha256};
 use webauthn_rs::prelude::{COSEKeyType, ECDSACurve, Passkey, RegisterPublicKeyCredential, Uuid};
 
 use crate::signin::{busy, rate_limited};
+use crate::state::Console;
+use crate::web::ClientAddress;
 use crate::web::{Refusal, now_ms};
-use crate::{ClientAddress, Console};
 
 #[derive(Deserialize)]
 pub(crate) struct Start {

@@ -14,8 +14,8 @@ use portcullis_core::{ApprovalStore, REDACTED, Ticket};
 use serde_json::Value;
 
 use crate::decide::{editable, recorded};
+use crate::state::{Console, Tool};
 use crate::web::{SignedIn, now_ms, signed_in};
-use crate::{Console, Tool};
 
 /// `text` with the characters HTML gives a meaning to escaped.
 fn escape(text: &str) -> String {

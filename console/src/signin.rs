@@ -15,8 +15,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::sessions::{Busy, FAILURES_PER_REVIEWER};
+use crate::state::Console;
+use crate::web::ClientAddress;
 use crate::web::{Refusal, cleared_cookie, now_ms, session_cookie, signed_in_with_token};
-use crate::{ClientAddress, Console};
 
 #[derive(Deserialize)]
 pub(crate) struct Start {

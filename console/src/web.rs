@@ -2,9 +2,11 @@
 //! check of every request that changes something, the session cookie and the CSRF token, and
 //! refusals as data (`{"code", "message", "path"}`, the code snake_case and stable).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Json;
+use axum::extract::connect_info::Connected;
 use axum::extract::{Request, State};
 use axum::http::header::{
     CACHE_CONTROL, CONTENT_SECURITY_POLICY, COOKIE, ORIGIN, REFERRER_POLICY, SET_COOKIE,
@@ -13,11 +15,14 @@ use axum::http::header::{
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use axum::serve::IncomingStream;
 use portcullis_core::{Rejection, Reviewer};
 use serde_json::json;
+use tokio::net::TcpListener;
 
-use crate::Console;
 use crate::sessions::Session;
+use crate::state::Console;
+use crate::tls::TlsListener;
 
 /// Scripts, styles and requests from the console itself only, no inline script or style, no
 /// frame around it, no form posted elsewhere.
@@ -233,4 +238,22 @@ pub(crate) fn now_ms() -> u64 {
         .map_or(0, |since| {
             u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
         })
+}
+
+/// The address a request came from, as the console's handlers read it
+/// ([`ConnectInfo`](axum::extract::ConnectInfo)); a test that calls the router without a
+/// socket gives one with [`MockConnectInfo`](axum::extract::connect_info::MockConnectInfo).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddress(pub SocketAddr);
+
+impl Connected<IncomingStream<'_, TcpListener>> for ClientAddress {
+    fn connect_info(stream: IncomingStream<'_, TcpListener>) -> Self {
+        ClientAddress(*stream.remote_addr())
+    }
+}
+
+impl Connected<IncomingStream<'_, TlsListener>> for ClientAddress {
+    fn connect_info(stream: IncomingStream<'_, TlsListener>) -> Self {
+        ClientAddress(*stream.remote_addr())
+    }
 }

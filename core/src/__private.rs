@@ -88,23 +88,23 @@ pub trait Rollback<'a, A, O> {
     /// Starts the compensation.
     fn start(
         &self,
-        ctx: &'a crate::CallContext,
+        ctx: &'a crate::context::CallContext,
         args: &'a A,
         output: &'a O,
-    ) -> crate::BoxFuture<'a, Result<(), ToolError>>;
+    ) -> crate::future::BoxFuture<'a, Result<(), ToolError>>;
 }
 
 impl<'a, A: 'a, O: 'a, F, Fut> Rollback<'a, A, O> for F
 where
-    F: Fn(&'a crate::CallContext, &'a A, &'a O) -> Fut,
+    F: Fn(&'a crate::context::CallContext, &'a A, &'a O) -> Fut,
     Fut: Future<Output = Result<(), ToolError>> + Send + 'a,
 {
     fn start(
         &self,
-        ctx: &'a crate::CallContext,
+        ctx: &'a crate::context::CallContext,
         args: &'a A,
         output: &'a O,
-    ) -> crate::BoxFuture<'a, Result<(), ToolError>> {
+    ) -> crate::future::BoxFuture<'a, Result<(), ToolError>> {
         Box::pin(self(ctx, args, output))
     }
 }
@@ -141,21 +141,22 @@ pub trait ToolPolicy<'a, A> {
     /// Starts the evaluation.
     fn start(
         &self,
-        ctx: &'a crate::CallContext,
+        ctx: &'a crate::context::CallContext,
         args: &'a A,
-    ) -> crate::BoxFuture<'a, Result<crate::Decision, crate::PolicyError>>;
+    ) -> crate::future::BoxFuture<'a, Result<crate::policy::Decision, crate::policy::PolicyError>>;
 }
 
 impl<'a, A: 'a, F, Fut> ToolPolicy<'a, A> for F
 where
-    F: Fn(&'a crate::CallContext, &'a A) -> Fut,
-    Fut: Future<Output = Result<crate::Decision, crate::PolicyError>> + Send + 'a,
+    F: Fn(&'a crate::context::CallContext, &'a A) -> Fut,
+    Fut: Future<Output = Result<crate::policy::Decision, crate::policy::PolicyError>> + Send + 'a,
 {
     fn start(
         &self,
-        ctx: &'a crate::CallContext,
+        ctx: &'a crate::context::CallContext,
         args: &'a A,
-    ) -> crate::BoxFuture<'a, Result<crate::Decision, crate::PolicyError>> {
+    ) -> crate::future::BoxFuture<'a, Result<crate::policy::Decision, crate::policy::PolicyError>>
+    {
         Box::pin(self(ctx, args))
     }
 }
@@ -168,15 +169,23 @@ where
 )]
 pub trait SnapshotHook<'a, A> {
     /// Takes the snapshot.
-    fn take(&self, ctx: &'a crate::CallContext, args: &'a A) -> crate::BoxFuture<'a, Value>;
+    fn take(
+        &self,
+        ctx: &'a crate::context::CallContext,
+        args: &'a A,
+    ) -> crate::future::BoxFuture<'a, Value>;
 }
 
 impl<'a, A: 'a, F, Fut> SnapshotHook<'a, A> for F
 where
-    F: Fn(&'a crate::CallContext, &'a A) -> Fut,
+    F: Fn(&'a crate::context::CallContext, &'a A) -> Fut,
     Fut: Future<Output = Value> + Send + 'a,
 {
-    fn take(&self, ctx: &'a crate::CallContext, args: &'a A) -> crate::BoxFuture<'a, Value> {
+    fn take(
+        &self,
+        ctx: &'a crate::context::CallContext,
+        args: &'a A,
+    ) -> crate::future::BoxFuture<'a, Value> {
         Box::pin(self(ctx, args))
     }
 }
@@ -189,14 +198,14 @@ where
 )]
 pub trait ApprovalPredicate<A> {
     /// Whether the call needs approval.
-    fn requires_approval(&self, ctx: &crate::CallContext, args: &A) -> bool;
+    fn requires_approval(&self, ctx: &crate::context::CallContext, args: &A) -> bool;
 }
 
 impl<A, F> ApprovalPredicate<A> for F
 where
-    F: Fn(&crate::CallContext, &A) -> bool,
+    F: Fn(&crate::context::CallContext, &A) -> bool,
 {
-    fn requires_approval(&self, ctx: &crate::CallContext, args: &A) -> bool {
+    fn requires_approval(&self, ctx: &crate::context::CallContext, args: &A) -> bool {
         self(ctx, args)
     }
 }
@@ -209,15 +218,15 @@ where
 )]
 pub trait OneOfValues {
     /// The values, as JSON.
-    fn allowed_values(&self, ctx: &crate::CallContext) -> Vec<Value>;
+    fn allowed_values(&self, ctx: &crate::context::CallContext) -> Vec<Value>;
 }
 
 impl<F, R> OneOfValues for F
 where
-    F: Fn(&crate::CallContext) -> R,
+    F: Fn(&crate::context::CallContext) -> R,
     R: OneOfList,
 {
-    fn allowed_values(&self, ctx: &crate::CallContext) -> Vec<Value> {
+    fn allowed_values(&self, ctx: &crate::context::CallContext) -> Vec<Value> {
         self(ctx).into_json()
     }
 }
@@ -247,7 +256,7 @@ impl<T: serde::Serialize> OneOfList for Vec<T> {
 /// The schema of a tool's arguments. The root description is dropped: it documents the Rust
 /// type, and the tool's own description is what the model reads.
 pub fn arguments_schema<T: JsonSchema>() -> Value {
-    let mut schema = crate::schema_for::<T>();
+    let mut schema = crate::schema::schema_for::<T>();
     if let Value::Object(root) = &mut schema {
         root.remove("description");
     }
@@ -273,7 +282,7 @@ pub trait OutputHasSchema {
 
 impl<T: JsonSchema> OutputHasSchema for OutputSchema<T> {
     fn output_schema(&self) -> Option<Value> {
-        Some(crate::schema_for::<T>())
+        Some(crate::schema::schema_for::<T>())
     }
 }
 
@@ -291,11 +300,20 @@ impl<T> OutputHasNoSchema for &OutputSchema<T> {
 
 pub use validator::ValidationErrors;
 
-pub use crate::{
-    AfterUntrusted, Approval, BoxFuture, CallContext, Decision, IntoToolResult, Invocation,
-    Matching, OnUntrusted, OutputTrust, PolicyError, Risk, SourceRule, Sources, Tool, ToolContract,
-    ToolError, schema_for,
+pub use crate::contract::{
+    AfterUntrusted, Approval, Matching, OnUntrusted, OutputTrust, Risk, SourceRule, Sources,
+    ToolContract,
 };
+
+pub use crate::future::BoxFuture;
+
+pub use crate::context::CallContext;
+
+pub use crate::policy::{Decision, PolicyError};
+
+pub use crate::tool::{IntoToolResult, Invocation, Tool, ToolError};
+
+pub use crate::schema::schema_for;
 pub use std::result::Result;
 
 /// The bound an `#[args]` type must meet.
@@ -473,14 +491,14 @@ pub fn within(argument: &str, pointers: Vec<String>) -> Vec<String> {
 /// hold its type.
 pub trait SourcedFields {
     /// The declared sources of the values inside a value of this type, their pointers from it.
-    fn source_rules() -> Vec<crate::SourceRule>;
+    fn source_rules() -> Vec<crate::contract::SourceRule>;
 }
 
 /// Every element (of a list or set) or value (of a map) is an `Inner`.
-fn each_sourced<Inner: SourcedFields>() -> Vec<crate::SourceRule> {
+fn each_sourced<Inner: SourcedFields>() -> Vec<crate::contract::SourceRule> {
     Inner::source_rules()
         .into_iter()
-        .map(|rule| crate::SourceRule {
+        .map(|rule| crate::contract::SourceRule {
             pointer: format!("/*{}", rule.pointer),
             ..rule
         })
@@ -488,49 +506,49 @@ fn each_sourced<Inner: SourcedFields>() -> Vec<crate::SourceRule> {
 }
 
 impl<T: SourcedFields> SourcedFields for Option<T> {
-    fn source_rules() -> Vec<crate::SourceRule> {
+    fn source_rules() -> Vec<crate::contract::SourceRule> {
         T::source_rules()
     }
 }
 
 impl<T: SourcedFields> SourcedFields for Box<T> {
-    fn source_rules() -> Vec<crate::SourceRule> {
+    fn source_rules() -> Vec<crate::contract::SourceRule> {
         T::source_rules()
     }
 }
 
 impl<T: SourcedFields> SourcedFields for Vec<T> {
-    fn source_rules() -> Vec<crate::SourceRule> {
+    fn source_rules() -> Vec<crate::contract::SourceRule> {
         each_sourced::<T>()
     }
 }
 
 impl<T: SourcedFields, const N: usize> SourcedFields for [T; N] {
-    fn source_rules() -> Vec<crate::SourceRule> {
+    fn source_rules() -> Vec<crate::contract::SourceRule> {
         each_sourced::<T>()
     }
 }
 
 impl<T: SourcedFields, S> SourcedFields for std::collections::HashSet<T, S> {
-    fn source_rules() -> Vec<crate::SourceRule> {
+    fn source_rules() -> Vec<crate::contract::SourceRule> {
         each_sourced::<T>()
     }
 }
 
 impl<T: SourcedFields> SourcedFields for std::collections::BTreeSet<T> {
-    fn source_rules() -> Vec<crate::SourceRule> {
+    fn source_rules() -> Vec<crate::contract::SourceRule> {
         each_sourced::<T>()
     }
 }
 
 impl<K, V: SourcedFields, S> SourcedFields for std::collections::HashMap<K, V, S> {
-    fn source_rules() -> Vec<crate::SourceRule> {
+    fn source_rules() -> Vec<crate::contract::SourceRule> {
         each_sourced::<V>()
     }
 }
 
 impl<K, V: SourcedFields> SourcedFields for std::collections::BTreeMap<K, V> {
-    fn source_rules() -> Vec<crate::SourceRule> {
+    fn source_rules() -> Vec<crate::contract::SourceRule> {
         each_sourced::<V>()
     }
 }
@@ -555,11 +573,11 @@ impl<T> Default for SourcedProbe<T> {
 /// Chosen when `T` has fields with declared sources.
 pub trait HasSourcedFields {
     /// Their rules.
-    fn rules(&self) -> Vec<crate::SourceRule>;
+    fn rules(&self) -> Vec<crate::contract::SourceRule>;
 }
 
 impl<T: SourcedFields> HasSourcedFields for SourcedProbe<T> {
-    fn rules(&self) -> Vec<crate::SourceRule> {
+    fn rules(&self) -> Vec<crate::contract::SourceRule> {
         T::source_rules()
     }
 }
@@ -567,11 +585,11 @@ impl<T: SourcedFields> HasSourcedFields for SourcedProbe<T> {
 /// Chosen otherwise.
 pub trait NoSourcedFields {
     /// None.
-    fn rules(&self) -> Vec<crate::SourceRule>;
+    fn rules(&self) -> Vec<crate::contract::SourceRule>;
 }
 
 impl<T> NoSourcedFields for &SourcedProbe<T> {
-    fn rules(&self) -> Vec<crate::SourceRule> {
+    fn rules(&self) -> Vec<crate::contract::SourceRule> {
         Vec::new()
     }
 }
@@ -579,10 +597,10 @@ impl<T> NoSourcedFields for &SourcedProbe<T> {
 /// `rules` within the argument `argument` (the whole arguments when `None`), added to
 /// `contract`.
 pub fn with_source_rules(
-    mut contract: crate::ContractBuilder,
+    mut contract: crate::contract::ContractBuilder,
     argument: Option<&str>,
-    rules: Vec<crate::SourceRule>,
-) -> crate::ContractBuilder {
+    rules: Vec<crate::contract::SourceRule>,
+) -> crate::contract::ContractBuilder {
     let argument = argument.map(|argument| argument.replace('~', "~0").replace('/', "~1"));
     for rule in rules {
         let pointer = match &argument {

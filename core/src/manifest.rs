@@ -21,9 +21,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::Registry;
 use crate::contract::entry;
 use crate::json::sorted;
+use crate::registry::Registry;
 
 /// The environment variable that makes [`compare_with_lock`] write the lock file instead of
 /// comparing with it.

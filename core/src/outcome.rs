@@ -3,7 +3,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{Rejection, RejectionCode, Risk};
+use crate::rejection::{Rejection, RejectionCode};
+
+use crate::contract::Risk;
 
 /// The result of dispatching one call: the tool ran and returned its output, a gate refused
 /// the call, or the call waits for a human's approval.
@@ -62,10 +64,10 @@ impl Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::contract::Risk;
     use crate::gate::approve::store::PendingCall;
     use crate::{
-        ApprovalDecision, Arguments, CallContext, DecisionKey, Reviewer, Risk, ToolChoice,
-        Violation,
+        ApprovalDecision, Arguments, CallContext, DecisionKey, Reviewer, ToolChoice, Violation,
     };
     use serde_json::json;
 
@@ -222,7 +224,7 @@ pub struct Ticket {
     /// [`ValueSource`](crate::ValueSource)): a call waiting because a value came from an
     /// untrusted source shows which, and from where.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub sources: Vec<crate::ValueSource>,
+    pub sources: Vec<crate::contract::ValueSource>,
 }
 
 impl Ticket {

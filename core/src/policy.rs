@@ -19,8 +19,9 @@ use std::sync::{Mutex, PoisonError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::context::CallContext;
+use crate::contract::{Risk, ToolContract, ValueSource};
 use crate::future::BoxFuture;
-use crate::{CallContext, Risk, ToolContract, ValueSource};
 
 /// What a policy decides.
 #[derive(Debug, Clone, PartialEq, Eq)]

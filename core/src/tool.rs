@@ -8,8 +8,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use validator::{Validate, ValidationErrors};
 
+use crate::context::CallContext;
+use crate::contract::{Approval, ToolContract};
 use crate::future::BoxFuture;
-use crate::{Approval, CallContext, Decision, PolicyError, ToolContract};
+use crate::policy::{Decision, PolicyError};
 
 /// What a tool's body produced: at once (a sync tool) or later (an async tool).
 pub enum Invocation<'a, T> {

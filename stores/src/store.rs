@@ -15,10 +15,19 @@ use portcullis_core::{
 };
 use portcullis_core::{PasskeyCredential, Reviewer, TaskLifetime};
 
-use crate::{
-    CallerUsage, Enrolled, Invite, OpenError, PostgresStore, PostgresTls, Pruned, Retention,
-    RunSummary, SealKeys, Shares, SqliteStore,
-};
+use crate::tasks::{CallerUsage, Pruned, Retention, Shares};
+
+use crate::invites::{Enrolled, Invite};
+
+use crate::error::OpenError;
+
+use crate::postgres::{PostgresStore, PostgresTls};
+
+use crate::runs::RunSummary;
+
+use crate::seal::SealKeys;
+
+use crate::sqlite::SqliteStore;
 
 /// Runs `$call` on whichever store `$store` is.
 macro_rules! on_store {

@@ -4,7 +4,7 @@ use portcullis_core::RejectionCode;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::Got;
+use crate::report::Got;
 
 /// One case of the corpus.
 pub(crate) struct Case {

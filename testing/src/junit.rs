@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use crate::{Finding, Report};
+use crate::report::{Finding, Report};
 
 impl Report {
     /// The report as JUnit XML: a `<testsuite>` per tool, a `<testcase>` per case (named

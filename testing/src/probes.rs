@@ -8,8 +8,8 @@ use portcullis_core::{
     AfterUntrusted, CallContext, Gate, Matching, OnUntrusted, Registry, RejectionCode, ToolContract,
 };
 
-use crate::Got;
 use crate::arguments::CLAIMS_OF_POWER;
+use crate::report::Got;
 use serde_json::{Map, Value, json};
 
 /// A case of one or more calls in one task, of which the last must get `expected`.

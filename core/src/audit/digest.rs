@@ -16,8 +16,9 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::{AuditKey, AuditRecord};
+use crate::contract::ValueSource;
 use crate::encoding::{hash_bytes, hex};
-use crate::{Ruling, ValueSource};
+use crate::policy::Ruling;
 
 /// The format of the records written before [`V2`], and of a record that names none.
 pub(super) const V1: u8 = 1;

@@ -6,8 +6,9 @@ use std::sync::{Mutex, OnceLock};
 use serde_json::Value;
 
 use super::Snapshots;
+use crate::contract::{Origin, ValueSource};
 use crate::gate::authorize::provenance::store::SourceRecord;
-use crate::{Origin, Ruling, ValueSource};
+use crate::policy::Ruling;
 
 /// What the gates learn of one call.
 #[derive(Default)]

@@ -40,12 +40,17 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::Sha256;
 
+use crate::call::{Arguments, ToolCall};
+use crate::context::CallContext;
+use crate::contract::ToolContract;
 use crate::contract::{recorded_arguments, recorded_canonical};
 use crate::encoding::hex;
 use crate::future::BoxFuture;
+use crate::gate::approve::store::PendingCall;
+use crate::outcome::Outcome;
+use crate::rejection::Rejection;
 use crate::rejection::{shorten, shortened};
 use crate::time::now_ms;
-use crate::{Arguments, CallContext, Outcome, PendingCall, Rejection, ToolCall, ToolContract};
 
 pub(crate) use facts::Facts;
 pub use round_writer::RoundWriter;
@@ -120,12 +125,12 @@ pub struct AuditRecord {
     /// Y, a reviewer's edit, or nowhere. Absent otherwise, and then not written, so records
     /// from before this field still verify.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub sources: Vec<crate::ValueSource>,
+    pub sources: Vec<crate::contract::ValueSource>,
     /// Which version of each versioned rule set (a Cedar policy set) decided the call, and by
     /// which of its rules, on the decision's record. Absent otherwise, and then not written,
     /// so records from before this field still verify.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub rulings: Vec<crate::Ruling>,
+    pub rulings: Vec<crate::policy::Ruling>,
     /// Calls the budget counted for this decision (0 or 1).
     pub budget_calls: u64,
     /// Cost the budget counted for this decision.
@@ -457,7 +462,7 @@ impl AuditLog {
             let ran = decided
                 .outcome
                 .rejection()
-                .is_none_or(|rejection| rejection.gate() == crate::Gate::Execute);
+                .is_none_or(|rejection| rejection.gate() == crate::rejection::Gate::Execute);
             // Written again rather than copied before every store: a failure is rare, and a
             // record's only reading of the clock is its time.
             if ran {
@@ -667,7 +672,7 @@ fn record_of(decided: &Decided<'_>, written: Written) -> AuditRecord {
     // The budget gate counts a call right before it runs: a call that reached execute was
     // counted; one about to run is counted by its decision.
     let counted = written == Written::Decision
-        && rejection.is_none_or(|rejection| rejection.gate() == crate::Gate::Execute);
+        && rejection.is_none_or(|rejection| rejection.gate() == crate::rejection::Gate::Execute);
     let (decision, summary) = match (written, outcome) {
         (Written::AboutToRun, _) => ("about_to_run", "about to run".to_owned()),
         (Written::Decision, Outcome::Completed(output)) => {
@@ -714,7 +719,8 @@ fn record_of(decided: &Decided<'_>, written: Written) -> AuditRecord {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::{Rejection, RejectionCode, Risk};
+    use crate::rejection::Rejection;
+    use crate::{RejectionCode, Risk};
     use serde_json::json;
 
     /// Runs an append to its end, as a test on a plain thread needs.

@@ -11,7 +11,8 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use super::AuditKey;
 use super::digest::{Encode, Encoder, Fields, V2, in_key_order, is_link, link, optional};
-use crate::{Ruling, ValueSource};
+use crate::contract::ValueSource;
+use crate::policy::Ruling;
 
 /// The fields of a record's text.
 #[derive(Deserialize)]

@@ -13,7 +13,7 @@ use crate::schema::type_includes;
 
 /// The function that gives an argument's allowed values for a call's context: see
 /// [`ContractBuilder::one_of`](crate::ContractBuilder::one_of).
-pub type AllowedValuesFn = fn(&crate::CallContext) -> Vec<Value>;
+pub type AllowedValuesFn = fn(&crate::context::CallContext) -> Vec<Value>;
 
 /// An argument whose allowed values come from a function, asked again at every export and
 /// every call.
@@ -78,7 +78,7 @@ impl ToolContract {
     /// of its own, their types and the `enum`, keeping only its description and title: the
     /// shape it had (a `$ref` to a Rust enum, a union for an `Option`) says less than the
     /// values, and providers take a `$ref` or a union beside an `enum` badly or not at all.
-    pub fn input_schema_for(&self, ctx: &crate::CallContext) -> Option<Cow<'_, Value>> {
+    pub fn input_schema_for(&self, ctx: &crate::context::CallContext) -> Option<Cow<'_, Value>> {
         if self.dynamic_values.is_empty() {
             return Some(Cow::Borrowed(&self.input_schema));
         }
@@ -128,7 +128,10 @@ impl ToolContract {
 
     /// Asks every dynamic argument's function for its values in `ctx`, and reads from the
     /// schema where they apply, so that the export and the check agree.
-    pub(crate) fn allowed_values(&self, ctx: &crate::CallContext) -> Vec<AllowedValues<'_>> {
+    pub(crate) fn allowed_values(
+        &self,
+        ctx: &crate::context::CallContext,
+    ) -> Vec<AllowedValues<'_>> {
         self.dynamic_values
             .iter()
             .map(|dynamic| {
@@ -219,7 +222,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn two_products(_: &crate::CallContext) -> Vec<Value> {
+    fn two_products(_: &crate::context::CallContext) -> Vec<Value> {
         vec![json!("p-1"), json!("p-2")]
     }
 
@@ -246,7 +249,7 @@ mod tests {
             .one_of("weight", |_| vec![json!(1), json!(2.5)])
             .build();
         let exported = contract
-            .input_schema_for(&crate::CallContext::new("alice"))
+            .input_schema_for(&crate::context::CallContext::new("alice"))
             .unwrap();
         let properties = &exported["properties"];
         assert_eq!(
@@ -279,7 +282,7 @@ mod tests {
             .one_of("point", |_| vec![json!({"x": 1})])
             .build();
         let exported = contract
-            .input_schema_for(&crate::CallContext::new("alice"))
+            .input_schema_for(&crate::context::CallContext::new("alice"))
             .unwrap();
         assert_eq!(
             exported["properties"]["point"],
@@ -298,7 +301,7 @@ mod tests {
             },
             "required": ["product", "products"],
         });
-        let ctx = crate::CallContext::new("alice");
+        let ctx = crate::context::CallContext::new("alice");
         let whole = ToolContract::builder("a", "b", schema.clone())
             .one_of("product", |_| Vec::new())
             .build();
@@ -326,7 +329,7 @@ mod tests {
             .one_of("products", |_| Vec::new())
             .build();
         let exported = contract
-            .input_schema_for(&crate::CallContext::new("alice"))
+            .input_schema_for(&crate::context::CallContext::new("alice"))
             .unwrap();
         assert_eq!(
             exported["properties"],
@@ -336,7 +339,7 @@ mod tests {
 
     #[test]
     fn only_dynamic_arguments_make_a_schema_of_their_own() {
-        let ctx = crate::CallContext::new("alice");
+        let ctx = crate::context::CallContext::new("alice");
         let fixed = ToolContract::builder(
             "a",
             "b",

@@ -231,7 +231,7 @@ impl ToolContract {
 
     /// Whether a caller with `ctx`'s roles may use the tool: the tool names no role, or the
     /// caller holds one of them. A tool the caller may not use is not exported to it.
-    pub fn grants(&self, ctx: &crate::CallContext) -> bool {
+    pub fn grants(&self, ctx: &crate::context::CallContext) -> bool {
         self.roles.is_empty() || self.roles.iter().any(|role| ctx.has_role(role))
     }
 

@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::ToolContract;
+use crate::contract::ToolContract;
 use crate::schema::definitions::{ANY_VALUE, Definitions, rebuild_with_definitions, typed_node};
 
 /// String formats strict tool use supports.

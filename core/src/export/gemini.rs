@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::ToolContract;
+use crate::contract::ToolContract;
 use crate::schema::definitions::Definitions;
 
 /// Keywords of Gemini's subset copied as they are (`type`, `nullable`, `enum`, `anyOf`,

@@ -12,8 +12,8 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::contract::{Risk, ToolContract};
 use crate::schema::format_range;
-use crate::{Risk, ToolContract};
 
 /// `{"name", "description", "inputSchema", "outputSchema"?, "annotations"}`.
 pub(super) fn tool(contract: &ToolContract, schema: &Value) -> Result<Value, String> {

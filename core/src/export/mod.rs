@@ -34,7 +34,7 @@ use std::str::FromStr;
 
 use serde_json::Value;
 
-use crate::ToolContract;
+use crate::contract::ToolContract;
 
 /// One provider's tool format.
 ///

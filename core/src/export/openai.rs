@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::ToolContract;
+use crate::contract::ToolContract;
 use crate::schema::definitions::{Definitions, rebuild_with_definitions, typed_node};
 use crate::schema::type_includes;
 

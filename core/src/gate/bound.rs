@@ -13,13 +13,15 @@ use validator::ValidationErrors;
 
 use super::decode::{self, DecodeLimits, Decoded, WriteCanonical, canonical_of};
 use super::execute::{Execution, execute};
+use crate::call::Arguments;
+use crate::context::CallContext;
+use crate::contract::ToolContract;
 use crate::future::BoxFuture;
 use crate::json::write_canonical_of;
+use crate::policy::{Decision, PolicyError};
+use crate::rejection::{Rejection, RejectionCode};
 use crate::schema::check::SchemaCheck;
-use crate::{
-    Arguments, CallContext, Decision, PolicyError, Rejection, RejectionCode, Tool, ToolContract,
-    ToolError,
-};
+use crate::tool::{Tool, ToolError};
 
 /// One call's typed arguments with their tool, as the gates after decode read them, for a
 /// call whose tool and context live for `'a`.

@@ -10,9 +10,13 @@ use std::time::Duration;
 use futures_timer::Delay;
 use serde::Serialize;
 
+use crate::context::CallContext;
+use crate::contract::ToolContract;
 use crate::future::{BoxFuture, Contained};
+use crate::outcome::Outcome;
+use crate::rejection::{Rejection, RejectionCode};
 use crate::tool::Invocation;
-use crate::{CallContext, Outcome, Rejection, RejectionCode, Tool, ToolContract, ToolError};
+use crate::tool::{Tool, ToolError};
 
 /// A tool run that either finished while it was started (a sync tool, or a refusal) or is
 /// still running (an async tool).

@@ -18,12 +18,14 @@ use std::sync::{Arc, MutexGuard};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::context::CallContext;
 use crate::encoding::{hash_bytes, hex};
 use crate::future::BoxFuture;
 use crate::locked_parts::LockedParts;
+use crate::outcome::{Outcome, Ticket};
+use crate::rejection::{Rejection, RejectionCode};
 use crate::share::{Shares, caller_key};
 use crate::time::now_ms;
-use crate::{CallContext, Outcome, Rejection, RejectionCode, Ticket};
 
 /// Which call a claim is for: who made it, in which task, of which tool, under which id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -2,8 +2,9 @@
 //! tool the caller may not use is refused exactly as one that does not exist, so that a model
 //! cannot learn which tools exist by probing.
 
+use crate::context::{CallContext, ToolChoice};
+use crate::rejection::{Rejection, RejectionCode};
 use crate::suggest;
-use crate::{CallContext, Rejection, RejectionCode, ToolChoice};
 
 /// Looks `name` up exactly in `tools` (sorted by name): no case folding, no Unicode
 /// normalization, so a look-alike or a name with an invisible character never reaches a real

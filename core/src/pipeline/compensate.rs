@@ -7,12 +7,17 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::audit::{Decided, Facts};
+use crate::call::ToolCall;
+use crate::context::CallContext;
 use crate::future::BoxFuture;
 use crate::future::Contained;
 use crate::gate::bound::rebind;
+use crate::outcome::Outcome;
 use crate::registry::Registered;
+use crate::registry::Registry;
+use crate::rejection::{Rejection, RejectionCode};
 use crate::rollback::CompensationResult;
-use crate::{CallContext, Outcome, Registry, Rejection, RejectionCode, ToolCall, ToolError};
+use crate::tool::ToolError;
 
 impl Registry {
     /// Runs the compensation of a completed call, contained and audited.

@@ -1,8 +1,10 @@
 //! The follow road: where a waiting call stands, for the model or a client that asks again.
 
 use crate::audit::Facts;
+use crate::gate::approve::decision::Progress;
+use crate::registry::Registry;
+use crate::rejection::Rejection;
 use crate::time::now_ms;
-use crate::{Progress, Registry, Rejection};
 
 impl Registry {
     /// Moves the call waiting under `ticket_id` on, for a caller that waits for it (an MCP

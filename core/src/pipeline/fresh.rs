@@ -7,7 +7,15 @@ use super::{Dispatched, Kept, Road};
 use crate::audit::{Decided, Facts};
 use crate::future::Contained;
 
-use crate::{CallContext, Gate, Outcome, Registry, Rejection, RejectionCode, Ticket, ToolCall};
+use crate::context::CallContext;
+
+use crate::rejection::{Gate, Rejection, RejectionCode};
+
+use crate::outcome::{Outcome, Ticket};
+
+use crate::registry::Registry;
+
+use crate::call::ToolCall;
 
 impl Registry {
     /// Sends one model-produced call through every gate and, if all pass, runs the tool.
@@ -83,7 +91,7 @@ impl Registry {
     /// another decision came first (a repeat of the call reads that one's outcome).
     async fn approve_in_line(
         &self,
-        approver: &dyn crate::Approver,
+        approver: &dyn crate::gate::approve::store::Approver,
         ticket: &Ticket,
         keep: bool,
     ) -> Option<Kept> {

@@ -44,8 +44,13 @@ use std::sync::atomic::Ordering;
 use serde_json::Value;
 
 use crate::audit::{Decided, Facts, Snapshots};
+use crate::call::ToolCall;
+use crate::context::CallContext;
+use crate::contract::ToolContract;
 use crate::future::Contained;
+use crate::gate::DecodeLimits;
 use crate::gate::approve::decision::expired;
+use crate::gate::approve::store::PendingCall;
 use crate::gate::authorize::authorize_caller;
 use crate::gate::authorize::{Consulted, Judge, authorize};
 use crate::gate::bound::{BoundCall, ErasedTool, rebind};
@@ -54,13 +59,13 @@ use crate::gate::execute::{Execution, contained, dry_run, panicked};
 use crate::gate::repeat::{self, CallKey, Claim, ClaimState};
 use crate::gate::resolve::{check_choice, resolve};
 use crate::gate::validate::validate;
+use crate::outcome::Outcome;
+use crate::policy::BudgetUsage;
+use crate::registry::Registry;
 use crate::registry::{Registered, Settings};
+use crate::rejection::{Gate, Rejection, RejectionCode};
 use crate::schema::check::SchemaCheck;
 use crate::time::now_ms;
-use crate::{
-    BudgetUsage, CallContext, DecodeLimits, Gate, Outcome, PendingCall, Registry, Rejection,
-    RejectionCode, ToolCall, ToolContract,
-};
 
 /// How a call came to the gates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

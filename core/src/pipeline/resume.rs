@@ -15,13 +15,16 @@ use crate::gate::authorize::provenance::source;
 use crate::gate::authorize::provenance::text::source_text;
 use crate::gate::decode::fingerprint;
 
+use crate::call::{Arguments, ToolCall};
+use crate::gate::approve::decision::ApprovalDecision;
+use crate::gate::approve::signature::SignedDecision;
+use crate::gate::approve::store::PendingCall;
 use crate::gate::repeat::{CallKey, Claim, ClaimState};
+use crate::outcome::{Outcome, Ticket};
 use crate::registry::Registered;
+use crate::registry::Registry;
+use crate::rejection::{Rejection, RejectionCode};
 use crate::time::now_ms;
-use crate::{
-    ApprovalDecision, Arguments, Outcome, PendingCall, Registry, Rejection, RejectionCode,
-    SignedDecision, Ticket, ToolCall,
-};
 
 impl Registry {
     /// Ends every pending call whose ticket expired, each refused with `approval_expired`
@@ -75,7 +78,7 @@ impl Registry {
     pub async fn review(
         &self,
         ticket_id: &str,
-        reviewer: &crate::Reviewer,
+        reviewer: &crate::gate::approve::reviewer::Reviewer,
     ) -> Result<(Ticket, Value), Rejection> {
         let pending = self
             .settings()

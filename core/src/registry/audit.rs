@@ -2,7 +2,8 @@
 //! agent's run.
 
 use crate::audit::RunStep;
-use crate::{CallContext, Registry};
+use crate::context::CallContext;
+use crate::registry::Registry;
 
 impl Registry {
     /// Stores the outcome records of calls that ran while the audit sink could not store them

@@ -2,8 +2,10 @@
 
 use serde_json::Value;
 
+use crate::context::CallContext;
+use crate::contract::ToolContract;
 use crate::export::{ExportError, Profile, ProfileError};
-use crate::{CallContext, Registry, ToolContract};
+use crate::registry::Registry;
 
 impl Registry {
     /// The tool list in `profile`'s format: the value of the provider request's `tools` field,

@@ -13,22 +13,27 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::audit::{AuditKey, AuditLog, AuditSink};
+use crate::context::CallContext;
+use crate::contract::{Approval, ContractError, ToolContract};
 use crate::export::{Profile, ProfileError, check_all};
+use crate::gate::DecodeLimits;
 use crate::gate::approve::signature::Keyring;
 use crate::gate::approve::store::PendingLimits;
+use crate::gate::approve::store::{ApprovalStore, Approver, InMemoryApprovalStore};
 use crate::gate::approve::{Approvals, Trust};
 use crate::gate::authorize::Rules;
 use crate::gate::authorize::provenance::Provenance;
+use crate::gate::authorize::provenance::store::{InMemoryProvenanceStore, ProvenanceStore};
 use crate::gate::bound::ErasedTool;
 use crate::gate::budget::Budget;
+use crate::gate::budget::store::{BudgetLimits, BudgetStore, InMemoryBudgetStore, RefusalLimit};
 use crate::gate::repeat::{InMemoryRepeatStore, RepeatStore};
+use crate::outcome::Ticket;
+use crate::policy::Policy;
+use crate::rejection::{Gate, Rejection};
 use crate::rollback::store::{DurableTransactions, TransactionStore};
 use crate::schema::check::SchemaCheck;
-use crate::{
-    Approval, ApprovalStore, Approver, BudgetLimits, BudgetStore, CallContext, ContractError,
-    DecodeLimits, Gate, InMemoryApprovalStore, InMemoryBudgetStore, InMemoryProvenanceStore,
-    Policy, ProvenanceStore, RefusalLimit, Rejection, Ticket, Tool, ToolContract,
-};
+use crate::tool::Tool;
 
 /// Refusals a task may collect within a window before it is stopped, unless the registry says
 /// otherwise: 50 every 10 minutes.

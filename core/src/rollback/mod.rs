@@ -3,7 +3,7 @@
 
 pub(crate) mod store;
 
-use crate::ToolError;
+use crate::tool::ToolError;
 
 /// What happened to one completed step when the transaction was rolled back.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,8 +6,9 @@ use std::io;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::call::ToolCall;
+use crate::context::CallContext;
 use crate::future::BoxFuture;
-use crate::{CallContext, ToolCall};
 
 /// A completed step as a store keeps it: the call, the canonical arguments the tool received,
 /// and its output, all a compensation needs.

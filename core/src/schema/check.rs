@@ -23,8 +23,8 @@ use validator::{ValidateEmail, ValidateUrl};
 
 use crate::json::{JsonView, Sets, View, canonical_text, identity_text, integer_value};
 use crate::pointer::{Segment, pointer};
+use crate::rejection::{RejectionCode, Violation};
 use crate::schema::format_range;
-use crate::{RejectionCode, Violation};
 
 /// A compiled schema: its subschemas in an arena, `$ref`s resolved to indices.
 #[derive(Debug)]

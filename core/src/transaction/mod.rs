@@ -17,11 +17,15 @@ use std::thread::{self, Thread};
 
 use serde_json::Value;
 
+use crate::call::ToolCall;
+use crate::context::CallContext;
 use crate::encoding::random_id;
+use crate::outcome::Outcome;
+use crate::registry::Registry;
+use crate::rejection::Gate;
 use crate::rollback::Compensation;
 use crate::rollback::store::StoredStep;
 use crate::time::now_ms;
-use crate::{CallContext, Gate, Outcome, Registry, ToolCall};
 
 /// A sequence of calls that stands or falls together.
 ///
@@ -81,8 +85,8 @@ impl Transaction {
     pub async fn dispatch(&mut self, call: &ToolCall) -> Outcome {
         if self.finished {
             return Outcome::Rejected(
-                crate::Rejection::new(
-                    crate::RejectionCode::ToolFailed,
+                crate::rejection::Rejection::new(
+                    crate::rejection::RejectionCode::ToolFailed,
                     "this transaction has ended: start another for more steps",
                 )
                 .with_reason("transaction_ended")

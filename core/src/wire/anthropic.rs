@@ -8,7 +8,8 @@
 use serde_json::{Value, json};
 
 use super::{Node, WireError, outcome_text};
-use crate::{Outcome, ToolCall};
+use crate::call::ToolCall;
+use crate::outcome::Outcome;
 
 /// Reads the tool calls of a Messages API response (or of any assistant message): its
 /// `tool_use` content blocks, in order. Text, thinking and server-tool blocks are skipped; a

@@ -17,8 +17,9 @@
 use serde_json::{Map, Value, json};
 
 use super::{Node, WireError, WireErrorKind, model_message, pending_result};
+use crate::call::{Arguments, ToolCall};
 use crate::context::fresh_id;
-use crate::{Arguments, Outcome, ToolCall};
+use crate::outcome::Outcome;
 
 /// One `functionCall` part: the call to dispatch, whether its id came from the model, and the
 /// part's thought signature.

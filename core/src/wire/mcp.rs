@@ -12,9 +12,11 @@
 use serde_json::{Value, json};
 
 use super::{Node, WireError, WireErrorKind, model_message, outcome_text, quoted};
+use crate::call::ToolCall;
 use crate::json::{StrictJsonError, parse_strictly, strict};
+use crate::outcome::Outcome;
 use crate::pointer::pointer;
-use crate::{Outcome, RejectionCode, ToolCall};
+use crate::rejection::RejectionCode;
 
 /// The JSON-RPC error code for invalid parameters, an unknown tool among them.
 const INVALID_PARAMS: i64 = -32602;

@@ -40,8 +40,9 @@ use std::fmt;
 
 use serde_json::{Map, Value, json};
 
+use crate::outcome::{Outcome, Ticket};
+use crate::rejection::Rejection;
 use crate::rejection::shorten;
-use crate::{Outcome, Rejection, Ticket};
 
 pub mod anthropic;
 pub mod gemini;

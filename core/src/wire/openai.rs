@@ -8,7 +8,8 @@
 use serde_json::{Value, json};
 
 use super::{Node, WireError, WireErrorKind, outcome_text, quoted};
-use crate::{Outcome, ToolCall};
+use crate::call::ToolCall;
+use crate::outcome::Outcome;
 
 /// Reads the tool calls of a Chat Completions response (`choices[0].message.tool_calls`), or of
 /// its assistant `message` alone, in the order the model made them. A plain answer has none.

@@ -21,7 +21,7 @@ use tokio_postgres::GenericClient;
 
 pub use tls::{PostgresTls, postgres_client};
 
-use crate::OpenError;
+use crate::error::OpenError;
 use crate::group_commit::GroupCommit;
 use crate::seal::{SealKeys, Sealing};
 use crate::tasks::{Bounds, Retention, Shares};

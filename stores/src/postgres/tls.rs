@@ -26,7 +26,7 @@ use rustls::{ClientConfig, RootCertStore};
 use tokio_postgres::config::SslMode;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use crate::OpenError;
+use crate::error::OpenError;
 
 /// Whose certificates a PostgreSQL store's connections trust. The default reads the URL's
 /// `sslrootcert` (a PEM file, or `system`), and trusts the platform's roots without it.

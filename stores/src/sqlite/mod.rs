@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use portcullis_core::audit::RoundWriter;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
-use crate::OpenError;
+use crate::error::OpenError;
 use crate::seal::{SealKeys, Sealing};
 use crate::tasks::{Bounds, Retention, Shares};
 pub(crate) use crate::values::{as_sql, from_sql, now_ms};

@@ -9,8 +9,9 @@ use serde_json::Value;
 use super::reviewer::Reviewer;
 use super::signature::SignedDecision;
 use super::store::{ApprovalStore, PendingCall};
+use crate::outcome::Outcome;
+use crate::rejection::{Rejection, RejectionCode};
 use crate::time::now_ms;
-use crate::{Outcome, Rejection, RejectionCode};
 
 /// A reviewer's decision on a ticket. The reviewer must be allowed to decide it
 /// ([`Reviewer::may_decide`]); a decision of one who is not leaves the ticket pending.

@@ -11,12 +11,16 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::Ticket;
+use crate::call::ToolCall;
+use crate::context::CallContext;
 use crate::contract::contract_hash;
 use crate::contract::recorded_canonical;
+use crate::contract::{Approval, Risk, ToolContract};
 use crate::encoding::random_id;
+use crate::gate::approve::reviewer::Reviewer;
+use crate::outcome::Ticket;
+use crate::rejection::Rejection;
 use crate::time::{expiry_ms, now_ms};
-use crate::{Approval, CallContext, Rejection, Reviewer, Risk, ToolCall, ToolContract};
 use signature::{Keyring, SignedDecision};
 use store::{ApprovalStore, Approver, PendingCall, PendingLimits};
 

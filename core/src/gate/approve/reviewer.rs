@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::Ticket;
-use crate::{Rejection, RejectionCode};
+use crate::outcome::Ticket;
+use crate::rejection::{Rejection, RejectionCode};
 
 /// The person (or service) deciding a ticket, as the application authenticated it.
 ///

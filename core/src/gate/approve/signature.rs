@@ -38,11 +38,11 @@ use super::decision::ApprovalDecision;
 use super::passkey::{PasskeyAssertion, PasskeyCredential};
 use super::reviewer::Reviewer;
 use super::store::PendingCall;
-use crate::Ticket;
 use crate::digest::sha256_hex;
 use crate::encoding::{hex, unhex};
+use crate::outcome::Ticket;
+use crate::rejection::{Rejection, RejectionCode};
 use crate::time::now_ms;
-use crate::{Rejection, RejectionCode};
 
 /// The prefix of a key written as text.
 const ED25519: &str = "ed25519:";

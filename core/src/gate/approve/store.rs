@@ -20,10 +20,13 @@ use serde_json::Value;
 use super::decision::{ApprovalDecision, Recorded};
 use super::reviewer::Reviewer;
 use super::signature::SignedDecision;
+use crate::call::Arguments;
+use crate::context::CallContext;
 use crate::encoding::random_id;
 use crate::future::BoxFuture;
+use crate::outcome::Ticket;
+use crate::rejection::{Rejection, RejectionCode};
 use crate::time::{expiry_ms, now_ms};
-use crate::{Arguments, CallContext, Rejection, RejectionCode, Ticket};
 
 /// A call waiting in a store: its ticket, the caller's context and the arguments as sent. It
 /// serializes for a durable store; the context's extensions are not kept (see

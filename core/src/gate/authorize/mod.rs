@@ -17,12 +17,12 @@ use serde_json::Value;
 
 use super::bound::BoundCall;
 use super::decode::Canonical;
+use crate::context::CallContext;
+use crate::contract::{ToolContract, ValueSource};
 use crate::future::BoxFuture;
 use crate::future::Contained;
-use crate::{
-    BudgetUsage, CallContext, Decision, Policy, PolicyError, PolicyRequest, Rejection,
-    RejectionCode, Ruling, ToolContract, ValueSource,
-};
+use crate::policy::{BudgetUsage, Decision, Policy, PolicyError, PolicyRequest, Ruling};
+use crate::rejection::{Rejection, RejectionCode};
 
 /// The provenance gate, for a call it judges.
 pub(crate) struct Judge<'a> {
@@ -30,9 +30,9 @@ pub(crate) struct Judge<'a> {
     /// The source of the reviewer's edit being judged, if it is one.
     pub(crate) edit: Option<&'a provenance::store::SourceRecord>,
     /// Where its findings are kept, for the ticket and the audit.
-    pub(crate) found: &'a std::sync::OnceLock<Vec<crate::ValueSource>>,
+    pub(crate) found: &'a std::sync::OnceLock<Vec<crate::contract::ValueSource>>,
     /// Where the untrusted source that makes the call wait is kept, for the ticket.
-    pub(crate) tainted_by: &'a std::sync::OnceLock<crate::Origin>,
+    pub(crate) tainted_by: &'a std::sync::OnceLock<crate::contract::Origin>,
 }
 
 /// The registry-wide rules the authorize gate consults.

@@ -4,9 +4,13 @@
 pub(crate) mod store;
 
 use super::decode::Canonical;
+use crate::context::CallContext;
+use crate::contract::ToolContract;
+use crate::gate::budget::store::{BudgetLimits, BudgetStore, Charge};
+use crate::outcome::Outcome;
+use crate::rejection::Rejection;
+use crate::rejection::RejectionCode;
 use crate::schema::check::SchemaCheck;
-use crate::{BudgetLimits, BudgetStore, CallContext, Charge, Outcome, Rejection};
-use crate::{RejectionCode, ToolContract};
 
 fn charge<'a>(
     ctx: &'a CallContext,

@@ -11,11 +11,13 @@ use std::future::ready;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::context::CallContext;
 use crate::future::BoxFuture;
 use crate::lifetime::{Ended, TaskLifetime};
 use crate::locked_parts::LockedParts;
+use crate::policy::BudgetUsage;
+use crate::rejection::{Rejection, RejectionCode};
 use crate::share::{Shares, caller_key, with_caller_key};
-use crate::{BudgetUsage, CallContext, Rejection, RejectionCode};
 
 /// The limits the budget gate enforces; every one is off unless set.
 ///

@@ -10,8 +10,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::digest::sha256_hex;
+use crate::rejection::{Rejection, RejectionCode};
 use crate::schema::check::SchemaCheck;
-use crate::{Rejection, RejectionCode};
 
 /// Writes the canonical arguments of a call's typed arguments.
 pub(crate) trait WriteCanonical: Sync {

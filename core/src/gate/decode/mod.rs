@@ -15,11 +15,12 @@ use serde_json::Value;
 pub(crate) use canonical::{Canonical, WriteCanonical, canonical_of, fingerprint, identity_of};
 
 use crate::call::Arguments;
+use crate::contract::ToolContract;
 use crate::pointer::{Segment, pointer};
 use crate::rejection::shorten;
+use crate::rejection::{Rejection, RejectionCode, Violation};
 use crate::schema::check::{Finding, SchemaCheck};
 use crate::suggest;
-use crate::{Rejection, RejectionCode, ToolContract, Violation};
 
 use crate::json::strict::{self, Node, StrictJsonError};
 use deserializer::{DecodeError, NodeDeserializer, Problem};

@@ -11,11 +11,13 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
+use crate::context::CallContext;
+use crate::contract::ToolContract;
 use crate::contract::{AllowedValues, ValuesApply};
 use crate::json::canonical_text;
 use crate::pointer::{Segment, pointer};
 use crate::rejection::shorten;
-use crate::{CallContext, Rejection, RejectionCode, ToolContract};
+use crate::rejection::{Rejection, RejectionCode};
 
 /// How many allowed values a refusal lists: enough to choose from, bounded in size.
 const LISTED_VALUES: usize = 20;

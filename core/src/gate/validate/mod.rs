@@ -18,9 +18,11 @@ use serde_json::{Map, Value};
 use validator::{ValidationError, ValidationErrors, ValidationErrorsKind};
 
 use super::decode::{self, Canonical};
+use crate::context::CallContext;
+use crate::contract::ToolContract;
 use crate::pointer::{Segment, pointer};
+use crate::rejection::{Rejection, RejectionCode, Violation};
 use crate::schema::check::{SchemaCheck, describe};
-use crate::{CallContext, Rejection, RejectionCode, ToolContract, Violation};
 
 /// The validate gate: the values of `#[one_of]` arguments, then every constraint: those of the
 /// schema the arguments break as sent (`shown`, found by the compiled schema), and those of the

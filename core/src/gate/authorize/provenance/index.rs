@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use super::entities::{entities, one_entity};
 use super::store::{SourceRecord, TASK_TEXT_LIMIT};
 use super::text::{compact, fold, leaves, normalize, numbers, whole_number, words};
-use crate::CallContext;
-use crate::Origin;
+use crate::context::CallContext;
+use crate::contract::Origin;
 
 /// The sources of one task (or of one call: its request and a reviewer's edit), indexed.
 #[derive(Debug, Default)]

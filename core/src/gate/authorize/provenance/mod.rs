@@ -37,11 +37,12 @@ use self::store::{ProvenanceStore, SourceRecord};
 use self::text::{
     PathStep, compact, fold, leaf_text, letters_and_digits, normalize, number_value, source_text,
 };
-use crate::schema::reached;
-use crate::{
-    AfterUntrusted, CallContext, Matching, OnUntrusted, Origin, OutputTrust, Rejection,
-    RejectionCode, Sources, ToolContract, ValueSource,
+use crate::context::CallContext;
+use crate::contract::{
+    AfterUntrusted, Matching, OnUntrusted, Origin, OutputTrust, Sources, ToolContract, ValueSource,
 };
+use crate::rejection::{Rejection, RejectionCode};
+use crate::schema::reached;
 
 /// The registry's sources: where they are kept, what this worker indexed of them, and
 /// whether outputs are recorded at all (only when some tool's contract reads them).
@@ -692,7 +693,7 @@ mod tests {
 mod judged {
     use super::store::InMemoryProvenanceStore;
     use super::*;
-    use crate::{AfterUntrusted, Matching, OnUntrusted, OutputTrust, Sources};
+    use crate::contract::{AfterUntrusted, Matching, OnUntrusted, OutputTrust, Sources};
     use serde_json::json;
 
     fn provenance() -> Provenance {

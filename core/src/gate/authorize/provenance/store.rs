@@ -11,10 +11,12 @@ use std::time::Instant;
 use foldhash::fast::RandomState;
 use serde::{Deserialize, Serialize};
 
+use crate::context::CallContext;
+use crate::contract::Origin;
 use crate::future::BoxFuture;
 use crate::lifetime::{Ended, TaskLifetime, earlier};
+use crate::rejection::{Rejection, RejectionCode};
 use crate::share::{Shares, caller_key};
-use crate::{CallContext, Origin, Rejection, RejectionCode};
 
 impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
