@@ -31,6 +31,13 @@ pub enum OpenError {
     },
 }
 
+impl OpenError {
+    /// The database's own failure, kept as the source.
+    pub(crate) fn database(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        OpenError::Database(Box::new(error))
+    }
+}
+
 impl fmt::Display for OpenError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -12,6 +12,9 @@ use std::collections::BTreeSet;
 use portcullis_core::{DecodeLimits, RejectionCode};
 use serde_json::{Map, Value, json};
 
+use crate::schema::resolve;
+use crate::valid::valid_value;
+
 /// One hostile argument text and what it must get.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Hostile {
@@ -329,7 +332,7 @@ fn object(
             object(root, property, member, &inner, limits, cases);
         }
         for variant in variants {
-            if let Some(Value::Object(member)) = crate::valid::valid_value(root, variant) {
+            if let Some(Value::Object(member)) = valid_value(root, variant) {
                 object(root, variant, &member, &inner, limits, cases);
             }
         }
@@ -468,15 +471,6 @@ fn other_value(value: &Value) -> Value {
         Value::Array(_) => json!([]),
         Value::Object(_) => json!({}),
     }
-}
-
-/// `property` itself, or the definition its `$ref` names.
-pub(crate) fn resolve<'a>(schema: &'a Value, property: &'a Value) -> &'a Value {
-    property["$ref"]
-        .as_str()
-        .and_then(|reference| reference.strip_prefix("#/$defs/"))
-        .and_then(|name| schema["$defs"].get(name))
-        .unwrap_or(property)
 }
 
 /// The JSON types `property` accepts; empty when it does not say (a union of which a variant
@@ -646,7 +640,7 @@ fn broken_values(
     }
     if kinds.contains(&"array") {
         let items = resolve(root, &property["items"]);
-        let item = crate::valid::valid_value(root, items);
+        let item = valid_value(root, items);
         let most = property["maxItems"]
             .as_u64()
             .filter(|maximum| *maximum < 1 << 16);

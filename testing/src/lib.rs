@@ -37,6 +37,7 @@ mod corpus;
 mod junit;
 mod probes;
 mod report;
+mod schema;
 mod valid;
 
 pub mod passkey;

@@ -142,7 +142,7 @@ pub(crate) fn probes(
     }
     if let Some(argument) = contract.environment_argument() {
         let property = &schema["properties"][argument];
-        let definition = crate::arguments::resolve(schema, property);
+        let definition = crate::schema::resolve(schema, property);
         let own = caller.environment();
         let another = definition["enum"]
             .as_array()

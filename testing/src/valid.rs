@@ -4,6 +4,8 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::schema::resolve;
+
 /// Arguments with every required argument at a value its schema accepts, or `None` if one of
 /// them cannot be written from the schema.
 pub(crate) fn valid_arguments(schema: &Value) -> Option<Map<String, Value>> {
@@ -15,7 +17,7 @@ pub(crate) fn valid_arguments(schema: &Value) -> Option<Map<String, Value>> {
 
 /// A value `property` accepts (`root` holds the definitions its `$ref`s name).
 pub(crate) fn valid_value(root: &Value, property: &Value) -> Option<Value> {
-    let property = crate::arguments::resolve(root, property);
+    let property = resolve(root, property);
     if let Some(constant) = property.get("const") {
         return Some(constant.clone());
     }

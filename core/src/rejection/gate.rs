@@ -1,10 +1,8 @@
-//! The gates, named: which one refused a call, and the codes each may give.
+//! The gates, named: which one refused a call.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
-
-use super::RejectionCode;
 
 /// One named step of the pipeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -57,81 +55,6 @@ impl Gate {
             Gate::Approve => "approve",
             Gate::Audit => "audit",
             Gate::Execute => "execute",
-        }
-    }
-
-    /// The codes this gate refuses with.
-    pub fn codes(self) -> &'static [RejectionCode] {
-        use RejectionCode::*;
-        match self {
-            Gate::Resolve => &[UnknownTool, ToolNotAllowed],
-            Gate::Decode => &[
-                MalformedJson,
-                DuplicateKey,
-                ArgumentsTooLarge,
-                ArgumentsTooDeep,
-                NotAnObject,
-                UnknownArgument,
-                MissingArgument,
-                InvalidType,
-                InvalidValue,
-                ArgumentsNotReproducible,
-            ],
-            Gate::Validate => &[ConstraintViolation],
-            Gate::Authorize => &[
-                RoleDenied,
-                EnvironmentMismatch,
-                TenantMismatch,
-                PolicyDenied,
-                IntentMismatch,
-                UntrustedValue,
-                UnsourcedValue,
-                UntrustedTask,
-                SourcesUnavailable,
-            ],
-            Gate::Budget => &[
-                BudgetCallsExceeded,
-                BudgetCostExceeded,
-                StalledLoop,
-                RateLimited,
-                CircuitOpen,
-                TooManyRefusals,
-                BudgetUnavailable,
-                BudgetStoreFull,
-                BudgetShareFull,
-                TaskExpired,
-            ],
-            Gate::Repeat => &[
-                CallInProgress,
-                CallIdReused,
-                OutcomeUnknown,
-                ClaimsUnavailable,
-                ClaimStoreFull,
-                ClaimShareFull,
-            ],
-            Gate::Approve => &[
-                ApprovalRejected,
-                ApprovalExpired,
-                TicketNotPending,
-                TicketDecided,
-                TooManyPending,
-                ReviewerNotAllowed,
-                SelfApproval,
-                DecisionUnsigned,
-                DecisionSignatureInvalid,
-                ContractChanged,
-                ApprovalsUnavailable,
-                SealKeyMissing,
-            ],
-            Gate::Audit => &[AuditUnavailable],
-            Gate::Execute => &[
-                ToolFailed,
-                OutputUnrecorded,
-                SourcesShareFull,
-                ToolTimeout,
-                ToolPanicked,
-                DryRun,
-            ],
         }
     }
 }

@@ -19,7 +19,7 @@ use jsonwebtoken::{Algorithm, DecodingKey};
 use portcullis_core::BoxFuture;
 use serde_json::Value;
 
-use super::OAuthError;
+use super::error::OAuthError;
 use super::metadata::split_url;
 
 /// Where the issuer's public keys come from: a JWK Set document (RFC 7517), as JSON.

@@ -6,7 +6,7 @@ use axum::http::header;
 use axum::routing::get;
 use serde_json::{Value, json};
 
-use super::OAuthError;
+use super::error::OAuthError;
 
 /// Where RFC 9728 puts a protected resource's metadata, before the resource's own path.
 const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";

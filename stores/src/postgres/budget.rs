@@ -9,7 +9,7 @@ use portcullis_core::{
 
 use tokio_postgres::Transaction;
 
-use super::provenance::Filter;
+use super::tasks::Filter;
 use super::tasks::{Counts, PARTS, adjust, part_of, take_place};
 use super::{Failure, PostgresStore, failed};
 use crate::tasks::{Full, Kind, Life, Pruned, SWEEP_BATCH};

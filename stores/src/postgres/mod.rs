@@ -385,7 +385,7 @@ impl PostgresStore {
         let pool = Pool::builder(manager)
             .max_size(connections.max(1))
             .build()
-            .map_err(database)?;
+            .map_err(OpenError::database)?;
         Ok(PostgresStore {
             pool,
             schema: schema.into(),
@@ -464,13 +464,13 @@ impl PostgresStore {
     async fn schema_version(&self) -> Result<i64, OpenError> {
         let client = self.pool.get().await.map_err(|error| match error {
             PoolError::Backend(error) => tls::connect_error(error),
-            other => database(other),
+            other => OpenError::database(other),
         })?;
         let exists: bool = client
             .query_one("SELECT to_regclass('portcullis_schema') IS NOT NULL", &[])
             .await
             .and_then(|row| row.try_get(0))
-            .map_err(database)?;
+            .map_err(OpenError::database)?;
         if !exists {
             return Ok(0);
         }
@@ -480,10 +480,10 @@ impl PostgresStore {
     /// Applies the migrations the schema lacks, in one transaction, one worker at a time.
     async fn migrate(&self) -> Result<(), OpenError> {
         let mut client = self.client().await.map_err(OpenError::Database)?;
-        let transaction = client.transaction().await.map_err(database)?;
+        let transaction = client.transaction().await.map_err(OpenError::database)?;
         self.lock(&transaction, &[MIGRATION_LOCK])
             .await
-            .map_err(database)?;
+            .map_err(OpenError::database)?;
         transaction
             .batch_execute(&format!(
                 "CREATE SCHEMA IF NOT EXISTS {};
@@ -491,7 +491,7 @@ impl PostgresStore {
                 self.schema
             ))
             .await
-            .map_err(database)?;
+            .map_err(OpenError::database)?;
         // Read again under the lock: another worker may have migrated meanwhile.
         let found = stored_version(&*transaction).await?;
         let known = MIGRATIONS.len() as i64;
@@ -502,20 +502,20 @@ impl PostgresStore {
             transaction
                 .batch_execute(migration)
                 .await
-                .map_err(database)?;
+                .map_err(OpenError::database)?;
         }
         transaction
             .execute("DELETE FROM portcullis_schema", &[])
             .await
-            .map_err(database)?;
+            .map_err(OpenError::database)?;
         transaction
             .execute(
                 "INSERT INTO portcullis_schema (version) VALUES ($1)",
                 &[&known],
             )
             .await
-            .map_err(database)?;
-        transaction.commit().await.map_err(database)
+            .map_err(OpenError::database)?;
+        transaction.commit().await.map_err(OpenError::database)
     }
 }
 
@@ -528,16 +528,12 @@ async fn stored_version(client: &impl GenericClient) -> Result<i64, OpenError> {
         )
         .await
         .and_then(|row| row.try_get(0))
-        .map_err(database)?;
+        .map_err(OpenError::database)?;
     let known = MIGRATIONS.len() as i64;
     if found > known {
         return Err(OpenError::NewerSchema { found, known });
     }
     Ok(found)
-}
-
-fn database(error: impl std::error::Error + Send + Sync + 'static) -> OpenError {
-    OpenError::Database(Box::new(error))
 }
 
 /// Reports a database failure the store answers by refusing.

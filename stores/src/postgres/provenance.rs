@@ -17,21 +17,13 @@ use std::collections::BTreeMap;
 use portcullis_core::{BoxFuture, CallContext, ProvenanceStore, Rejection, SourceRecord};
 use tokio_postgres::{IsolationLevel, Transaction};
 
-use super::tasks::{Counts, PARTS, adjust, part_of, take_place};
+use super::tasks::{Counts, Filter, PARTS, adjust, part_of, take_place};
 use super::{PostgresStore, failed};
 use crate::sources::{StoredSource, read_sources, task_of, unreadable, unrecorded};
 use crate::tasks::{Full, Kind, Life, Pruned, SWEEP_BATCH};
 use crate::values::{Failure, as_sql, now_ms};
 
 const KIND: Kind = Kind::Provenance;
-
-/// Which tasks a sweep ends: those of a tenant, an actor, a task id, where given.
-#[derive(Default, Clone, Copy)]
-pub(super) struct Filter<'a> {
-    pub(super) tenant: Option<&'a str>,
-    pub(super) actor: Option<&'a str>,
-    pub(super) task: Option<&'a str>,
-}
 
 /// A source as its row holds it: number, origin, text.
 type SourceRow = (i64, String, String);

@@ -15,13 +15,20 @@ use std::collections::BTreeMap;
 
 use tokio_postgres::Transaction;
 
-use super::provenance::Filter;
 use super::{PostgresStore, failed};
 use crate::tasks::{Bounds, CallerUsage, Full, Kind, Pruned, caller_entry, caller_of_json};
 use crate::values::{Failure, now_ms};
 
 /// The parts the totals are kept in.
 pub(super) const PARTS: i64 = 16;
+
+/// Which tasks a sweep ends: those of a tenant, an actor, a task id, where given.
+#[derive(Default, Clone, Copy)]
+pub(super) struct Filter<'a> {
+    pub(super) tenant: Option<&'a str>,
+    pub(super) actor: Option<&'a str>,
+    pub(super) task: Option<&'a str>,
+}
 
 /// The part of the totals (and of the marks) the task in `$n` falls in, as SQL.
 pub(super) fn part_of(parameter: &str) -> String {

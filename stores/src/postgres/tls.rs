@@ -120,7 +120,7 @@ pub(super) fn connection(
     tls: &PostgresTls,
 ) -> Result<(tokio_postgres::Config, MakeRustlsConnect), OpenError> {
     let (url, root_certificate) = read_tls_parameters(url);
-    let config: tokio_postgres::Config = url.parse().map_err(super::database)?;
+    let config: tokio_postgres::Config = url.parse().map_err(OpenError::database)?;
     let trusted = if config.get_ssl_mode() == SslMode::Disable {
         // Never used: no root is read that the connection will not need.
         RootCertStore::empty()

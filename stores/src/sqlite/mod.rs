@@ -9,6 +9,7 @@ mod repeats;
 mod runs;
 mod tasks;
 mod transactions;
+mod upkeep;
 
 use std::fmt;
 use std::path::Path;
