@@ -15,15 +15,11 @@ use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::{AuditKey, AuditRecord};
+use super::key::AuditKey;
+use super::record::{AuditRecord, V1, V2};
 use crate::contract::ValueSource;
 use crate::encoding::{hash_bytes, hex};
 use crate::policy::Ruling;
-
-/// The format of the records written before [`V2`], and of a record that names none.
-pub(super) const V1: u8 = 1;
-/// The format every record is written in now.
-pub(super) const V2: u8 = 2;
 
 /// Where the encoding of a call's shared fields starts.
 const CALL_TAG: &[u8] = b"portcullis audit call v2\n";
@@ -261,8 +257,8 @@ pub(super) fn link_v1(
 /// HMAC-SHA-256 under `key` of `parts` one after the other, or their SHA-256 without a key.
 fn mac(key: Option<&AuditKey>, parts: &[&[u8]]) -> [u8; 32] {
     match key {
-        Some(AuditKey(key)) => {
-            let mut mac = key.keyed.clone();
+        Some(key) => {
+            let mut mac = key.keyed();
             parts.iter().for_each(|part| mac.update(part));
             mac.finalize().into_bytes().into()
         }

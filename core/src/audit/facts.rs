@@ -1,11 +1,10 @@
 //! What the gates learn of one call, for its audit record and for its caller.
 
 use std::sync::atomic::AtomicBool;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use serde_json::Value;
 
-use super::Snapshots;
 use crate::contract::{Origin, ValueSource};
 use crate::gate::authorize::provenance::store::SourceRecord;
 use crate::policy::Ruling;
@@ -47,5 +46,28 @@ impl Facts {
     /// later records do. Before, a record holds the arguments as sent, and is digested alone.
     pub(crate) fn shared_digest(&self) -> Option<&OnceLock<[u8; 32]>> {
         self.canonical.get().map(|_| &self.shared_digest)
+    }
+}
+
+/// The snapshots a call's hook took before and after it ran, for its record.
+#[derive(Default)]
+pub(crate) struct Snapshots {
+    pub(crate) before: Mutex<Option<Value>>,
+    pub(crate) after: Mutex<Option<Value>>,
+    /// Why `after` could not be taken.
+    pub(super) missing: Mutex<Option<String>>,
+}
+
+impl Snapshots {
+    pub(crate) fn keep<T>(slot: &Mutex<Option<T>>, snapshot: T) {
+        *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(snapshot);
+    }
+
+    pub(crate) fn keep_missing(&self, why: String) {
+        Self::keep(&self.missing, why);
+    }
+
+    pub(super) fn taken<T>(slot: &Mutex<Option<T>>) -> Option<T> {
+        slot.lock().unwrap_or_else(PoisonError::into_inner).take()
     }
 }

@@ -22,37 +22,36 @@
 //!
 //! [`ToolContract::audit_required`]: crate::ToolContract::audit_required
 
+mod chain;
 mod digest;
 mod facts;
+mod key;
+mod record;
 mod round_writer;
 mod sinks;
 mod stored;
 mod verify;
 
 use std::collections::VecDeque;
-use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use hmac::{Hmac, KeyInit};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sha2::Sha256;
 
 use crate::call::{Arguments, ToolCall};
 use crate::context::CallContext;
 use crate::contract::ToolContract;
 use crate::contract::{recorded_arguments, recorded_canonical};
-use crate::encoding::hex;
-use crate::future::BoxFuture;
 use crate::gate::approve::store::PendingCall;
 use crate::outcome::Outcome;
 use crate::rejection::Rejection;
 use crate::rejection::{shorten, shortened};
-use crate::time::now_ms;
 
-pub(crate) use facts::Facts;
+pub use chain::{AuditSink, Unchained};
+pub(crate) use facts::{Facts, Snapshots};
+pub use key::AuditKey;
+pub use record::{AuditRecord, Checkpoint, GENESIS_HASH};
 pub use round_writer::RoundWriter;
 pub use sinks::{
     JsonLinesAuditSink, MemoryAuditSink, TracingAuditSink, read_json_lines, verify_json_lines,
@@ -60,225 +59,6 @@ pub use sinks::{
 pub use verify::{ChainBreak, Verifier, VerifyError, verify, verify_to};
 
 pub use crate::contract::REDACTED;
-
-/// One decision: who asked for what, which gate decided and why, what it cost, and the result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AuditRecord {
-    /// The record's format: 2 for the records written now, 1 for those written before
-    /// version 2 (which do not name it). The format says what the record's link covers; the
-    /// audit page of the guide spells both out.
-    #[serde(default = "format_v1", skip_serializing_if = "is_format_v1")]
-    pub version: u8,
-    /// The record's place in the log, from 0.
-    pub sequence: u64,
-    /// When the decision was taken, in milliseconds since the Unix epoch.
-    pub time_ms: u64,
-    /// The caller's trace id.
-    pub trace_id: String,
-    /// The task the call belongs to.
-    pub task_id: String,
-    /// Who called.
-    pub actor: String,
-    /// The caller's tenant.
-    pub tenant: Option<String>,
-    /// The tool the model asked for, as it asked.
-    pub tool: String,
-    /// The provider's call id.
-    pub call_id: String,
-    /// The arguments, with `#[sensitive]` values redacted: the canonical arguments (what the
-    /// tool received, or would have) once decoded; before that, the arguments as sent. Text that
-    /// is not JSON, and arguments over 64 KiB, are recorded by their size and SHA-256 only:
-    /// `{"unrecorded": {"bytes": N, "sha256": "..."}}`.
-    pub arguments: Value,
-    /// `completed`, `rejected`, `pending`, or `about_to_run` for the write-ahead record of a
-    /// call that is about to run. An operator settling a claim whose outcome was unknown
-    /// (`portcullis claims settle`) writes `about_to_settle` first, then `settled` (the
-    /// outcome in `summary`, who and why in `resolution`) or `settle_refused` (the refusal's
-    /// `code`).
-    pub decision: String,
-    /// The gate that refused the call.
-    pub gate: Option<String>,
-    /// The refusal's code.
-    pub code: Option<String>,
-    /// The refusal's finer reason: the policy rule, the tool's own error code.
-    pub reason: Option<String>,
-    /// The refusal's message, the start of the output as JSON, or the ticket a pending call
-    /// waits under.
-    pub summary: String,
-    /// How the record came about beyond a plain dispatch: `approved by ...`, `edited by ...`,
-    /// `rejected by ...` or `expired` for a call a reviewer decided, `compensation` for the
-    /// compensation of an earlier call of a transaction.
-    pub resolution: Option<String>,
-    /// For a call a reviewer edited: the arguments before the edit, as the ticket showed them.
-    pub original_arguments: Option<Value>,
-    /// The tool's snapshot of the state the call changes, taken just before it ran.
-    pub snapshot_before: Option<Value>,
-    /// The same snapshot, taken just after the call ran.
-    pub snapshot_after: Option<Value>,
-    /// Why the snapshot after a call that ran is missing, for a tool with a snapshot hook: the
-    /// canonical arguments did not read back as the same arguments, or the hook panicked.
-    /// Absent otherwise, and then not written, so records from before this field still verify.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub snapshot_missing: Option<String>,
-    /// Where each value the contract declares `#[from(...)]` was found, for a call the
-    /// provenance gate judged (on the decision's record, not the `about_to_run` one): the user's request or message `n`, the output of tool X in call
-    /// Y, a reviewer's edit, or nowhere. Absent otherwise, and then not written, so records
-    /// from before this field still verify.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub sources: Vec<crate::contract::ValueSource>,
-    /// Which version of each versioned rule set (a Cedar policy set) decided the call, and by
-    /// which of its rules, on the decision's record. Absent otherwise, and then not written,
-    /// so records from before this field still verify.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub rulings: Vec<crate::policy::Ruling>,
-    /// Calls the budget counted for this decision (0 or 1).
-    pub budget_calls: u64,
-    /// Cost the budget counted for this decision.
-    pub budget_cost: u64,
-    /// How long the decision took, in microseconds.
-    pub duration_us: u64,
-    /// The hash of the record before this one (64 zeros for the first).
-    pub previous_hash: String,
-    /// The record's link in the chain: HMAC-SHA-256 (or SHA-256, without a key) of its
-    /// sequence, `previous_hash` and the digest of its other fields.
-    pub hash: String,
-}
-
-fn format_v1() -> u8 {
-    digest::V1
-}
-
-fn is_format_v1(version: &u8) -> bool {
-    *version == digest::V1
-}
-
-impl AuditRecord {
-    /// A record, taken now, of the caller of `ctx`, with nothing yet about what it did: the
-    /// start of every record a registry writes.
-    fn of_caller(ctx: &CallContext) -> Self {
-        AuditRecord {
-            version: digest::V2,
-            sequence: 0,
-            time_ms: now_ms(),
-            trace_id: ctx.trace_id().to_owned(),
-            task_id: ctx.task_id().to_owned(),
-            actor: ctx.actor().to_owned(),
-            tenant: ctx.tenant().map(str::to_owned),
-            tool: String::new(),
-            call_id: String::new(),
-            arguments: Value::Null,
-            decision: String::new(),
-            gate: None,
-            code: None,
-            reason: None,
-            summary: String::new(),
-            resolution: None,
-            original_arguments: None,
-            snapshot_before: None,
-            snapshot_after: None,
-            snapshot_missing: None,
-            sources: Vec::new(),
-            rulings: Vec::new(),
-            budget_calls: 0,
-            budget_cost: 0,
-            duration_us: 0,
-            previous_hash: String::new(),
-            hash: String::new(),
-        }
-    }
-}
-
-/// The operator's secret that keys the audit chain (HMAC-SHA-256). Keep it out of the log's
-/// reach: whoever holds it can rewrite the log undetected.
-///
-/// ```
-/// use portcullis_core::audit::AuditKey;
-///
-/// assert!(AuditKey::new(b"too short".to_vec()).is_err());
-/// let key = AuditKey::new([7u8; 32].to_vec()).unwrap();
-/// assert_eq!(format!("{key:?}"), "AuditKey(..)");
-/// ```
-#[derive(Clone)]
-pub struct AuditKey(Arc<KeyState>);
-
-/// A key and the HMAC state it sets up, made once: setting a key up costs as much as hashing
-/// a 64-byte block twice, and every link starts from it.
-struct KeyState {
-    bytes: Box<[u8]>,
-    keyed: Hmac<Sha256>,
-}
-
-impl AuditKey {
-    /// The shortest key accepted, in bytes.
-    pub const MIN_BYTES: usize = 32;
-
-    /// A key of at least [`AuditKey::MIN_BYTES`] bytes, or why not.
-    pub fn new(bytes: Vec<u8>) -> Result<Self, String> {
-        if bytes.len() < Self::MIN_BYTES {
-            return Err(format!(
-                "an audit key needs at least {} bytes, not {}",
-                Self::MIN_BYTES,
-                bytes.len()
-            ));
-        }
-        let keyed = Hmac::<Sha256>::new_from_slice(&bytes).expect("HMAC takes a key of any length");
-        Ok(AuditKey(Arc::new(KeyState {
-            bytes: bytes.into(),
-            keyed,
-        })))
-    }
-}
-
-impl PartialEq for AuditKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.bytes == other.0.bytes
-    }
-}
-
-impl Eq for AuditKey {}
-
-impl fmt::Debug for AuditKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("AuditKey(..)")
-    }
-}
-
-/// A place in a log: how many records it holds, and the hash of its last ([`GENESIS_HASH`]
-/// for an empty log). Kept outside the log, it proves later that none of those records was
-/// cut off: see [`verify_to`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Checkpoint {
-    /// The number of records.
-    pub length: u64,
-    /// The hash of the last record.
-    pub head: String,
-}
-
-impl Checkpoint {
-    /// The place of an empty log.
-    pub fn genesis() -> Self {
-        Checkpoint {
-            length: 0,
-            head: GENESIS_HASH.to_owned(),
-        }
-    }
-
-    /// The place of a log whose last record is `record`.
-    pub fn after(record: &AuditRecord) -> Self {
-        Checkpoint {
-            length: record.sequence + 1,
-            head: record.hash.clone(),
-        }
-    }
-}
-
-/// A record ready to join a log: everything but its place in the chain, which the sink gives
-/// it, in the order its writers append, with [`Unchained::chain_after`].
-pub struct Unchained {
-    record: AuditRecord,
-    digest: [u8; 32],
-    key: Option<AuditKey>,
-}
 
 impl Unchained {
     /// The record of a decision that `reviewer` tried to record on `pending` from outside a
@@ -301,82 +81,6 @@ impl Unchained {
         decided.resolution = Some(format!("refused to {reviewer}"));
         let record = record_of(&decided, Written::Decision);
         Unchained::new(record, key)
-    }
-
-    /// `record`, to be chained under `key` (the application's
-    /// [`audit_key`](crate::RegistryBuilder::audit_key), or none): for a writer beside the
-    /// registries, such as the operator's command line. It is written in the current format;
-    /// its `sequence`, `previous_hash` and `hash` are set when the sink chains it.
-    pub fn new(record: AuditRecord, key: Option<AuditKey>) -> Self {
-        let record = AuditRecord {
-            version: digest::V2,
-            sequence: 0,
-            previous_hash: String::new(),
-            hash: String::new(),
-            ..record
-        };
-        Unchained {
-            digest: record.digest(),
-            record,
-            key,
-        }
-    }
-
-    /// The record, as the next after `head`.
-    pub fn chain_after(self, head: &Checkpoint) -> AuditRecord {
-        let Unchained {
-            mut record,
-            digest,
-            key,
-        } = self;
-        record.sequence = head.length;
-        // A head that is no hash (a log broken before this record) gives no link: the
-        // record then fails verification where the log broke.
-        record.hash = digest::link(key.as_ref(), head.length, &head.head, &digest)
-            .map(|link| hex(&link))
-            .unwrap_or_default();
-        record.previous_hash = head.head.clone();
-        record
-    }
-}
-
-/// Where records go: a sink is one log, and orders what its writers append.
-///
-/// `append` must, as one step that no other writer of the same log interleaves with: find the
-/// log's head (its last record, as stored: a sink shared by several processes reads it from
-/// the storage), chain the entry after it with [`Unchained::chain_after`], and store the
-/// record. Its future completes once the record is stored (durably, if the sink promises
-/// durability): a call that must be audited first runs only after that. A sink that talks to
-/// a database may gather the entries of concurrent calls into one transaction, as long as each
-/// future completes only once its own record is stored.
-pub trait AuditSink: Send + Sync + 'static {
-    /// Chains `entry` after the log's last record and stores it.
-    fn append(&self, entry: Unchained) -> BoxFuture<'_, std::io::Result<()>>;
-}
-
-/// The hash a log starts from.
-pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
-
-/// The snapshots a call's hook took before and after it ran, for its record.
-#[derive(Default)]
-pub(crate) struct Snapshots {
-    pub(crate) before: Mutex<Option<Value>>,
-    pub(crate) after: Mutex<Option<Value>>,
-    /// Why `after` could not be taken.
-    missing: Mutex<Option<String>>,
-}
-
-impl Snapshots {
-    pub(crate) fn keep<T>(slot: &Mutex<Option<T>>, snapshot: T) {
-        *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(snapshot);
-    }
-
-    pub(crate) fn keep_missing(&self, why: String) {
-        Self::keep(&self.missing, why);
-    }
-
-    fn taken<T>(slot: &Mutex<Option<T>>) -> Option<T> {
-        slot.lock().unwrap_or_else(PoisonError::into_inner).take()
     }
 }
 

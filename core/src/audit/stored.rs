@@ -9,15 +9,16 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use super::AuditKey;
-use super::digest::{Encode, Encoder, Fields, V2, in_key_order, is_link, link, optional};
+use super::digest::{Encode, Encoder, Fields, in_key_order, is_link, link, optional};
+use super::key::AuditKey;
+use super::record::V2;
 use crate::contract::ValueSource;
 use crate::policy::Ruling;
 
 /// The fields of a record's text.
 #[derive(Deserialize)]
 pub(super) struct StoredRecord<'a> {
-    #[serde(default = "super::format_v1")]
+    #[serde(default = "super::record::format_v1")]
     version: u8,
     pub(super) sequence: u64,
     time_ms: u64,
