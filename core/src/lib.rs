@@ -53,15 +53,15 @@ pub use contract::{
 };
 pub use future::BoxFuture;
 pub use gate::DecodeLimits;
-pub use gate::approve::decision::{ApprovalDecision, Progress, Recorded, record_decision};
+pub use gate::approve::decision::{ApprovalDecision, Progress, Recorded};
+pub use gate::approve::key_error::KeyError;
 pub use gate::approve::passkey::{PasskeyAssertion, PasskeyCredential, PasskeyPublicKey};
 pub use gate::approve::reviewer::Reviewer;
-pub use gate::approve::signature::{
-    DecisionKey, DecisionPublicKey, DecisionSignature, KeyError, Keyring, SignedDecision,
-};
+pub use gate::approve::signature::{DecisionKey, DecisionPublicKey, Keyring};
+pub use gate::approve::signed::{DecisionSignature, SignedDecision};
 pub use gate::approve::store::{
     ApprovalStore, Approver, AutoApprove, AutoReject, InMemoryApprovalStore, Lease, PendingCall,
-    PendingLimits,
+    PendingLimits, record_decision,
 };
 pub use gate::authorize::provenance::store::{
     InMemoryProvenanceStore, ProvenanceStore, SOURCE_TEXT_LIMIT, SourceRecord, TASK_TEXT_LIMIT,

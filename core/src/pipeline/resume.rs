@@ -9,15 +9,16 @@ use super::{Dispatched, Road, ran};
 use crate::audit::{Decided, Facts};
 use crate::contract::Origin;
 use crate::contract::contract_hash;
-use crate::gate::approve::decision::{already_decided, expired, not_pending, record_decision};
+use crate::gate::approve::decision::{already_decided, expired, not_pending};
 use crate::gate::approve::store::Lease;
+use crate::gate::approve::store::record_decision;
 use crate::gate::authorize::provenance::source;
 use crate::gate::authorize::provenance::text::source_text;
 use crate::gate::decode::fingerprint;
 
 use crate::call::{Arguments, ToolCall};
 use crate::gate::approve::decision::ApprovalDecision;
-use crate::gate::approve::signature::SignedDecision;
+use crate::gate::approve::signed::SignedDecision;
 use crate::gate::approve::store::PendingCall;
 use crate::gate::repeat::{CallKey, Claim, ClaimState};
 use crate::outcome::{Outcome, Ticket};

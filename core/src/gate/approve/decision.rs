@@ -7,11 +7,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::reviewer::Reviewer;
-use super::signature::SignedDecision;
-use super::store::{ApprovalStore, PendingCall};
 use crate::outcome::Outcome;
 use crate::rejection::{Rejection, RejectionCode};
-use crate::time::now_ms;
 
 /// A reviewer's decision on a ticket. The reviewer must be allowed to decide it
 /// ([`Reviewer::may_decide`]); a decision of one who is not leaves the ticket pending.
@@ -79,46 +76,6 @@ pub enum Progress {
     /// expired. Dispatching the same call again (same context, same call id) reads the outcome
     /// it ended with.
     Left,
-}
-
-/// Records `decision` on ticket `ticket_id` in `store`, for a worker to run
-/// ([`Registry::run_decided`](crate::Registry::run_decided)); returns the pending call, its
-/// decision set. The rules of [`Registry::resume`](crate::Registry::resume) hold: the reviewer
-/// must be allowed to decide the ticket, the ticket must not have expired, and a ticket takes
-/// one decision (`ticket_decided` for the next).
-///
-/// This is how a process without the application's tools decides, such as the `portcullis`
-/// command line. The store is not the authority: the worker that runs the call checks the
-/// decision again, against its own keyring and settings.
-pub async fn record_decision(
-    store: &dyn ApprovalStore,
-    ticket_id: &str,
-    decision: impl Into<SignedDecision>,
-) -> Result<PendingCall, Rejection> {
-    let decision = decision.into();
-    let Some(mut pending) = store.get(ticket_id).await? else {
-        return Err(not_pending());
-    };
-    if pending.decision.is_some() {
-        return Err(already_decided());
-    }
-    decision.reviewer().may_decide(&pending.ticket)?;
-    let now = now_ms();
-    if pending.ticket.is_expired(now) {
-        return Err(expired());
-    }
-    match store.decide(ticket_id, &decision, now).await {
-        Recorded::Recorded => {
-            pending.decision = Some(decision);
-            Ok(pending)
-        }
-        Recorded::AlreadyDecided => Err(already_decided()),
-        Recorded::NotPending => Err(not_pending()),
-        Recorded::Expired => Err(expired()),
-        Recorded::Unavailable => Err(unavailable(
-            "the decision could not be recorded, so nothing was decided",
-        )),
-    }
 }
 
 /// The refusal of a store that cannot be read or written: `approvals_unavailable`, with

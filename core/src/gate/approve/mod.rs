@@ -2,9 +2,11 @@
 //! decide it.
 
 pub(crate) mod decision;
+pub(crate) mod key_error;
 pub(crate) mod passkey;
 pub(crate) mod reviewer;
 pub(crate) mod signature;
+pub(crate) mod signed;
 pub(crate) mod store;
 
 use std::time::Duration;
@@ -21,7 +23,8 @@ use crate::gate::approve::reviewer::Reviewer;
 use crate::outcome::Ticket;
 use crate::rejection::Rejection;
 use crate::time::{expiry_ms, now_ms};
-use signature::{Keyring, SignedDecision};
+use signature::Keyring;
+use signed::SignedDecision;
 use store::{ApprovalStore, Approver, PendingCall, PendingLimits};
 
 /// The registry's approval settings.

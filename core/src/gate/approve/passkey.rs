@@ -34,7 +34,7 @@ use p256::ecdsa::{DerSignature, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::signature::KeyError;
+use super::key_error::KeyError;
 use crate::encoding::{base64url, hex, unbase64url, unhex};
 
 /// The prefix of a passkey's public key written as text.

@@ -17,9 +17,11 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::decision::{ApprovalDecision, Recorded};
+use super::decision::{
+    ApprovalDecision, Recorded, already_decided, expired, not_pending, unavailable,
+};
 use super::reviewer::Reviewer;
-use super::signature::SignedDecision;
+use super::signed::SignedDecision;
 use crate::call::Arguments;
 use crate::context::CallContext;
 use crate::encoding::random_id;
@@ -174,6 +176,46 @@ pub trait ApprovalStore: Send + Sync + 'static {
     fn pending(&self) -> BoxFuture<'_, Result<Vec<Ticket>, Rejection>>;
     /// The ids of tickets decided whose call no lease holds, oldest first.
     fn decided(&self) -> BoxFuture<'_, Result<Vec<String>, Rejection>>;
+}
+
+/// Records `decision` on ticket `ticket_id` in `store`, for a worker to run
+/// ([`Registry::run_decided`](crate::Registry::run_decided)); returns the pending call, its
+/// decision set. The rules of [`Registry::resume`](crate::Registry::resume) hold: the reviewer
+/// must be allowed to decide the ticket, the ticket must not have expired, and a ticket takes
+/// one decision (`ticket_decided` for the next).
+///
+/// This is how a process without the application's tools decides, such as the `portcullis`
+/// command line. The store is not the authority: the worker that runs the call checks the
+/// decision again, against its own keyring and settings.
+pub async fn record_decision(
+    store: &dyn ApprovalStore,
+    ticket_id: &str,
+    decision: impl Into<SignedDecision>,
+) -> Result<PendingCall, Rejection> {
+    let decision = decision.into();
+    let Some(mut pending) = store.get(ticket_id).await? else {
+        return Err(not_pending());
+    };
+    if pending.decision.is_some() {
+        return Err(already_decided());
+    }
+    decision.reviewer().may_decide(&pending.ticket)?;
+    let now = now_ms();
+    if pending.ticket.is_expired(now) {
+        return Err(expired());
+    }
+    match store.decide(ticket_id, &decision, now).await {
+        Recorded::Recorded => {
+            pending.decision = Some(decision);
+            Ok(pending)
+        }
+        Recorded::AlreadyDecided => Err(already_decided()),
+        Recorded::NotPending => Err(not_pending()),
+        Recorded::Expired => Err(expired()),
+        Recorded::Unavailable => Err(unavailable(
+            "the decision could not be recorded, so nothing was decided",
+        )),
+    }
 }
 
 /// An [`ApprovalStore`] in memory, for one process. It holds at most `capacity` pending calls
