@@ -4,16 +4,58 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{
-    AfterUntrusted, AllowedValuesFn, Approval, DynamicValues, Matching, OnUntrusted, OutputTrust,
-    Risk, SourceRule, Sources, ToolContract, pointer_of,
+use super::provenance::{
+    AfterUntrusted, Matching, OnUntrusted, OutputTrust, Provenance, SourceRule, Sources,
 };
+use super::sensitive::pointer_of;
+use super::tool_contract::{AllowedValuesFn, Approval, DynamicValues, Risk, ToolContract};
 
 /// Builds a [`ToolContract`]; see [`ToolContract::builder`].
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct ContractBuilder {
     pub(super) contract: ToolContract,
+}
+
+impl ToolContract {
+    /// Starts a contract with the three things every tool has.
+    pub fn builder(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Value,
+    ) -> ContractBuilder {
+        ContractBuilder {
+            contract: ToolContract {
+                name: name.into(),
+                description: description.into(),
+                risk: Risk::Low,
+                roles: Vec::new(),
+                environments: Vec::new(),
+                tenant_argument: None,
+                environment_argument: None,
+                policy: None,
+                snapshot: None,
+                approval: Approval::Default,
+                approvers: Vec::new(),
+                caller_confirms: false,
+                rollback: None,
+                irreversible: None,
+                idempotent: false,
+                open_world: true,
+                read_only: false,
+                cost: 0,
+                max_calls_per_task: None,
+                audit_required: None,
+                timeout: None,
+                sensitive: Vec::new(),
+                provenance: Provenance::default(),
+                checked_in_code: Vec::new(),
+                dynamic_values: Vec::new(),
+                input_schema,
+                output_schema: None,
+            },
+        }
+    }
 }
 
 impl ContractBuilder {

@@ -2,67 +2,12 @@
 //! export and every call: the values in one context, and the schema that shows them.
 
 use std::borrow::Cow;
-use std::fmt;
 
-use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::ToolContract;
+use super::tool_contract::{AllowedValues, ToolContract, ValuesApply};
 use crate::schema::definitions::drop_unreferenced;
 use crate::schema::type_includes;
-
-/// The function that gives an argument's allowed values for a call's context: see
-/// [`ContractBuilder::one_of`](crate::ContractBuilder::one_of).
-pub type AllowedValuesFn = fn(&crate::context::CallContext) -> Vec<Value>;
-
-/// An argument whose allowed values come from a function, asked again at every export and
-/// every call.
-#[derive(Clone)]
-pub(crate) struct DynamicValues {
-    /// The argument's name as the model sees it.
-    pub(crate) argument: String,
-    pub(crate) values: AllowedValuesFn,
-}
-
-impl fmt::Debug for DynamicValues {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DynamicValues")
-            .field("argument", &self.argument)
-            .finish_non_exhaustive()
-    }
-}
-
-impl PartialEq for DynamicValues {
-    fn eq(&self, other: &Self) -> bool {
-        self.argument == other.argument && std::ptr::fn_addr_eq(self.values, other.values)
-    }
-}
-
-/// A reviewer reads which arguments have dynamic values; the function itself has no data form.
-impl Serialize for DynamicValues {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&self.argument)
-    }
-}
-
-/// Where the values of a dynamic argument apply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ValuesApply {
-    /// To the argument itself.
-    Whole,
-    /// To each element of a list argument; `nullable` says whether the list itself may be null.
-    EachElement { nullable: bool },
-}
-
-/// What one dynamic argument may hold in one context, as its schema states it.
-#[derive(Debug)]
-pub(crate) struct AllowedValues<'a> {
-    /// The argument's name as the model sees it.
-    pub(crate) argument: &'a str,
-    pub(crate) applies: ValuesApply,
-    /// The function's values, with `null` added where the schema accepts null there.
-    pub(crate) values: Vec<Value>,
-}
 
 impl ToolContract {
     /// The JSON Schema of the arguments as `ctx` sees it: [`input_schema`](Self::input_schema)

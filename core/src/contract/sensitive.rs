@@ -8,7 +8,7 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use super::ToolContract;
+use super::tool_contract::ToolContract;
 use crate::call::Arguments;
 use crate::digest::sha256_hex;
 use crate::json::longer_than;
