@@ -3,20 +3,17 @@
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Body;
 use axum::extract::Request;
-use axum::http::{Method, StatusCode, header};
 use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
 use axum::serve::ListenerExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 
+use crate::admission::Admission;
 use crate::identity::Authenticator;
 use crate::server::{McpServer, ServeError};
-use crate::session::{Authenticated, Origin, Session};
-use crate::{challenge, limits, message};
+use crate::session::{Origin, Session};
 
 impl McpServer {
     /// The server as an axum [`Router`] with the MCP endpoint at `/mcp`, to serve on its own
@@ -48,15 +45,14 @@ impl McpServer {
         let metadata = authenticator
             .protected_resource()
             .map(|resource| resource.routes());
+        let admission = Admission {
+            authenticator,
+            limits,
+        };
         let router = Router::new()
             .route_service("/mcp", service)
-            .layer(middleware::from_fn(terminated))
             .layer(middleware::from_fn(move |request: Request, next: Next| {
-                limits::admit(limits.clone(), request, next)
-            }))
-            .layer(middleware::from_fn(move |request: Request, next: Next| {
-                let authenticator = authenticator.clone();
-                async move { authenticate(authenticator.as_ref(), request, next).await }
+                admission.clone().admit(request, next)
             }));
         // The metadata document is public: it is how a client learns where to get a token.
         match metadata {
@@ -84,62 +80,3 @@ impl McpServer {
         Ok(())
     }
 }
-
-/// Lets a request through with its caller in its extensions, or refuses it.
-async fn authenticate(authenticator: &dyn Authenticator, request: Request, next: Next) -> Response {
-    let (mut parts, body) = request.into_parts();
-    let caller = match authenticator.authenticate(&parts).await {
-        Ok(caller) => caller,
-        Err(refusal) => return challenge::refused(&refusal, authenticator.protected_resource()),
-    };
-    parts.extensions.insert(Authenticated(caller));
-    if parts.method != Method::POST {
-        return next.run(Request::from_parts(parts, body)).await;
-    }
-    let Ok(bytes) = axum::body::to_bytes(body, MAX_REQUEST_BYTES).await else {
-        return (
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "the request is larger than 4 MiB",
-        )
-            .into_response();
-    };
-    if let Err(error) = message::check(&bytes) {
-        return bad_request(error);
-    }
-    let response = next
-        .run(Request::from_parts(parts, Body::from(bytes.clone())))
-        .await;
-    // rmcp reads the message once, after the caps, and answers what it cannot read as a client
-    // message with a bare 415; reading it a second time for every message cost a tenth of the
-    // server's time under load, so only a refused one is read again, to say why.
-    if response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE
-        && let Err(error) = message::client_message(&bytes)
-    {
-        return bad_request(error);
-    }
-    response
-}
-
-/// `400 Bad Request` carrying the JSON-RPC error response `error`.
-fn bad_request(error: serde_json::Value) -> Response {
-    (
-        StatusCode::BAD_REQUEST,
-        [(header::CONTENT_TYPE, "application/json")],
-        error.to_string(),
-    )
-        .into_response()
-}
-
-/// Answers a session's termination (`DELETE`) with `204 No Content`, as clients expect, where
-/// rmcp answers `202 Accepted`.
-async fn terminated(request: Request, next: Next) -> Response {
-    let deleting = request.method() == Method::DELETE;
-    let mut response = next.run(request).await;
-    if deleting && response.status() == StatusCode::ACCEPTED {
-        *response.status_mut() = StatusCode::NO_CONTENT;
-    }
-    response
-}
-
-/// The largest request body read, as rmcp's own default.
-pub(crate) const MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;

@@ -10,6 +10,11 @@ use sha2::{Digest, Sha256};
 
 use crate::oauth::ProtectedResource;
 
+/// The caller of an HTTP request, as the server's [`Authenticator`](crate::Authenticator)
+/// found it; the HTTP admission puts it in the request's extensions.
+#[derive(Clone)]
+pub(crate) struct Authenticated(pub(crate) CallContext);
+
 /// Reads who sent an HTTP request from its credentials. A request it refuses is answered
 /// before the MCP layer sees it: `401 Unauthorized` (or `403 Forbidden` for
 /// [`AuthRefusal::InsufficientScope`]) with a `WWW-Authenticate: Bearer` challenge (RFC 6750)

@@ -7,31 +7,12 @@
 //! held until its response has been sent.
 
 use std::collections::HashMap;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
-use std::task::{Context, Poll};
 
-use axum::body::{Body, Bytes, HttpBody};
-use axum::extract::Request;
-use axum::http::{HeaderValue, Method, StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-use http_body::{Frame, SizeHint};
 use rmcp::RoleServer;
-use rmcp::model::ErrorCode;
 use rmcp::service::RequestContext;
-use serde::Deserialize;
-use serde_json::{Value, json};
 
 use crate::identity::Caller;
-use crate::session::Authenticated;
-
-/// The JSON-RPC error code of a refusal by a cap, in the range the specification leaves to
-/// servers.
-const LIMIT_ERROR: i64 = -32010;
-
-/// Seconds a client is asked to wait when the server holds as many sessions as it serves.
-const RETRY_AFTER_SECONDS: &str = "30";
 
 /// The code of a refusal of a request on a session another caller opened.
 pub(crate) const SESSION_OF_ANOTHER_CALLER: &str = "session_of_another_caller";
@@ -39,9 +20,6 @@ pub(crate) const SESSION_OF_ANOTHER_CALLER: &str = "session_of_another_caller";
 /// What that refusal says.
 pub(crate) const SESSION_OF_ANOTHER_CALLER_MESSAGE: &str =
     "this session belongs to another caller: open a session of your own";
-
-/// The header that names a session.
-const SESSION_ID: &str = "mcp-session-id";
 
 /// The caps, as the builder set them.
 #[derive(Clone, Copy)]
@@ -82,7 +60,7 @@ struct PerCaller {
 
 /// Why a place was refused.
 #[derive(Debug, PartialEq)]
-enum Refusal {
+pub(crate) enum Refusal {
     /// The caller holds as many sessions as a caller may.
     CallerSessions,
     /// The server holds as many sessions as it serves.
@@ -98,7 +76,7 @@ pub(crate) struct SessionSlot {
 }
 
 /// A request's place under the cap, given back when dropped.
-struct RequestSlot {
+pub(crate) struct RequestSlot {
     limits: Arc<Limits>,
     caller: Caller,
 }
@@ -107,9 +85,16 @@ struct RequestSlot {
 /// `DELETE` of the session empties it at once.
 pub(crate) struct OpenSession(Mutex<Option<SessionSlot>>);
 
+impl OpenSession {
+    /// The place `slot` of a session being opened.
+    pub(crate) fn new(slot: SessionSlot) -> Self {
+        OpenSession(Mutex::new(Some(slot)))
+    }
+}
+
 /// The place of the session an `initialize` request opens, in the request's extensions.
 #[derive(Clone)]
-struct NewSession(Arc<OpenSession>);
+pub(crate) struct NewSession(pub(crate) Arc<OpenSession>);
 
 impl Limits {
     pub(crate) fn new(caps: Caps) -> Self {
@@ -120,11 +105,16 @@ impl Limits {
         }
     }
 
+    /// The caps, as the builder set them.
+    pub(crate) fn caps(&self) -> &Caps {
+        &self.caps
+    }
+
     fn held(&self) -> std::sync::MutexGuard<'_, Held> {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn open_session(self: &Arc<Self>, caller: &Caller) -> Result<SessionSlot, Refusal> {
+    pub(crate) fn open_session(self: &Arc<Self>, caller: &Caller) -> Result<SessionSlot, Refusal> {
         let mut held = self.held();
         let sessions = held.callers.get(caller).map_or(0, |mine| mine.sessions);
         if sessions >= self.caps.sessions_per_caller {
@@ -141,7 +131,7 @@ impl Limits {
         })
     }
 
-    fn start_request(self: &Arc<Self>, caller: &Caller) -> Result<RequestSlot, Refusal> {
+    pub(crate) fn start_request(self: &Arc<Self>, caller: &Caller) -> Result<RequestSlot, Refusal> {
         let mut held = self.held();
         let requests = held.callers.get(caller).map_or(0, |mine| mine.requests);
         if requests >= self.caps.requests_per_caller {
@@ -174,7 +164,7 @@ impl Limits {
     }
 
     /// Remembers that the session `id`, opened by `owner`, holds `open`'s place.
-    fn opened(&self, id: &str, owner: &Caller, open: &Arc<OpenSession>) {
+    pub(crate) fn opened(&self, id: &str, owner: &Caller, open: &Arc<OpenSession>) {
         let mut by_id = self.by_id.lock().unwrap_or_else(PoisonError::into_inner);
         if by_id.len() >= self.caps.sessions {
             by_id.retain(|_, opened| opened.place.strong_count() > 0);
@@ -188,7 +178,7 @@ impl Limits {
 
     /// Whether the session `id` was opened by a caller other than `caller`. A session the
     /// server does not know is left to rmcp, which answers `404`.
-    fn owned_by_another(&self, id: &str, caller: &Caller) -> bool {
+    pub(crate) fn owned_by_another(&self, id: &str, caller: &Caller) -> bool {
         self.by_id
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -197,7 +187,7 @@ impl Limits {
     }
 
     /// Gives back the place of the session `id`, which a `DELETE` closed.
-    fn closed(&self, id: &str) {
+    pub(crate) fn closed(&self, id: &str) {
         let open = self
             .by_id
             .lock()
@@ -230,189 +220,6 @@ pub(crate) fn claim(context: &RequestContext<RoleServer>) -> Option<Arc<OpenSess
         .get::<axum::http::request::Parts>()
         .and_then(|parts| parts.extensions.get::<NewSession>())
         .map(|new| new.0.clone())
-}
-
-/// What the caps need of a JSON-RPC message.
-#[derive(Deserialize)]
-struct Head {
-    id: Option<Value>,
-    method: Option<String>,
-}
-
-/// Lets an authenticated request through if its caller is under the caps, or refuses it with
-/// `429` and a JSON-RPC error; gives a session's place back when a `DELETE` closed it. A
-/// request on a session another caller opened is refused whatever it is (`403`), before rmcp
-/// sees it: a session id alone does not make a caller, and a `DELETE` would end the owner's
-/// session, a `GET` receive its notifications and requests, and a POSTed answer or
-/// notification reach its calls.
-pub(crate) async fn admit(limits: Arc<Limits>, request: Request, next: Next) -> Response {
-    let Some(caller) = request
-        .extensions()
-        .get::<Authenticated>()
-        .map(|authenticated| Caller::of(&authenticated.0))
-    else {
-        return next.run(request).await;
-    };
-    if session_id(&request).is_some_and(|id| limits.owned_by_another(&id, &caller)) {
-        return not_the_owner();
-    }
-    match *request.method() {
-        Method::POST => {}
-        Method::DELETE => {
-            let id = session_id(&request);
-            let response = next.run(request).await;
-            if let Some(id) = id
-                && response.status().is_success()
-            {
-                limits.closed(&id);
-            }
-            return response;
-        }
-        _ => return next.run(request).await,
-    }
-    let (parts, body) = request.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, crate::http::MAX_REQUEST_BYTES).await else {
-        return (
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "the request is larger than 4 MiB",
-        )
-            .into_response();
-    };
-    let mut request = Request::from_parts(parts, Body::from(bytes.clone()));
-    let Ok(Head {
-        id: Some(id),
-        method: Some(method),
-    }) = serde_json::from_slice::<Head>(&bytes)
-    else {
-        // Notifications and the client's answers end no sooner for being refused, and a
-        // caller's confirmation must reach the call that waits for it.
-        return next.run(request).await;
-    };
-    let opening = method == "initialize" && session_id(&request).is_none();
-    let new_session = if opening {
-        match limits.open_session(&caller) {
-            Ok(slot) => {
-                let open = Arc::new(OpenSession(Mutex::new(Some(slot))));
-                request.extensions_mut().insert(NewSession(open.clone()));
-                Some(open)
-            }
-            Err(refusal) => return refused(&limits.caps, refusal, id),
-        }
-    } else {
-        None
-    };
-    let slot = match limits.start_request(&caller) {
-        Ok(slot) => slot,
-        Err(refusal) => return refused(&limits.caps, refusal, id),
-    };
-    let response = next.run(request).await;
-    if let Some(open) = new_session
-        && let Some(id) = response.headers().get(SESSION_ID)
-        && let Ok(id) = id.to_str()
-    {
-        limits.opened(id, &caller, &open);
-    }
-    response.map(|body| {
-        Body::new(Holding {
-            body,
-            slot: Some(slot),
-        })
-    })
-}
-
-fn session_id(request: &Request) -> Option<String> {
-    request
-        .headers()
-        .get(SESSION_ID)
-        .and_then(|id| id.to_str().ok())
-        .map(str::to_owned)
-}
-
-/// The `429` of a refusal, with the JSON-RPC error of request `id`.
-fn refused(caps: &Caps, refusal: Refusal, id: Value) -> Response {
-    let (code, scope, limit, message) = match refusal {
-        Refusal::CallerSessions => (
-            "too_many_sessions",
-            "caller",
-            caps.sessions_per_caller,
-            "this caller holds as many open sessions as a caller may: close one (DELETE) \
-             before opening another",
-        ),
-        Refusal::ServerSessions => (
-            "too_many_sessions",
-            "server",
-            caps.sessions,
-            "the server holds as many open sessions as it serves: retry later",
-        ),
-        Refusal::CallerRequests => (
-            "too_many_requests",
-            "caller",
-            caps.requests_per_caller,
-            "this caller has as many requests in flight as a caller may: wait for an answer \
-             before sending another",
-        ),
-    };
-    let body = json!({"jsonrpc": "2.0", "id": id, "error": {
-        "code": LIMIT_ERROR, "message": message,
-        "data": {"code": code, "scope": scope, "limit": limit}}});
-    let mut response = (
-        StatusCode::TOO_MANY_REQUESTS,
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response();
-    if refusal == Refusal::ServerSessions {
-        response.headers_mut().insert(
-            header::RETRY_AFTER,
-            HeaderValue::from_static(RETRY_AFTER_SECONDS),
-        );
-    }
-    response
-}
-
-/// The `403` of a request on a session another caller opened, with a JSON-RPC error (of no
-/// id: the request's body is not read, as the refusal does not depend on it).
-fn not_the_owner() -> Response {
-    let body = json!({"jsonrpc": "2.0", "id": null, "error": {
-        "code": ErrorCode::INVALID_REQUEST.0,
-        "message": SESSION_OF_ANOTHER_CALLER_MESSAGE,
-        "data": {"code": SESSION_OF_ANOTHER_CALLER}}});
-    (
-        StatusCode::FORBIDDEN,
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
-}
-
-/// A response body that holds its request's place until it has been sent.
-struct Holding {
-    body: Body,
-    slot: Option<RequestSlot>,
-}
-
-impl HttpBody for Holding {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        let polled = Pin::new(&mut self.body).poll_frame(cx);
-        if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
-            self.slot = None;
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
-    }
 }
 
 #[cfg(test)]

@@ -33,18 +33,13 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
 use crate::approval::{self, WAITING_MESSAGE};
-use crate::identity::Caller;
+use crate::identity::{Authenticated, Caller};
 use crate::limits::{self, OpenSession};
 use crate::live_tasks::{CONTINUABLE_META, LiveTasks, TaskStart};
 use crate::sealed::{CALL_META, Confirmation, StillWaiting, TASK_META, TaskHandle, refusal};
 use crate::server::{Listener, Shared};
 use crate::task;
 use crate::user_message::{self, USER_MESSAGE_META};
-
-/// The caller of an HTTP request, as the server's [`Authenticator`](crate::Authenticator)
-/// found it; the HTTP layer puts it in the request's extensions.
-#[derive(Clone)]
-pub(crate) struct Authenticated(pub(crate) CallContext);
 
 /// Where a session's caller comes from.
 pub(crate) enum Origin {
