@@ -29,11 +29,6 @@ type ModulePath = Vec<String>;
 /// Who uses whom, each use with one example (`file names path`).
 type Graph = BTreeMap<String, BTreeMap<String, String>>;
 
-/// The crates of the workspace, by their directory.
-const CRATES: [&str; 10] = [
-    ".", "core", "macros", "stores", "cli", "mcp", "agent", "testing", "cedar", "console",
-];
-
 #[derive(Default)]
 struct Module {
     file: PathBuf,
@@ -452,6 +447,21 @@ fn workspace() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The crates of the workspace by their directory: the root package and the members its
+/// `Cargo.toml` lists, so that a crate added later is checked too.
+fn crates() -> Vec<String> {
+    let manifest = fs::read_to_string(workspace().join("Cargo.toml")).expect("the manifest");
+    let members = manifest
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("members = ["))
+        .expect("the workspace lists its members on one line");
+    let listed = members.split(',').filter_map(|member| {
+        let name = member.trim().trim_end_matches(']').trim().trim_matches('"');
+        (!name.is_empty()).then(|| name.to_owned())
+    });
+    std::iter::once(".".to_owned()).chain(listed).collect()
+}
+
 fn read(directory: &str) -> Crate {
     Crate::read(&workspace().join(directory).join("src"))
 }
@@ -462,10 +472,10 @@ fn core() -> Crate {
 
 #[test]
 fn no_crate_has_an_import_circle_between_its_files() {
-    let found: Vec<String> = CRATES
-        .iter()
+    let found: Vec<String> = crates()
+        .into_iter()
         .flat_map(|directory| {
-            report(&read(directory).file_graph())
+            report(&read(&directory).file_graph())
                 .into_iter()
                 .map(move |circle| format!("{directory}:\n{circle}"))
         })
@@ -479,10 +489,10 @@ fn no_crate_has_an_import_circle_between_its_files() {
 
 #[test]
 fn no_crate_imports_through_its_own_root() {
-    let found: Vec<String> = CRATES
-        .iter()
+    let found: Vec<String> = crates()
+        .into_iter()
         .flat_map(|directory| {
-            read(directory)
+            read(&directory)
                 .through_the_root()
                 .into_iter()
                 .map(move |place| format!("  {directory}: {place}"))
@@ -531,5 +541,91 @@ fn a_gate_uses_another_only_through_what_it_reads() {
         reaching.is_empty(),
         "gates that reach into another gate:\n{}",
         reaching.join("\n")
+    );
+}
+
+/// A crate written for the check: `files` (path under `src/`, text), in a directory that goes
+/// when the crate is dropped.
+fn planted(files: &[(&str, &str)]) -> (tempfile::TempDir, Crate) {
+    let directory = tempfile::tempdir().expect("a temporary directory");
+    for (path, text) in files {
+        let file = directory.path().join("src").join(path);
+        fs::create_dir_all(file.parent().expect("a file has a directory")).unwrap();
+        fs::write(file, text).unwrap();
+    }
+    let krate = Crate::read(&directory.path().join("src"));
+    (directory, krate)
+}
+
+#[test]
+fn the_checks_find_a_planted_circle_and_a_planted_import_through_the_root() {
+    let checked = crates();
+    assert!(
+        ["core", "mcp", "stores", "cli"]
+            .iter()
+            .all(|member| checked.iter().any(|crate_dir| crate_dir == member)),
+        "{checked:?}"
+    );
+    let (_directory, krate) = planted(&[
+        ("lib.rs", "mod ledger;\nmod money;\npub use money::Cents;\n"),
+        (
+            "money.rs",
+            "pub struct Cents(pub u64);\npub fn total() -> u64 { crate::ledger::sum() }\n",
+        ),
+        (
+            "ledger.rs",
+            "use crate::Cents;\npub fn sum() -> u64 { Cents(1).0 }\n",
+        ),
+    ]);
+    assert_eq!(
+        circles(&krate.file_graph()),
+        [vec!["src/ledger.rs".to_owned(), "src/money.rs".to_owned()]],
+        "a use through the root's re-export closes the circle"
+    );
+    let through_the_root = krate.through_the_root();
+    assert!(
+        through_the_root
+            .iter()
+            .any(|place| place.starts_with("src/ledger.rs names `crate::Cents`")),
+        "{through_the_root:?}"
+    );
+
+    // The same crate with the money below the ledger's use of it, by its module: no finding.
+    let (_directory, layered) = planted(&[
+        ("lib.rs", "mod ledger;\nmod money;\npub use money::Cents;\n"),
+        ("money.rs", "pub struct Cents(pub u64);\n"),
+        (
+            "ledger.rs",
+            "use crate::money::Cents;\npub fn sum() -> u64 { Cents(1).0 }\n",
+        ),
+    ]);
+    assert!(circles(&layered.file_graph()).is_empty());
+    assert!(layered.through_the_root().is_empty());
+}
+
+#[test]
+fn the_check_sees_core_through_its_reexports_and_finds_a_planted_concern_circle() {
+    let graph = core().concern_graph();
+    // The registry builds on the pipeline and on the refusals: if the check stopped seeing
+    // these, it would pass whatever the code does.
+    assert!(
+        graph["registry"].contains_key("rejection"),
+        "{:?}",
+        graph["registry"]
+    );
+    assert!(
+        graph["pipeline"].contains_key("gate::decode"),
+        "{:?}",
+        graph["pipeline"]
+    );
+    let mut circular = graph.clone();
+    circular
+        .get_mut("rejection")
+        .expect("a concern")
+        .insert("registry".to_owned(), String::new());
+    assert!(
+        circles(&circular)
+            .iter()
+            .any(|circle| circle.contains(&"registry".to_owned()))
     );
 }
