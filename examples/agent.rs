@@ -4,8 +4,8 @@
 //! happened.
 //!
 //! ```sh
-//! cargo run --example agent                                   # a scripted model plays the run
-//! OPENAI_API_KEY=sk-... cargo run --example agent --features rig  # OpenAI's model, through rig
+//! cargo run -p portcullis-examples --example agent                                   # a scripted model plays the run
+//! OPENAI_API_KEY=sk-... cargo run -p portcullis-examples --example agent --features rig  # OpenAI's model, through rig
 //! ```
 //!
 //! The feature `rig` turns on the agent's adapter over rig, with rig's TLS. With it and

@@ -2,7 +2,7 @@
 //! must be refused, in CI. The kit writes hundreds from the tool's contract; the seed's own
 //! samples (a false claim of being an admin, a huge id, a production delete without its
 //! safeguards) are the corpus; "retry until it works" is the kit's refusal-limit probe. Run with
-//! `cargo run --example agent_gate`; it exits 1 if a single call gets through. `cargo test` runs
+//! `cargo run -p portcullis-examples --example agent_gate`; it exits 1 if a single call gets through. `cargo test` runs
 //! it as a test.
 
 use portcullis::prelude::*;

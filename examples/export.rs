@@ -1,7 +1,7 @@
 //! Print the shop's tool list in one provider's format:
 //!
 //! ```text
-//! cargo run --example export -- openai-chat-strict
+//! cargo run -p portcullis-examples --example export -- openai-chat-strict
 //! ```
 //!
 //! Profiles: openai-chat, openai-chat-strict, openai-responses, openai-responses-strict,
@@ -17,7 +17,7 @@ use portcullis::export::Profile;
 fn main() -> ExitCode {
     let Some(name) = std::env::args().nth(1) else {
         let names: Vec<&str> = Profile::ALL.iter().map(|profile| profile.name()).collect();
-        eprintln!("usage: cargo run --example export -- <profile>");
+        eprintln!("usage: cargo run -p portcullis-examples --example export -- <profile>");
         eprintln!("profiles: {}", names.join(", "));
         return ExitCode::FAILURE;
     };

@@ -1,5 +1,5 @@
 //! Declare tools with `#[tool]`, build a registry, and send it the calls a model might make: one
-//! good call and several bad ones. Run with `cargo run --example quickstart`.
+//! good call and several bad ones. Run with `cargo run -p portcullis-examples --example quickstart`.
 
 use std::sync::LazyLock;
 

@@ -448,7 +448,8 @@ fn workspace() -> PathBuf {
 }
 
 /// The crates of the workspace by their directory: the root package and the members its
-/// `Cargo.toml` lists, so that a crate added later is checked too.
+/// `Cargo.toml` lists, so that a crate added later is checked too (all but a package of
+/// examples alone, which has no `src/`).
 fn crates() -> Vec<String> {
     let manifest = fs::read_to_string(workspace().join("Cargo.toml")).expect("the manifest");
     let members = manifest
@@ -459,7 +460,10 @@ fn crates() -> Vec<String> {
         let name = member.trim().trim_end_matches(']').trim().trim_matches('"');
         (!name.is_empty()).then(|| name.to_owned())
     });
-    std::iter::once(".".to_owned()).chain(listed).collect()
+    std::iter::once(".".to_owned())
+        .chain(listed)
+        .filter(|member| workspace().join(member).join("src").is_dir())
+        .collect()
 }
 
 fn read(directory: &str) -> Crate {

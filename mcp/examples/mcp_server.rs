@@ -1,9 +1,9 @@
 //! The example shop served over MCP: every `tools/call` passes the gates.
 //!
 //! ```sh
-//! cargo run --example mcp_server                            # stdio, as sam (support)
-//! cargo run --example mcp_server -- --caller finance        # stdio, as fiona (finance)
-//! cargo run --example mcp_server -- --http 127.0.0.1:8765   # streamable HTTP at /mcp
+//! cargo run -p portcullis-mcp --example mcp_server                            # stdio, as sam (support)
+//! cargo run -p portcullis-mcp --example mcp_server -- --caller finance        # stdio, as fiona (finance)
+//! cargo run -p portcullis-mcp --example mcp_server -- --http 127.0.0.1:8765   # streamable HTTP at /mcp
 //! ```
 //!
 //! Over HTTP the caller comes from the bearer token: `PORTCULLIS_MCP_SUPPORT_TOKEN` names sam,
@@ -27,7 +27,7 @@
 //! that runs for long keeps one in a file (`DecisionKey::load`), so that a confirmation
 //! recorded before a restart still counts after it.
 
-#[path = "shop/mod.rs"]
+#[path = "../../examples/shop/mod.rs"]
 mod shop;
 
 use std::process::ExitCode;

@@ -5,17 +5,17 @@
 //! ```sh
 //! cargo run -p portcullis-cli -- keys generate --out target/rita.key --reviewer rita \
 //!     --role finance > target/keyring.json   # rita's key; the workers' keyring
-//! cargo run --example approvals -- request    # the call waits; prints its ticket
+//! cargo run -p portcullis-stores --example approvals -- request    # the call waits; prints its ticket
 //! cargo run -p portcullis-cli -- approvals show <TICKET> --reviewer rita --role finance
 //! cargo run -p portcullis-cli -- approvals approve <TICKET> --reviewer rita --role finance \
 //!     --key-file target/rita.key --call-digest <DIGEST SHOW PRINTED>
-//! cargo run --example approvals -- work       # runs the approved payout; again: nothing left
+//! cargo run -p portcullis-stores --example approvals -- work       # runs the approved payout; again: nothing left
 //! ```
 //!
 //! Or decide in the browser, with a passkey (the guide's `console` page):
 //!
 //! ```sh
-//! cargo run --example approvals -- request
+//! cargo run -p portcullis-stores --example approvals -- request
 //! cargo run -p portcullis-cli -- --store target/approvals-example.db console \
 //!     --keyring target/keyring.json --exports target/approvals-tools.json
 //! ```
@@ -137,7 +137,9 @@ async fn main() -> ExitCode {
                          portcullis-cli -- --store {location} console --keyring {keyring_file} \
                          --exports target/approvals-tools.json"
                     );
-                    println!("then run the worker: cargo run --example approvals -- work");
+                    println!(
+                        "then run the worker: cargo run -p portcullis-stores --example approvals -- work"
+                    );
                 }
                 other => println!("the call did not wait: {other:?}"),
             }
@@ -162,7 +164,9 @@ async fn main() -> ExitCode {
             }
         }
         _ => {
-            eprintln!("usage: cargo run --example approvals -- request | work");
+            eprintln!(
+                "usage: cargo run -p portcullis-stores --example approvals -- request | work"
+            );
             return ExitCode::from(2);
         }
     }
