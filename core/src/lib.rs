@@ -67,11 +67,12 @@ pub use gate::authorize::provenance::store::{
     InMemoryProvenanceStore, ProvenanceStore, SOURCE_TEXT_LIMIT, SourceRecord, TASK_TEXT_LIMIT,
     output_unrecorded, sources_share_full, sources_unavailable,
 };
-pub use gate::budget::store::{
-    Admitted, BudgetCapacity, BudgetLimits, BudgetStore, Charge, CircuitBreaker,
-    InMemoryBudgetStore, RateLimit, RefusalLimit, Usage, budget_share_full, budget_store_full,
-    judge_charge, task_expired,
+pub use gate::budget::judge::{
+    Admitted, Usage, budget_share_full, budget_store_full, judge_charge, task_expired,
 };
+pub use gate::budget::limits::{BudgetLimits, CircuitBreaker, RateLimit, RefusalLimit};
+pub use gate::budget::memory::{BudgetCapacity, InMemoryBudgetStore};
+pub use gate::budget::store::{BudgetStore, Charge};
 pub use gate::repeat::{
     CallKey, Claim, ClaimState, InMemoryRepeatStore, OpenClaim, RepeatStore, claim_not_found,
     existing_claim, may_settle,

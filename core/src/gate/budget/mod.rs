@@ -1,12 +1,16 @@
 //! The budget gate: the task, the actor and the tool are within their limits. The counting is
 //! the [`BudgetStore`]'s; this gate builds the charge and reports how calls ended.
 
+pub(crate) mod judge;
+pub(crate) mod limits;
+pub(crate) mod memory;
 pub(crate) mod store;
 
 use super::decode::Canonical;
 use crate::context::CallContext;
 use crate::contract::ToolContract;
-use crate::gate::budget::store::{BudgetLimits, BudgetStore, Charge};
+use crate::gate::budget::limits::BudgetLimits;
+use crate::gate::budget::store::{BudgetStore, Charge};
 use crate::outcome::Outcome;
 use crate::rejection::Rejection;
 use crate::rejection::RejectionCode;
