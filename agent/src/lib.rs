@@ -19,6 +19,8 @@
 #![deny(missing_docs)]
 
 mod agent;
+mod builder;
+mod error;
 mod model;
 #[cfg(feature = "rig")]
 mod rig;
@@ -26,7 +28,9 @@ mod run;
 mod scripted;
 mod store;
 
-pub use agent::{Agent, AgentBuildError, AgentBuilder, RunError};
+pub use agent::Agent;
+pub use builder::AgentBuilder;
+pub use error::{AgentBuildError, RunError};
 pub use model::{Message, Model, ModelError, ModelRequest, ModelTurn, ToolResult, Usage};
 #[cfg(feature = "rig")]
 pub use rig::{Prices, RigModel};
