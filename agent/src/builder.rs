@@ -13,7 +13,7 @@ use crate::store::RunStore;
 
 pub(crate) type ChoiceForTurn = Box<dyn Fn(u32) -> Option<ToolChoice> + Send + Sync>;
 
-/// Settings of an [`Agent`], from [`Agent::builder`].
+/// Settings of an [`Agent`](crate::Agent), from [`Agent::builder`](crate::Agent::builder).
 #[must_use]
 pub struct AgentBuilder {
     pub(crate) registry: Registry,
@@ -30,7 +30,7 @@ pub struct AgentBuilder {
 }
 
 impl AgentBuilder {
-    /// Keeps runs in `store` (an [`InMemoryRunStore`] by default): the stores crate's SQLite
+    /// Keeps runs in `store` (an [`InMemoryRunStore`](crate::InMemoryRunStore) by default): the stores crate's SQLite
     /// and PostgreSQL stores let a paused run resume after a restart, on any worker.
     pub fn store(mut self, store: impl RunStore) -> Self {
         self.store = Arc::new(store);

@@ -2,8 +2,8 @@
 
 use crate::store::RunStoreError;
 
-/// Why [`Agent`] could not do what it was asked. A run that stops is not an error: it comes
-/// back as a [`Run`] with a [`StopReason`].
+/// Why [`Agent`](crate::Agent) could not do what it was asked. A run that stops is not an error: it comes
+/// back as a [`Run`](crate::Run) with a [`StopReason`](crate::StopReason).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RunError {
@@ -76,7 +76,7 @@ impl From<RunStoreError> for RunError {
     }
 }
 
-/// Why [`AgentBuilder::build`] refused.
+/// Why [`AgentBuilder::build`](crate::AgentBuilder::build) refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum AgentBuildError {

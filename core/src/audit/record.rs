@@ -141,7 +141,7 @@ impl AuditRecord {
 
 /// A place in a log: how many records it holds, and the hash of its last ([`GENESIS_HASH`]
 /// for an empty log). Kept outside the log, it proves later that none of those records was
-/// cut off: see [`verify_to`].
+/// cut off: see [`verify_to`](super::verify_to).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checkpoint {
     /// The number of records.

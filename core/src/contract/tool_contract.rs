@@ -265,7 +265,7 @@ impl ToolContract {
     }
 
     /// The arguments whose Rust type and `#[validate]` rules already enforce everything their
-    /// schema shows (see [`ContractBuilder::checked_in_code`]).
+    /// schema shows (see [`ContractBuilder::checked_in_code`](super::ContractBuilder::checked_in_code)).
     pub fn checked_in_code(&self) -> &[String] {
         &self.checked_in_code
     }

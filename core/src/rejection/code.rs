@@ -40,7 +40,7 @@ pub enum RejectionCode {
     /// snapshot after the call, or for its compensation. The call does not run, as it could
     /// not be observed or undone; the tool's types are at fault, not the model.
     ArgumentsNotReproducible,
-    /// One or more declared constraints are violated; see [`Rejection::violations`].
+    /// One or more declared constraints are violated; see [`Rejection::violations`](super::Rejection::violations).
     ConstraintViolation,
     /// The caller holds none of the roles the tool requires. Given only by a registry that
     /// tells callers of the tools they may not use

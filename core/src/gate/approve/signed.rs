@@ -36,7 +36,7 @@ impl SignedDecision {
     }
 
     /// The challenge a reviewer's passkey signs to take `decision` on `ticket` at `signed_ms`
-    /// (milliseconds since the Unix epoch): the SHA-256 of the bytes a [`DecisionKey`]'s
+    /// (milliseconds since the Unix epoch): the SHA-256 of the bytes a [`DecisionKey`](super::signature::DecisionKey)'s
     /// signature covers. The console asks the browser for an assertion over it.
     pub fn passkey_challenge(
         ticket: &Ticket,
@@ -77,7 +77,7 @@ impl From<ApprovalDecision> for SignedDecision {
     }
 }
 
-/// A signature over one decision on one ticket: a [`DecisionKey`]'s (Ed25519), or a reviewer's
+/// A signature over one decision on one ticket: a [`DecisionKey`](super::signature::DecisionKey)'s (Ed25519), or a reviewer's
 /// passkey's (a WebAuthn assertion).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DecisionSignature {
