@@ -32,7 +32,7 @@ use crate::limits::{
 use crate::message;
 
 /// The largest request body read, as rmcp's own default.
-pub(crate) const MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
+const MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
 
 /// The JSON-RPC error code of a refusal by a cap, in the range the specification leaves to
 /// servers.
