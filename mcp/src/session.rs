@@ -114,7 +114,7 @@ impl Session {
                 (identity.clone(), session)
             });
             if Caller::of(owner) != Caller::of(&identity) {
-                // Over HTTP the request is refused before it gets here (`limits::admit`).
+                // Over HTTP the request is refused before it gets here (`admission`).
                 return Err(ErrorData::invalid_request(
                     limits::SESSION_OF_ANOTHER_CALLER_MESSAGE,
                     Some(json!({"code": limits::SESSION_OF_ANOTHER_CALLER})),
