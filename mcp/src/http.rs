@@ -11,9 +11,9 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio::net::TcpListener;
 
 use crate::admission::Admission;
+use crate::handler::{Handler, Origin};
 use crate::identity::Authenticator;
 use crate::server::{McpServer, ServeError};
-use crate::session::{Origin, Session};
 
 impl McpServer {
     /// The server as an axum [`Router`] with the MCP endpoint at `/mcp`, to serve on its own
@@ -37,7 +37,7 @@ impl McpServer {
         let mut sessions = LocalSessionManager::default();
         sessions.session_config.keep_alive = Some(shared.session_idle_timeout);
         let service = StreamableHttpService::new(
-            move || Ok(Session::new(shared.clone(), Origin::Requests, None)),
+            move || Ok(Handler::new(shared.clone(), Origin::Requests)),
             Arc::new(sessions),
             config,
         );

@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 
 use crate::oauth::ProtectedResource;
 
-/// The caller of an HTTP request, as the server's [`Authenticator`](crate::Authenticator)
+/// The caller of an HTTP request, as the server's [`Authenticator`]
 /// found it; the HTTP admission puts it in the request's extensions.
 #[derive(Clone)]
 pub(crate) struct Authenticated(pub(crate) CallContext);

@@ -44,18 +44,22 @@
 mod admission;
 mod approval;
 mod challenge;
+mod handler;
 mod http;
 mod identity;
 mod limits;
 mod live_tasks;
 mod message;
 pub mod oauth;
+mod reply;
 mod sealed;
 mod server;
 mod session;
+mod stateless;
 mod stdio;
 mod task;
 mod user_message;
+mod waiting;
 
 pub use identity::{AuthRefusal, Authenticator, BearerTokens, RelaysUserMessages};
 pub use rmcp::model::RequestStateCodec;

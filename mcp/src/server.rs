@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use portcullis_core::export::Profile;
 use portcullis_core::{CallContext, DecisionKey, Registry};
-use rmcp::RoleServer;
 use rmcp::model::RequestStateCodec;
 use rmcp::service::Peer;
+use rmcp::{ErrorData, RoleServer};
 use serde_json::Value;
 
 use crate::limits::{Caps, Limits};
@@ -76,6 +76,13 @@ impl Listener {
 
 impl Shared {
     /// The `ttlMs` of a tool list.
+    /// The MCP tool list `ctx` sees.
+    pub(crate) fn tools_for(&self, ctx: &CallContext) -> Result<Value, ErrorData> {
+        self.registry
+            .export(ctx, Profile::Mcp)
+            .map_err(|error| ErrorData::internal_error(error.to_string(), None))
+    }
+
     pub(crate) fn tools_ttl_ms(&self) -> u64 {
         u64::try_from(self.tools_ttl.as_millis()).unwrap_or(u64::MAX)
     }

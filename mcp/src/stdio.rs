@@ -13,9 +13,9 @@ use tokio::io::{
 };
 use tokio::sync::mpsc;
 
+use crate::handler::{Handler, Origin};
 use crate::message;
 use crate::server::{McpServer, ServeError};
-use crate::session::{Origin, Session};
 
 /// The buffer between the filter and rmcp, in each direction.
 const PIPE_BYTES: usize = 64 * 1024;
@@ -144,8 +144,8 @@ impl McpServer {
             }
         });
 
-        let session = Session::new(self.shared().clone(), Origin::Fixed, Some(caller));
-        let served = match session.serve((server_input, server_output)).await {
+        let handler = Handler::new(self.shared().clone(), Origin::Fixed(caller));
+        let served = match handler.serve((server_input, server_output)).await {
             Ok(running) => running
                 .waiting()
                 .await

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use crate::approval;
 use crate::live_tasks::now_ms;
+use crate::reply::tool_result;
 use crate::sealed::WaitingCall;
 use crate::server::Shared;
 
@@ -46,7 +47,6 @@ pub(crate) async fn get(
     identity: &CallContext,
     in_session: bool,
     task_id: &str,
-    render: impl Fn(&Outcome) -> Result<Value, ErrorData>,
 ) -> Result<GetTaskResult, ErrorData> {
     let waiting: WaitingCall = shared
         .seals
@@ -64,7 +64,8 @@ pub(crate) async fn get(
         }
         Some(outcome) => {
             task["status"] = json!("completed");
-            task["result"] = render(&outcome)?;
+            task["result"] = serde_json::to_value(tool_result(&outcome)?)
+                .map_err(|error| ErrorData::internal_error(error.to_string(), None))?;
         }
         None => {}
     }

@@ -1,19 +1,20 @@
 //! The user's messages, relayed by the host: a `tools/call` of a caller the operator marked
 //! ([`RelaysUserMessages`]) may carry the user's latest message in
 //! `_meta["dev.portcullis/user_message"]`, which the server records in the call's task
-//! ([`Registry::add_user_message`]) before the call is judged, so that a `#[from(user)]`
+//! ([`Registry::add_user_message`](portcullis_core::Registry::add_user_message)) before the call is judged, so that a `#[from(user)]`
 //! value the user gave passes over MCP as it does in process.
 //!
 //! The same words in the same task are recorded once (the registry keeps them once): a retry
 //! of the request (the same `_meta["dev.portcullis/call"]`), or a host that sends the turn
 //! with each call the model makes in it, adds no second copy.
 
-use portcullis_core::{CallContext, SOURCE_TEXT_LIMIT};
+use portcullis_core::{CallContext, Outcome, SOURCE_TEXT_LIMIT};
 use rmcp::ErrorData;
 use serde_json::Value;
 
 use crate::identity::RelaysUserMessages;
 use crate::sealed::refusal;
+use crate::server::Shared;
 
 /// The request `_meta` key that carries the user's message with a `tools/call`.
 pub(crate) const USER_MESSAGE_META: &str = "dev.portcullis/user_message";
@@ -51,6 +52,24 @@ pub(crate) fn relayed<'a>(
             ),
         )),
     }
+}
+
+/// Records the user's `words` in the task of `ctx`, before its call is judged; the refusal of
+/// the call when they could not be recorded, as the call must not be judged without the words
+/// it was sent with.
+pub(crate) async fn record(
+    shared: &Shared,
+    ctx: &CallContext,
+    words: Option<&str>,
+) -> Result<(), Outcome> {
+    let Some(words) = words else {
+        return Ok(());
+    };
+    shared
+        .registry
+        .add_user_message(ctx, words)
+        .await
+        .map_err(Outcome::Rejected)
 }
 
 #[cfg(test)]
