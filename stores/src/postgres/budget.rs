@@ -7,8 +7,9 @@ use portcullis_core::{
     Rejection, RejectionCode, Usage, judge_charge, task_expired,
 };
 
-use tokio_postgres::Transaction;
+use deadpool_postgres::Transaction;
 
+use super::prepared::Prepared;
 use super::tasks::Filter;
 use super::tasks::{Counts, PARTS, adjust, part_of, take_place};
 use super::{Failure, PostgresStore, failed};
@@ -52,7 +53,7 @@ impl PostgresStore {
         let mut task = None;
         if counts
             && let Some(row) = transaction
-                .query_opt(
+                .query_opt_prepared(
                     "SELECT calls, cost, last_tool, last_arguments, last_times, tenant, actor,
                          started_ms, used_ms, ended_ms
                      FROM budget_tasks WHERE task = $1",
@@ -89,7 +90,7 @@ impl PostgresStore {
             return Ok(Err(full));
         }
         let open_until: Option<i64> = match transaction
-            .query_opt(
+            .query_opt_prepared(
                 "SELECT open_until_ms FROM budget_circuits WHERE tool = $1",
                 &[&charge.tool],
             )
@@ -102,13 +103,13 @@ impl PostgresStore {
             Some(rate) => {
                 let since = now.saturating_sub(as_sql(rate.per.as_millis() as u64));
                 transaction
-                    .execute(
+                    .execute_prepared(
                         "DELETE FROM budget_actor_calls WHERE actor = $1 AND at_ms <= $2",
                         &[&charge.actor, &since],
                     )
                     .await?;
                 transaction
-                    .query_one(
+                    .query_one_prepared(
                         "SELECT count(*) FROM budget_actor_calls WHERE actor = $1",
                         &[&charge.actor],
                     )
@@ -119,7 +120,7 @@ impl PostgresStore {
         };
         let tool_calls: i64 = match &task {
             Some(_) => match transaction
-                .query_opt(
+                .query_opt_prepared(
                     "SELECT calls FROM budget_tool_calls WHERE task = $1 AND tool = $2",
                     &[&charge.task, &charge.tool],
                 )
@@ -164,7 +165,7 @@ impl PostgresStore {
         };
         if counts {
             transaction
-                .execute(
+                .execute_prepared(
                     "INSERT INTO budget_tasks (task, calls, cost, last_tool, last_arguments,
                          last_times, tenant, actor, started_ms, used_ms, ended_ms)
                      VALUES ($1, 1, $2, $3, $4, $5, $6, $7, $8, $8, NULL)
@@ -183,7 +184,7 @@ impl PostgresStore {
                 )
                 .await?;
             transaction
-                .execute(
+                .execute_prepared(
                     "INSERT INTO budget_tool_calls (task, tool, calls) VALUES ($1, $2, 1)
                      ON CONFLICT (task, tool) DO UPDATE SET calls = budget_tool_calls.calls + 1",
                     &[&charge.task, &charge.tool],
@@ -192,7 +193,7 @@ impl PostgresStore {
         }
         if limits.rate_limit.is_some() {
             transaction
-                .execute(
+                .execute_prepared(
                     "INSERT INTO budget_actor_calls (actor, at_ms) VALUES ($1, $2)",
                     &[&charge.actor, &now],
                 )
@@ -245,7 +246,7 @@ impl PostgresStore {
         now: i64,
     ) -> Result<bool, Failure> {
         let held: i64 = transaction
-            .query_opt(
+            .query_opt_prepared(
                 "SELECT ended FROM task_callers
                  WHERE store = $1 AND tenant = $2 AND actor = $3 FOR UPDATE",
                 &[&KIND.name(), &caller.0, &caller.1],
@@ -255,7 +256,7 @@ impl PostgresStore {
             .transpose()?
             .unwrap_or(0);
         let in_part: i64 = transaction
-            .query_opt(
+            .query_opt_prepared(
                 &format!(
                     "SELECT ended FROM task_totals WHERE store = $1 AND part = {} FOR UPDATE",
                     part_of("$2")
@@ -271,13 +272,13 @@ impl PostgresStore {
             return Ok(false);
         }
         transaction
-            .execute(
+            .execute_prepared(
                 "UPDATE budget_tasks SET ended_ms = $2 WHERE task = $1",
                 &[&task, &now],
             )
             .await?;
         transaction
-            .execute("DELETE FROM budget_tool_calls WHERE task = $1", &[&task])
+            .execute_prepared("DELETE FROM budget_tool_calls WHERE task = $1", &[&task])
             .await?;
         adjust(transaction, KIND, (&caller.0, &caller.1), task, -1, 1).await?;
         Ok(true)
@@ -292,10 +293,10 @@ impl PostgresStore {
         live: bool,
     ) -> Result<(), Failure> {
         transaction
-            .execute("DELETE FROM budget_tasks WHERE task = $1", &[&task])
+            .execute_prepared("DELETE FROM budget_tasks WHERE task = $1", &[&task])
             .await?;
         transaction
-            .execute("DELETE FROM budget_tool_calls WHERE task = $1", &[&task])
+            .execute_prepared("DELETE FROM budget_tool_calls WHERE task = $1", &[&task])
             .await?;
         let (live, ended) = if live { (-1, 0) } else { (0, -1) };
         adjust(transaction, KIND, caller, task, live, ended).await
@@ -321,7 +322,7 @@ impl PostgresStore {
             "ended_ms <= $3 AND $1::BIGINT = $1 AND $2::BIGINT = $2",
         ] {
             for row in transaction
-                .query(
+                .query_prepared(
                     &format!(
                         "SELECT task FROM budget_tasks
                          WHERE {condition}
@@ -352,7 +353,7 @@ impl PostgresStore {
         let lock = self.lock_key("budget-task:");
         let part = part_of("task");
         let rows = transaction
-            .query(
+            .query_prepared(
                 &format!(
                     "SELECT task, tenant, actor, started_ms, used_ms, ended_ms, {part}
                      FROM budget_tasks
@@ -395,17 +396,17 @@ impl PostgresStore {
             }
         }
         transaction
-            .execute(
+            .execute_prepared(
                 "UPDATE budget_tasks SET ended_ms = $2 WHERE task = ANY($1)",
                 &[&ended, &now],
             )
             .await?;
         transaction
-            .execute("DELETE FROM budget_tasks WHERE task = ANY($1)", &[&deleted])
+            .execute_prepared("DELETE FROM budget_tasks WHERE task = ANY($1)", &[&deleted])
             .await?;
         let gone: Vec<&str> = ended.iter().chain(&deleted).copied().collect();
         transaction
-            .execute(
+            .execute_prepared(
                 "DELETE FROM budget_tool_calls WHERE task = ANY($1)",
                 &[&gone],
             )
@@ -433,7 +434,7 @@ impl PostgresStore {
         self.lock(&transaction, &[&format!("budget-task:{task}")])
             .await?;
         let held = transaction
-            .query_opt(
+            .query_opt_prepared(
                 "SELECT tenant, actor, ended_ms IS NULL FROM budget_tasks WHERE task = $1",
                 &[&task],
             )
@@ -446,14 +447,14 @@ impl PostgresStore {
         }
         // Its caller's share of the tasks holding refusals has room again.
         transaction
-            .execute(
+            .execute_prepared(
                 "DELETE FROM refusal_shares WHERE (tenant, actor) IN (
                      SELECT tenant, actor FROM budget_refusals WHERE task = $1)",
                 &[&task],
             )
             .await?;
         transaction
-            .execute("DELETE FROM budget_refusals WHERE task = $1", &[&task])
+            .execute_prepared("DELETE FROM budget_refusals WHERE task = $1", &[&task])
             .await?;
         transaction.commit().await?;
         Ok(())
@@ -471,13 +472,13 @@ impl PostgresStore {
         let client = self.client().await?;
         if !failed_now {
             client
-                .execute("DELETE FROM budget_circuits WHERE tool = $1", &[&tool])
+                .execute_prepared("DELETE FROM budget_circuits WHERE tool = $1", &[&tool])
                 .await?;
             return Ok(());
         }
         let open_until = now_ms().saturating_add(as_sql(breaker.cool_down.as_millis() as u64));
         client
-            .execute(
+            .execute_prepared(
                 "INSERT INTO budget_circuits (tool, failures_in_a_row, open_until_ms)
                  VALUES ($1, 1, CASE WHEN $2::BIGINT <= 1 THEN $3::BIGINT END)
                  ON CONFLICT (tool) DO UPDATE SET
@@ -498,7 +499,7 @@ impl PostgresStore {
         self.lock(&transaction, &[&format!("budget-task:{}", charge.task)])
             .await?;
         transaction
-            .execute(
+            .execute_prepared(
                 "UPDATE budget_tasks
                  SET calls = greatest(calls - 1, 0), cost = greatest(cost - $2, 0)
                  WHERE task = $1 AND ended_ms IS NULL",
@@ -506,7 +507,7 @@ impl PostgresStore {
             )
             .await?;
         transaction
-            .execute(
+            .execute_prepared(
                 "UPDATE budget_tool_calls SET calls = greatest(calls - 1, 0)
                  WHERE task = $1 AND tool = $2",
                 &[&charge.task, &charge.tool],
@@ -543,13 +544,13 @@ impl PostgresStore {
         let now = now_ms();
         let start = window_start(now, limit);
         transaction
-            .execute(
+            .execute_prepared(
                 "DELETE FROM budget_refusals WHERE task = $1 AND at_ms <= $2",
                 &[&task, &start],
             )
             .await?;
         let held: i64 = transaction
-            .query_one(
+            .query_one_prepared(
                 "SELECT count(*) FROM budget_refusals WHERE task = $1",
                 &[&task],
             )
@@ -557,14 +558,14 @@ impl PostgresStore {
             .try_get(0)?;
         if held == 0 {
             transaction
-                .execute(
+                .execute_prepared(
                     "DELETE FROM budget_refusals
                      WHERE tenant = $1 AND actor = $2 AND at_ms <= $3",
                     &[&tenant, &actor, &start],
                 )
                 .await?;
             let held = transaction
-                .query_one(
+                .query_one_prepared(
                     "SELECT count(*), min(latest) FROM (
                          SELECT max(at_ms) AS latest FROM budget_refusals
                          WHERE tenant = $1 AND actor = $2 GROUP BY task) AS tasks",
@@ -577,7 +578,7 @@ impl PostgresStore {
                     .unwrap_or(now)
                     .saturating_add(now.saturating_sub(start));
                 transaction
-                    .execute(
+                    .execute_prepared(
                         "INSERT INTO refusal_shares (tenant, actor, full_until_ms)
                          VALUES ($1, $2, $3)
                          ON CONFLICT (tenant, actor) DO UPDATE SET full_until_ms = $3",
@@ -588,20 +589,20 @@ impl PostgresStore {
                 return Ok(0);
             }
             transaction
-                .execute(
+                .execute_prepared(
                     "DELETE FROM refusal_shares WHERE tenant = $1 AND actor = $2",
                     &[&tenant, &actor],
                 )
                 .await?;
         }
         transaction
-            .execute(
+            .execute_prepared(
                 "INSERT INTO budget_refusals (task, at_ms, tenant, actor) VALUES ($1, $2, $3, $4)",
                 &[&task, &now, &tenant, &actor],
             )
             .await?;
         transaction
-            .execute(
+            .execute_prepared(
                 "DELETE FROM budget_refusals WHERE task = $1 AND ctid NOT IN (
                      SELECT ctid FROM budget_refusals WHERE task = $1
                      ORDER BY at_ms DESC LIMIT $2)",
@@ -609,7 +610,7 @@ impl PostgresStore {
             )
             .await?;
         let refusals: i64 = transaction
-            .query_one(
+            .query_one_prepared(
                 "SELECT count(*) FROM budget_refusals WHERE task = $1",
                 &[&task],
             )
@@ -623,7 +624,7 @@ impl PostgresStore {
         let row = self
             .client()
             .await?
-            .query_opt(
+            .query_opt_prepared(
                 "SELECT calls, cost FROM budget_tasks WHERE task = $1",
                 &[&task],
             )
@@ -649,7 +650,7 @@ impl PostgresStore {
         let row = self
             .client()
             .await?
-            .query_one(
+            .query_one_prepared(
                 "SELECT held, CASE WHEN held = 0 THEN (
                      SELECT full_until_ms FROM refusal_shares
                      WHERE tenant = $3 AND actor = $4) END

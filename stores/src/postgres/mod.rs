@@ -6,6 +6,7 @@ mod approvals;
 mod audit;
 mod budget;
 mod invites;
+mod prepared;
 mod provenance;
 mod repeats;
 mod runs;
@@ -18,6 +19,8 @@ use std::sync::Arc;
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod};
 use tokio_postgres::GenericClient;
+
+use prepared::Prepared;
 
 pub use tls::{PostgresTls, postgres_client};
 
@@ -447,14 +450,16 @@ impl PostgresStore {
     /// the same locks do not deadlock.
     async fn lock(
         &self,
-        transaction: &tokio_postgres::Transaction<'_>,
+        transaction: &deadpool_postgres::Transaction<'_>,
         keys: &[&str],
     ) -> Result<(), tokio_postgres::Error> {
         let mut keys: Vec<String> = keys.iter().map(|key| self.lock_key(key)).collect();
         keys.sort_unstable();
         keys.dedup();
         for key in keys {
-            transaction.execute(Self::TAKE_LOCK, &[&key]).await?;
+            transaction
+                .execute_prepared(Self::TAKE_LOCK, &[&key])
+                .await?;
         }
         Ok(())
     }

@@ -14,9 +14,11 @@
 
 use std::collections::BTreeMap;
 
+use deadpool_postgres::Transaction;
 use portcullis_core::{BoxFuture, CallContext, ProvenanceStore, Rejection, SourceRecord};
-use tokio_postgres::{IsolationLevel, Transaction};
+use tokio_postgres::IsolationLevel;
 
+use super::prepared::Prepared;
 use super::tasks::{Counts, Filter, PARTS, adjust, part_of, take_place};
 use super::{PostgresStore, failed};
 use crate::sources::{StoredSource, read_sources, task_of, unreadable, unrecorded};
@@ -57,7 +59,7 @@ impl PostgresStore {
         // A live task takes its next number here; a new one is inserted, ended at -1 until
         // it has a place; any other is locked, unchanged.
         let taken = transaction
-            .query_opt(
+            .query_opt_prepared(
                 "INSERT INTO provenance_tasks (task, tenant, actor, number, first_number,
                      text_bytes, started_ms, used_ms, ended_ms)
                  VALUES ($1, $2, $3, 0, 0, 0, $4, $4, -1)
@@ -77,7 +79,7 @@ impl PostgresStore {
             }
             Some(_) => {
                 let mark: i64 = transaction
-                    .query_one(
+                    .query_one_prepared(
                         &format!(
                             "SELECT coalesce(max(number), 0) FROM provenance_marks
                              WHERE part = {}",
@@ -91,7 +93,7 @@ impl PostgresStore {
             }
             None => {
                 let row = transaction
-                    .query_one(
+                    .query_one_prepared(
                         "SELECT actor, number, first_number, started_ms, used_ms, ended_ms
                          FROM provenance_tasks WHERE task = $1 AND tenant = $2 FOR UPDATE",
                         &[&id, &tenant],
@@ -119,7 +121,7 @@ impl PostgresStore {
                     Life::Forgotten => {
                         adjust(&transaction, KIND, caller, id, 0, -1).await?;
                         transaction
-                            .execute(
+                            .execute_prepared(
                                 "DELETE FROM provenance_sources WHERE task = $1 AND tenant = $2",
                                 &[&id, &tenant],
                             )
@@ -140,7 +142,7 @@ impl PostgresStore {
             None => (0, false),
         };
         transaction
-            .execute(
+            .execute_prepared(
                 "WITH counted AS (
                      UPDATE provenance_tasks SET number = $3, used_ms = $7,
                          text_bytes = CASE WHEN $9::BOOLEAN THEN $6::BIGINT ELSE text_bytes + $6::BIGINT END,
@@ -177,7 +179,7 @@ impl PostgresStore {
         (tenant, task): (&str, &str),
     ) -> Result<i64, Failure> {
         Ok(transaction
-            .query_one(
+            .query_one_prepared(
                 "SELECT text_bytes FROM provenance_tasks WHERE task = $1 AND tenant = $2",
                 &[&task, &tenant],
             )
@@ -196,7 +198,7 @@ impl PostgresStore {
     ) -> Result<Option<i64>, Failure> {
         let (tenant, id) = task;
         let rows = transaction
-            .query(
+            .query_prepared(
                 "SELECT number, origin, text FROM provenance_sources
                  WHERE task = $1 AND tenant = $2 ORDER BY number",
                 &[&id, &tenant],
@@ -215,7 +217,7 @@ impl PostgresStore {
             .find(|origin| !origin.is_trusted())
             .cloned();
         transaction
-            .execute(
+            .execute_prepared(
                 "DELETE FROM provenance_sources WHERE task = $1 AND tenant = $2",
                 &[&id, &tenant],
             )
@@ -226,7 +228,7 @@ impl PostgresStore {
         let marker = last + 1;
         let stored = StoredSource::standing_for(&self.sealing, task, marker, &origin)?;
         transaction
-            .execute(
+            .execute_prepared(
                 "INSERT INTO provenance_sources (task, tenant, number, origin, text)
                  VALUES ($1, $2, $3, $4, $5)",
                 &[&id, &tenant, &marker, &stored.origin, &stored.text],
@@ -263,7 +265,7 @@ impl PostgresStore {
         ] {
             rows.extend(
                 transaction
-                    .query(
+                    .query_prepared(
                         &format!(
                             "SELECT task, tenant, actor, number, first_number, {ended}, {part}
                              FROM provenance_tasks
@@ -327,7 +329,7 @@ impl PostgresStore {
             .unzip();
         let mut sources: BTreeMap<(String, String), Vec<SourceRow>> = BTreeMap::new();
         for row in transaction
-            .query(
+            .query_prepared(
                 "SELECT task, tenant, number, origin, text FROM provenance_sources
                  WHERE (task, tenant) IN (SELECT * FROM unnest($1::TEXT[], $2::TEXT[]))
                  ORDER BY task, tenant, number",
@@ -392,7 +394,7 @@ impl PostgresStore {
             .map(|(task, tenant)| (task.as_str(), tenant.as_str()))
             .unzip();
         pruned.sources_deleted += transaction
-            .execute(
+            .execute_prepared(
                 "DELETE FROM provenance_sources
                  WHERE (task, tenant) IN (SELECT * FROM unnest($1::TEXT[], $2::TEXT[]))",
                 &[&tasks, &tenants],
@@ -403,7 +405,7 @@ impl PostgresStore {
             .map(|(task, tenant)| (task.as_str(), tenant.as_str()))
             .unzip();
         transaction
-            .execute(
+            .execute_prepared(
                 "DELETE FROM provenance_tasks
                  WHERE (task, tenant) IN (SELECT * FROM unnest($1::TEXT[], $2::TEXT[]))",
                 &[&tasks, &tenants],
@@ -428,7 +430,7 @@ impl PostgresStore {
                 .map(|(_, _, stored)| stored.text.as_str())
                 .collect();
             transaction
-                .execute(
+                .execute_prepared(
                     "INSERT INTO provenance_sources (task, tenant, number, origin, text)
                      SELECT * FROM unnest($1::TEXT[], $2::TEXT[], $3::BIGINT[], $4::TEXT[],
                          $5::TEXT[])",
@@ -436,7 +438,7 @@ impl PostgresStore {
                 )
                 .await?;
             transaction
-                .execute(
+                .execute_prepared(
                     "UPDATE provenance_tasks AS t SET number = m.number, first_number = m.number,
                          text_bytes = 0, ended_ms = $4
                      FROM unnest($1::TEXT[], $2::TEXT[], $3::BIGINT[]) AS m (task, tenant, number)
@@ -448,7 +450,7 @@ impl PostgresStore {
         counts.write(transaction).await?;
         for (part, number) in marks {
             transaction
-                .execute(
+                .execute_prepared(
                     "INSERT INTO provenance_marks (part, number) VALUES ($1, $2)
                      ON CONFLICT (part) DO UPDATE SET
                          number = greatest(provenance_marks.number, $2)",
@@ -493,7 +495,7 @@ impl PostgresStore {
         let row = self
             .client()
             .await?
-            .query_one(
+            .query_one_prepared(
                 &format!(
                     "SELECT EXISTS (SELECT 1 FROM provenance_tasks
                          WHERE task = $1 AND tenant = $2 AND ended_ms IS NULL),
@@ -551,7 +553,7 @@ impl PostgresStore {
         let rows = self
             .client()
             .await?
-            .query(
+            .query_prepared(
                 "SELECT t.first_number, t.started_ms, t.used_ms, t.ended_ms,
                      s.number, s.origin, s.text
                  FROM provenance_tasks t LEFT JOIN provenance_sources s
@@ -611,7 +613,7 @@ impl PostgresStore {
             let noted = async {
                 self.client()
                     .await?
-                    .execute(
+                    .execute_prepared(
                         "UPDATE provenance_tasks SET used_ms = greatest(used_ms, $3)
                          WHERE task = $1 AND tenant = $2 AND ended_ms IS NULL",
                         &[&task.1, &task.0, &now],
@@ -632,7 +634,7 @@ impl PostgresStore {
         // The tasks' rows first: a writer still recording into the task holds its row, so
         // its source is committed, and deleted below, before this goes on.
         let mut held: Vec<(String, String, bool)> = transaction
-            .query(
+            .query_prepared(
                 "DELETE FROM provenance_tasks WHERE task = $1
                  RETURNING tenant, actor, ended_ms IS NOT NULL",
                 &[&task],
@@ -647,7 +649,7 @@ impl PostgresStore {
             adjust(&transaction, KIND, (tenant, actor), task, live, records).await?;
         }
         transaction
-            .execute("DELETE FROM provenance_sources WHERE task = $1", &[&task])
+            .execute_prepared("DELETE FROM provenance_sources WHERE task = $1", &[&task])
             .await?;
         transaction.commit().await?;
         Ok(())

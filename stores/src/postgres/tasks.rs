@@ -13,8 +13,9 @@
 
 use std::collections::BTreeMap;
 
-use tokio_postgres::Transaction;
+use deadpool_postgres::Transaction;
 
+use super::prepared::Prepared;
 use super::{PostgresStore, failed};
 use crate::tasks::{Bounds, CallerUsage, Full, Kind, Pruned, caller_entry, caller_of_json};
 use crate::values::{Failure, now_ms};
@@ -46,7 +47,7 @@ pub(super) async fn take_place(
     task: &str,
 ) -> Result<Option<Full>, Failure> {
     let taken = transaction
-        .query_opt(
+        .query_opt_prepared(
             "INSERT INTO task_callers (store, tenant, actor, live, ended) VALUES ($1, $2, $3, 1, 0)
              ON CONFLICT (store, tenant, actor) DO UPDATE SET live = task_callers.live + 1
                  WHERE task_callers.live < $4
@@ -59,7 +60,7 @@ pub(super) async fn take_place(
     }
     let part = part_of("$2");
     let counted = transaction
-        .execute(
+        .execute_prepared(
             &format!(
                 "UPDATE task_totals SET live = live + 1
                  WHERE store = $1 AND part = {part} AND live < $3"
@@ -84,7 +85,7 @@ pub(super) async fn adjust(
     adjust_caller(transaction, kind, (tenant, actor), live, ended).await?;
     let part = part_of("$2");
     transaction
-        .execute(
+        .execute_prepared(
             &format!(
                 "UPDATE task_totals SET live = greatest(live + $3::BIGINT, 0),
                      ended = greatest(ended + $4::BIGINT, 0)
@@ -108,7 +109,7 @@ pub(super) async fn adjust_caller(
         return Ok(());
     }
     transaction
-        .execute(
+        .execute_prepared(
             "INSERT INTO task_callers (store, tenant, actor, live, ended)
              VALUES ($1, $2, $3, greatest($4::BIGINT, 0), greatest($5::BIGINT, 0))
              ON CONFLICT (store, tenant, actor) DO UPDATE SET
@@ -118,7 +119,7 @@ pub(super) async fn adjust_caller(
         )
         .await?;
     transaction
-        .execute(
+        .execute_prepared(
             "DELETE FROM task_callers
              WHERE store = $1 AND tenant = $2 AND actor = $3 AND live = 0 AND ended = 0",
             &[&kind.name(), &tenant, &actor],
@@ -158,7 +159,7 @@ impl Counts {
             .map(|(tenant, actor)| (tenant.as_str(), actor.as_str()))
             .unzip();
         let rows = transaction
-            .query(
+            .query_prepared(
                 "SELECT tenant, actor, ended FROM task_callers
                  WHERE store = $1 AND (tenant, actor) IN (
                      SELECT * FROM unnest($2::TEXT[], $3::TEXT[]))
@@ -173,7 +174,7 @@ impl Counts {
             }
         }
         let rows = transaction
-            .query(
+            .query_prepared(
                 "SELECT part, ended FROM task_totals WHERE store = $1 ORDER BY part FOR UPDATE",
                 &[&kind.name()],
             )
@@ -214,7 +215,7 @@ impl Counts {
         for (part, (_, live, ended)) in &self.parts {
             if *live != 0 || *ended != 0 {
                 transaction
-                    .execute(
+                    .execute_prepared(
                         "UPDATE task_totals SET live = greatest(live + $3::BIGINT, 0),
                              ended = greatest(ended + $4::BIGINT, 0)
                          WHERE store = $1 AND part = $2",
@@ -237,7 +238,7 @@ async fn add_up(
     select: &str,
     field: Field,
 ) -> Result<(), Failure> {
-    for row in transaction.query(select, &[]).await? {
+    for row in transaction.query_prepared(select, &[]).await? {
         let (tenant, actor): (String, String) = (row.try_get(0)?, row.try_get(1)?);
         let count: i64 = row.try_get(2)?;
         *field(caller_entry(callers, &tenant, &actor)) += u64::try_from(count).unwrap_or(0);
@@ -252,7 +253,7 @@ async fn add_up_json(
     select: &str,
     field: Field,
 ) -> Result<(), Failure> {
-    for row in transaction.query(select, &[]).await? {
+    for row in transaction.query_prepared(select, &[]).await? {
         let json: Option<String> = row.try_get(0)?;
         let (tenant, actor) = json.as_deref().and_then(caller_of_json).unwrap_or_default();
         *field(caller_entry(callers, &tenant, &actor)) += 1;
@@ -333,31 +334,31 @@ impl PostgresStore {
         let now = now_ms();
         let cut = self.bounds.retained(now);
         let runs = transaction
-            .execute(
+            .execute_prepared(
                 "DELETE FROM runs WHERE updated_ms <= $1 AND held_until_ms <= $2",
                 &[&cut.runs, &now],
             )
             .await?;
         let claims = transaction
-            .execute(
+            .execute_prepared(
                 "DELETE FROM claims WHERE settled AND claimed_ms <= $1",
                 &[&cut.claims],
             )
             .await?;
         let approvals = transaction
-            .execute(
+            .execute_prepared(
                 "DELETE FROM pending_calls WHERE expires_ms <= $1 AND leased_until_ms <= $2",
                 &[&cut.approvals, &now],
             )
             .await?;
         let windows = transaction
-            .execute(
+            .execute_prepared(
                 "DELETE FROM budget_actor_calls WHERE at_ms <= $1",
                 &[&cut.windows],
             )
             .await?
             + transaction
-                .execute(
+                .execute_prepared(
                     "DELETE FROM budget_refusals WHERE at_ms <= $1",
                     &[&cut.windows],
                 )
@@ -365,7 +366,7 @@ impl PostgresStore {
         // Whose share of the tasks holding refusals is full is judged again at their next
         // refusal.
         transaction
-            .execute("DELETE FROM refusal_shares", &[])
+            .execute_prepared("DELETE FROM refusal_shares", &[])
             .await?;
         Ok(Pruned {
             runs,
