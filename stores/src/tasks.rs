@@ -163,7 +163,8 @@ pub(crate) struct Bounds {
     pub(crate) shares: Shares,
     pub(crate) lifetime: TaskLifetime,
     pub(crate) retention: Retention,
-    next_sweep_ms: Arc<AtomicI64>,
+    /// When each kind's next sweep is due: a kind's sweep never takes another's turn.
+    next_sweep_ms: Arc<[AtomicI64; 2]>,
 }
 
 impl Default for Bounds {
@@ -172,7 +173,7 @@ impl Default for Bounds {
             shares: Shares::default(),
             lifetime: TaskLifetime::default(),
             retention: Retention::default(),
-            next_sweep_ms: Arc::new(AtomicI64::new(0)),
+            next_sweep_ms: Arc::new([AtomicI64::new(0), AtomicI64::new(0)]),
         }
     }
 }
@@ -275,16 +276,17 @@ impl Bounds {
         }
     }
 
-    /// Whether a sweep of every caller's ended tasks is due at `now`; if so, the next one is
-    /// due a while after (the idle lifetime, at most a minute, at least a second), and this
+    /// Whether a sweep of every caller's tasks of `kind` is due at `now`; if so, the next one
+    /// is due a while after (the idle lifetime, at most a minute, at least a second), and this
     /// caller runs this one.
-    pub(crate) fn sweep_due(&self, now: i64) -> bool {
-        let next = self.next_sweep_ms.load(Ordering::Relaxed);
+    pub(crate) fn sweep_due(&self, kind: Kind, now: i64) -> bool {
+        let next_sweep_ms = &self.next_sweep_ms[kind as usize];
+        let next = next_sweep_ms.load(Ordering::Relaxed);
         if now < next {
             return false;
         }
         let every = ms(self.lifetime.idle).clamp(1000, 60_000);
-        self.next_sweep_ms
+        next_sweep_ms
             .compare_exchange(
                 next,
                 now.saturating_add(every),

@@ -211,6 +211,7 @@ on_both!(
     a_clean_idle_task_ends_and_gives_its_place_back,
     a_tainted_idle_task_stays_tainted_until_forgotten,
     a_spent_idle_task_is_refused_until_forgotten,
+    a_full_share_takes_room_from_records_past_their_time,
     prune_ends_what_the_lifetime_allows,
     many_tasks_never_ended_stay_within_the_bounds,
     an_older_store_upgrades,
@@ -554,6 +555,67 @@ async fn a_spent_idle_task_is_refused_until_forgotten(backend: Backend) {
         [None, None, None, exceeded, exceeded],
         "a new budget for its id"
     );
+}
+
+/// Alice may hold one task and one ended task's record, in the provenance and budget stores.
+/// Her first task reads a third party's page and is counted, and goes idle; her second ends
+/// it (its record takes her one place for records) and goes idle too. Once the first's record
+/// is past its time, her third task is served: the store deletes that record before it ends
+/// the second, whose record then has room, rather than keep the second live and refuse the
+/// third `sources_share_full`.
+async fn a_full_share_takes_room_from_records_past_their_time(backend: Backend) {
+    let store = backend
+        .open()
+        .await
+        .with_shares(Shares {
+            tasks_per_caller: Some(1),
+            ended_per_caller: Some(1),
+            ..Shares::default()
+        })
+        .with_lifetime(short_lifetime());
+    let worker = Registry::builder()
+        .tool(ReadInbox)
+        .tool(FindOrder)
+        .provenance_store(store.clone())
+        .budget(BudgetLimits {
+            max_calls_per_task: Some(10),
+            ..BudgetLimits::default()
+        })
+        .budget_store(store.clone())
+        .build()
+        .unwrap();
+    let served = |task: &'static str| {
+        let worker = &worker;
+        async move {
+            let ctx = CallContext::new("alice").with_task_id(task);
+            let mut codes = Vec::new();
+            for call in [read("r"), lookup("l")] {
+                codes.push(worker.dispatch(&ctx, &call).await.code());
+            }
+            codes
+        }
+    };
+    assert_eq!(served("first").await, [None, None]);
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    assert_eq!(served("second").await, [None, None], "the first ended");
+    let usage = store.usage().await.unwrap();
+    assert_eq!(
+        (usage[0].provenance_tasks, usage[0].provenance_ended),
+        (1, 1)
+    );
+    assert_eq!((usage[0].budget_tasks, usage[0].budget_ended), (1, 1));
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    assert_eq!(
+        served("third").await,
+        [None, None],
+        "the first's record forgotten, the second ended"
+    );
+    let usage = store.usage().await.unwrap();
+    assert_eq!(
+        (usage[0].provenance_tasks, usage[0].provenance_ended),
+        (1, 1)
+    );
+    assert_eq!((usage[0].budget_tasks, usage[0].budget_ended), (1, 1));
 }
 
 /// `prune` ends the tasks past their lifetime without anyone calling (a dry run first, which

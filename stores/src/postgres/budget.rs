@@ -227,7 +227,7 @@ impl PostgresStore {
             self.sweep_budgets(filter, limit).await?;
             reserved = self.try_reserve(charge, limits).await?;
         }
-        if bounds.sweep_due(now_ms())
+        if bounds.sweep_due(KIND, now_ms())
             && let Err(error) = self.sweep_budgets(Filter::default(), SWEEP_BATCH).await
         {
             failed("end the tasks past their lifetime", &error);
@@ -373,6 +373,9 @@ impl PostgresStore {
             let part: i32 = row.try_get(6)?;
             found.push((task, caller, life, part));
         }
+        // The records past their time are deleted first: the room they give back is there for
+        // the tasks ended after them, which would otherwise keep their places.
+        found.sort_by_key(|(_, _, life, _)| *life != Life::Forgotten);
         let mut counts = Counts::lock(
             transaction,
             KIND,

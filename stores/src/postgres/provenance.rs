@@ -301,7 +301,7 @@ impl PostgresStore {
             ended: bool,
             part: i32,
         }
-        let found = rows
+        let mut found = rows
             .iter()
             .map(|row| {
                 let tenant: String = row.try_get(1)?;
@@ -316,6 +316,9 @@ impl PostgresStore {
                 })
             })
             .collect::<Result<Vec<_>, tokio_postgres::Error>>()?;
+        // The records past their time are deleted first: the room they give back is there
+        // for the tasks ended after them, which would otherwise keep their places.
+        found.sort_by_key(|found| !found.ended);
         let mut counts = Counts::lock(
             transaction,
             KIND,
@@ -541,7 +544,7 @@ impl PostgresStore {
             self.make_room(ctx, full).await?;
             recorded = self.try_record(ctx, source).await?;
         }
-        if bounds.sweep_due(now_ms())
+        if bounds.sweep_due(KIND, now_ms())
             && let Err(error) = self.sweep_sources(Filter::default(), SWEEP_BATCH).await
         {
             failed("end the tasks past their lifetime", &error);

@@ -115,6 +115,13 @@ pub(super) fn end_tasks(
         rows.collect::<rusqlite::Result<Vec<(String, String, String)>>>()
     };
     let mut pruned = Pruned::default();
+    // The records past their time are deleted first: the room they give back is there for the
+    // tasks ended after them, which would otherwise keep their places.
+    let forgotten = select("ended_ms <= ?1 AND ?2 = ?2", cuts.remembered, 0)?;
+    for (task, tenant, actor) in &forgotten {
+        delete_task(connection, task, (tenant, actor), false)?;
+        pruned.budget_forgotten += 1;
+    }
     let over = select(
         "ended_ms IS NULL AND (used_ms <= ?1 OR started_ms <= ?2)",
         cuts.idle,
@@ -124,11 +131,6 @@ pub(super) fn end_tasks(
         if end_task(connection, bounds, task, (tenant, actor), now)? {
             pruned.budget_ended += 1;
         }
-    }
-    let forgotten = select("ended_ms <= ?1 AND ?2 = ?2", cuts.remembered, 0)?;
-    for (task, tenant, actor) in &forgotten {
-        delete_task(connection, task, (tenant, actor), false)?;
-        pruned.budget_forgotten += 1;
     }
     Ok(pruned)
 }
@@ -315,7 +317,7 @@ fn reserve_with_room(
         sweep(&mut connection, bounds, caller)?;
         reserved = reserve(&mut connection, &store.sealing, bounds, charge, limits)?;
     }
-    if bounds.sweep_due(now_ms())
+    if bounds.sweep_due(KIND, now_ms())
         && let Err(error) = sweep(&mut connection, bounds, None)
     {
         failed("end the tasks past their lifetime", &error);

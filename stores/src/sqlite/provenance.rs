@@ -188,6 +188,33 @@ pub(super) fn end_tasks(
     let cuts = bounds.cuts(now);
     let (tenant, actor) = caller.unwrap_or_default();
     let mut pruned = Pruned::default();
+    // The records past their time are deleted first: the room they give back is there for the
+    // tasks ended after them, which would otherwise keep their places.
+    let forgotten: Vec<(String, String, String, i64)> = {
+        let mut statement = connection.prepare_cached(
+            "SELECT task, tenant, actor, number FROM provenance_tasks
+             WHERE ended_ms <= ?1 AND (?2 = 0 OR (tenant = ?3 AND actor = ?4))
+             LIMIT ?5",
+        )?;
+        let rows = statement.query_map(
+            params![cuts.remembered, caller.is_some(), tenant, actor, limit],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
+        )?;
+        rows.collect::<rusqlite::Result<_>>()?
+    };
+    for (task, tenant, actor, number) in &forgotten {
+        pruned.sources_deleted += connection.run(
+            "DELETE FROM provenance_sources WHERE task = ?1 AND tenant = ?2",
+            [task, tenant],
+        )? as u64;
+        connection.run(
+            "DELETE FROM provenance_tasks WHERE task = ?1 AND tenant = ?2",
+            [task, tenant],
+        )?;
+        raise_mark(connection, *number)?;
+        adjust(connection, KIND, (tenant, actor), 0, -1)?;
+        pruned.provenance_forgotten += 1;
+    }
     let over: Vec<(String, String, TaskRow)> = {
         let mut statement = connection.prepare_cached(
             "SELECT task, tenant, actor, number, first_number, text_bytes, started_ms, used_ms
@@ -241,31 +268,6 @@ pub(super) fn end_tasks(
                 failed(&format!("end task {task}"), &refusal.message());
             }
         }
-    }
-    let forgotten: Vec<(String, String, String, i64)> = {
-        let mut statement = connection.prepare_cached(
-            "SELECT task, tenant, actor, number FROM provenance_tasks
-             WHERE ended_ms <= ?1 AND (?2 = 0 OR (tenant = ?3 AND actor = ?4))
-             LIMIT ?5",
-        )?;
-        let rows = statement.query_map(
-            params![cuts.remembered, caller.is_some(), tenant, actor, limit],
-            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
-        )?;
-        rows.collect::<rusqlite::Result<_>>()?
-    };
-    for (task, tenant, actor, number) in &forgotten {
-        pruned.sources_deleted += connection.run(
-            "DELETE FROM provenance_sources WHERE task = ?1 AND tenant = ?2",
-            [task, tenant],
-        )? as u64;
-        connection.run(
-            "DELETE FROM provenance_tasks WHERE task = ?1 AND tenant = ?2",
-            [task, tenant],
-        )?;
-        raise_mark(connection, *number)?;
-        adjust(connection, KIND, (tenant, actor), 0, -1)?;
-        pruned.provenance_forgotten += 1;
     }
     Ok(pruned)
 }
@@ -441,7 +443,7 @@ fn record(
         make_room(&mut connection, &store.sealing, bounds, ctx, full)?;
         recorded = try_record(&mut connection, &store.sealing, bounds, ctx, source)?;
     }
-    if bounds.sweep_due(super::now_ms())
+    if bounds.sweep_due(KIND, super::now_ms())
         && let Err(error) = sweep(&mut connection, &store.sealing, bounds, None)
     {
         failed("end the tasks past their lifetime", &error);
