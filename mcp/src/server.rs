@@ -75,7 +75,6 @@ impl Listener {
 }
 
 impl Shared {
-    /// The `ttlMs` of a tool list.
     /// The MCP tool list `ctx` sees.
     pub(crate) fn tools_for(&self, ctx: &CallContext) -> Result<Value, ErrorData> {
         self.registry
@@ -83,6 +82,7 @@ impl Shared {
             .map_err(|error| ErrorData::internal_error(error.to_string(), None))
     }
 
+    /// The `ttlMs` of a tool list.
     pub(crate) fn tools_ttl_ms(&self) -> u64 {
         u64::try_from(self.tools_ttl.as_millis()).unwrap_or(u64::MAX)
     }

@@ -1,8 +1,9 @@
 //! The user's messages, relayed by the host: a `tools/call` of a caller the operator marked
 //! ([`RelaysUserMessages`]) may carry the user's latest message in
 //! `_meta["dev.portcullis/user_message"]`, which the server records in the call's task
-//! ([`Registry::add_user_message`](portcullis_core::Registry::add_user_message)) before the call is judged, so that a `#[from(user)]`
-//! value the user gave passes over MCP as it does in process.
+//! ([`Registry::add_user_message`](portcullis_core::Registry::add_user_message)) before the
+//! call is judged, so that a `#[from(user)]` value the user gave passes over MCP as it does in
+//! process.
 //!
 //! The same words in the same task are recorded once (the registry keeps them once): a retry
 //! of the request (the same `_meta["dev.portcullis/call"]`), or a host that sends the turn

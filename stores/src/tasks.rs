@@ -158,22 +158,26 @@ impl Default for Retention {
 
 /// What a durable store was told of its shares, lifetimes and retention, shared by its clones,
 /// with the time its next sweep of ended tasks is due.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Bounds {
     pub(crate) shares: Shares,
     pub(crate) lifetime: TaskLifetime,
     pub(crate) retention: Retention,
-    /// When each kind's next sweep is due: a kind's sweep never takes another's turn.
-    next_sweep_ms: Arc<[AtomicI64; 2]>,
+    next_sweep_ms: Arc<SweepClocks>,
 }
 
-impl Default for Bounds {
-    fn default() -> Self {
-        Bounds {
-            shares: Shares::default(),
-            lifetime: TaskLifetime::default(),
-            retention: Retention::default(),
-            next_sweep_ms: Arc::new([AtomicI64::new(0), AtomicI64::new(0)]),
+/// When each kind's next sweep is due: a kind's sweep never takes another's turn.
+#[derive(Debug, Default)]
+struct SweepClocks {
+    provenance: AtomicI64,
+    budget: AtomicI64,
+}
+
+impl SweepClocks {
+    fn of(&self, kind: Kind) -> &AtomicI64 {
+        match kind {
+            Kind::Provenance => &self.provenance,
+            Kind::Budget => &self.budget,
         }
     }
 }
@@ -280,7 +284,7 @@ impl Bounds {
     /// is due a while after (the idle lifetime, at most a minute, at least a second), and this
     /// caller runs this one.
     pub(crate) fn sweep_due(&self, kind: Kind, now: i64) -> bool {
-        let next_sweep_ms = &self.next_sweep_ms[kind as usize];
+        let next_sweep_ms = self.next_sweep_ms.of(kind);
         let next = next_sweep_ms.load(Ordering::Relaxed);
         if now < next {
             return false;
@@ -330,8 +334,9 @@ pub(crate) struct Retained {
     pub(crate) windows: i64,
 }
 
-/// How many tasks a sweep run by a call ends at most, so that the call that runs it waits
-/// little.
+/// How many tasks a sweep run by a call ends at most (a caller's whose share is full, or
+/// anyone's), so that the call that runs it, and the calls of the same caller that wait for
+/// it, wait little: one place is all a new task needs.
 pub(crate) const SWEEP_BATCH: i64 = 1000;
 
 /// Why a new task was not given a place.

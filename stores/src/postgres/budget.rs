@@ -213,18 +213,15 @@ impl PostgresStore {
         let bounds = &self.bounds;
         let mut reserved = self.try_reserve(charge, limits).await?;
         if let Err(full) = reserved {
-            let (filter, limit) = match full {
-                Full::Share => (
-                    Filter {
-                        tenant: Some(charge.tenant.unwrap_or_default()),
-                        actor: Some(charge.actor),
-                        task: None,
-                    },
-                    bounds.per_caller(),
-                ),
-                Full::Store => (Filter::default(), SWEEP_BATCH),
+            let filter = match full {
+                Full::Share => Filter {
+                    tenant: Some(charge.tenant.unwrap_or_default()),
+                    actor: Some(charge.actor),
+                    task: None,
+                },
+                Full::Store => Filter::default(),
             };
-            self.sweep_budgets(filter, limit).await?;
+            self.sweep_budgets(filter, SWEEP_BATCH).await?;
             reserved = self.try_reserve(charge, limits).await?;
         }
         if bounds.sweep_due(KIND, now_ms())
@@ -321,8 +318,10 @@ impl PostgresStore {
             "ended_ms IS NULL AND (used_ms <= $1 OR started_ms <= $2) AND $3::BIGINT = $3",
             "ended_ms <= $3 AND $1::BIGINT = $1 AND $2::BIGINT = $2",
         ] {
+            // A text statement, planned for its values: a plan made once for any filter would
+            // read the whole table where the filter names one caller.
             for row in transaction
-                .query_prepared(
+                .query(
                     &format!(
                         "SELECT task FROM budget_tasks
                          WHERE {condition}

@@ -263,9 +263,11 @@ impl PostgresStore {
                 "ended_ms >= 0 AND ended_ms <= $3 AND $1::BIGINT = $1 AND $2::BIGINT = $2",
             ),
         ] {
+            // A text statement, planned for its values: a plan made once for any filter would
+            // read the whole table where the filter names one caller or one task.
             rows.extend(
                 transaction
-                    .query_prepared(
+                    .query(
                         &format!(
                             "SELECT task, tenant, actor, number, first_number, {ended}, {part}
                              FROM provenance_tasks
@@ -475,20 +477,17 @@ impl PostgresStore {
     }
 
     /// Ends the tasks past their lifetime that hold the places a new task of `ctx` found
-    /// `full`: its caller's, or (the store full) a batch of anyone's.
+    /// `full`: a batch of its caller's, or (the store full) of anyone's.
     async fn make_room(&self, ctx: &CallContext, full: Full) -> Result<(), Failure> {
-        let (filter, limit) = match full {
-            Full::Share => (
-                Filter {
-                    tenant: Some(task_of(ctx).0),
-                    actor: Some(ctx.actor()),
-                    task: None,
-                },
-                self.bounds.per_caller(),
-            ),
-            Full::Store => (Filter::default(), SWEEP_BATCH),
+        let filter = match full {
+            Full::Share => Filter {
+                tenant: Some(task_of(ctx).0),
+                actor: Some(ctx.actor()),
+                task: None,
+            },
+            Full::Store => Filter::default(),
         };
-        self.sweep_sources(filter, limit).await
+        self.sweep_sources(filter, SWEEP_BATCH).await
     }
 
     /// Whether the task of `ctx` holds a place, or a new one fits: `Err(full)` if not. It

@@ -284,20 +284,15 @@ fn reserve(
     Ok(Ok(Ok(())))
 }
 
-/// Ends, in a transaction of its own, the counted tasks past their lifetime: `caller`'s, or
-/// (with `None`) a batch of every caller's.
+/// Ends, in a transaction of its own, a batch of the counted tasks past their lifetime:
+/// `caller`'s, or (with `None`) every caller's.
 fn sweep(
     connection: &mut Connection,
     bounds: &Bounds,
     caller: Option<(&str, &str)>,
 ) -> rusqlite::Result<()> {
     let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let limit = if caller.is_some() {
-        bounds.per_caller()
-    } else {
-        SWEEP_BATCH
-    };
-    end_tasks(&transaction, bounds, now_ms(), caller, limit)?;
+    end_tasks(&transaction, bounds, now_ms(), caller, SWEEP_BATCH)?;
     transaction.commit()
 }
 

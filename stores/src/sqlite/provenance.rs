@@ -362,8 +362,8 @@ fn try_record(
     Ok(Ok(u64::try_from(number)?))
 }
 
-/// Ends, in a transaction of its own, the tasks past their lifetime: `caller`'s, or (with
-/// `None`) a batch of every caller's.
+/// Ends, in a transaction of its own, a batch of the tasks past their lifetime: `caller`'s, or
+/// (with `None`) every caller's.
 fn sweep(
     connection: &mut Connection,
     sealing: &Sealing,
@@ -371,18 +371,13 @@ fn sweep(
     caller: Option<(&str, &str)>,
 ) -> Result<(), Failure> {
     let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let limit = if caller.is_some() {
-        bounds.per_caller()
-    } else {
-        SWEEP_BATCH
-    };
     end_tasks(
         &transaction,
         sealing,
         bounds,
         super::now_ms(),
         caller,
-        limit,
+        SWEEP_BATCH,
     )?;
     transaction.commit()?;
     Ok(())
