@@ -422,6 +422,10 @@ impl PostgresStore {
     async fn sweep_budgets(&self, filter: Filter<'_>, limit: i64) -> Result<(), Failure> {
         let mut client = self.client().await?;
         let transaction = client.transaction().await?;
+        // One sweep at a time: sweeps side by side pick the same candidates, and all but one
+        // find them held and end nothing, so that the callers whose shares were full stay
+        // refused. Waiting, a sweep then picks the tasks the one before it left.
+        self.lock(&transaction, &["budget-sweep"]).await?;
         self.end_budgets(&transaction, now_ms(), filter, limit)
             .await?;
         transaction.commit().await?;
