@@ -157,7 +157,7 @@ impl Default for Retention {
 }
 
 /// What a durable store was told of its shares, lifetimes and retention, shared by its clones,
-/// with the time its next sweep of ended tasks is due.
+/// with the time each kind's next sweep is due.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Bounds {
     pub(crate) shares: Shares,
