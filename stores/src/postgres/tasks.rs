@@ -384,6 +384,9 @@ impl PostgresStore {
         let mut pruned = self
             .end_sources(&transaction, now, Filter::default(), i64::MAX)
             .await?;
+        // Under the budget sweeps' lock, as each of them: beside one, a prune would find its
+        // tasks held and end none of them.
+        self.lock(&transaction, &["budget-sweep"]).await?;
         pruned.add(
             &self
                 .end_budgets(&transaction, now, Filter::default(), i64::MAX)
