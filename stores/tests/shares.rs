@@ -905,16 +905,22 @@ async fn many_tasks_never_ended_stay_within_the_bounds(backend: Backend) {
         async move { table_rows(&store, &table).await }
     };
     let (sources, budgets) = (rows("provenance_tasks").await, rows("budget_tasks").await);
-    let refusals_held = "SELECT count(*) FROM budget_refusals";
-    let refused = match &directory {
-        Some(directory) if backend.tag() == "sqlite" => {
-            rusqlite::Connection::open(directory.path().join("state.db"))
-                .unwrap()
-                .query_row(refusals_held, [], |row| row.get(0))
-                .unwrap()
+    // The rows themselves, in the store's database: the counts the shares are held to must be
+    // what the tables hold.
+    let held = async |select: &str| -> i64 {
+        match &directory {
+            Some(directory) if backend.tag() == "sqlite" => {
+                rusqlite::Connection::open(directory.path().join("state.db"))
+                    .unwrap()
+                    .query_row(select, [], |row| row.get(0))
+                    .unwrap()
+            }
+            _ => count(&backend, select).await,
         }
-        _ => count(&backend, refusals_held).await,
     };
+    assert_eq!(held("SELECT count(*) FROM provenance_tasks").await, sources);
+    assert_eq!(held("SELECT count(*) FROM budget_tasks").await, budgets);
+    let refused = held("SELECT count(*) FROM budget_refusals").await;
     eprintln!(
         "{tasks} tasks on {} by {workers} workers in {elapsed:.1?}: {sources} provenance \
          tasks, {budgets} budget tasks and {refused} refusals held at the end",
