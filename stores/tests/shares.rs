@@ -345,6 +345,32 @@ fn short_lifetime() -> TaskLifetime {
     }
 }
 
+/// The store of `backend` where each caller holds `tasks_per_caller` live tasks, which end
+/// after [`short_lifetime`].
+async fn short_lived(backend: &Backend, tasks_per_caller: u64) -> Store {
+    backend
+        .open()
+        .await
+        .with_shares(Shares {
+            tasks_per_caller: Some(tasks_per_caller),
+            ..Shares::default()
+        })
+        .with_lifetime(short_lifetime())
+}
+
+/// Alice's lookup of an order in `task`, as the budget gate charges it.
+fn alices_lookup(task: &str) -> Charge<'_> {
+    Charge {
+        task,
+        actor: "alice",
+        tenant: None,
+        tool: "find_order",
+        cost: 1,
+        tool_max_calls_per_task: None,
+        canonical_arguments: None,
+    }
+}
+
 fn page(number: u64, text: &str) -> SourceRecord {
     SourceRecord {
         origin: Origin::UserMessage { number },
@@ -372,14 +398,7 @@ fn numbers(sources: &[(u64, SourceRecord)]) -> Vec<u64> {
 /// is served: the clean idle task was deleted with its sources, its place given back. Its id
 /// used again numbers its sources after every number it had.
 async fn a_clean_idle_task_ends_and_gives_its_place_back(backend: Backend) {
-    let store = backend
-        .open()
-        .await
-        .with_shares(Shares {
-            tasks_per_caller: Some(2),
-            ..Shares::default()
-        })
-        .with_lifetime(short_lifetime());
+    let store = short_lived(&backend, 2).await;
     let alice = |id: &str| CallContext::new("alice").with_task_id(id);
     let idle = store
         .record(&alice("idle"), &page(1, "hello"))
@@ -501,14 +520,7 @@ async fn a_tainted_idle_task_stays_tainted_until_forgotten(backend: Backend) {
 /// (not retryable), never given a fresh budget; its place went back to its caller's share;
 /// once forgotten, its id begins afresh.
 async fn a_spent_idle_task_is_refused_until_forgotten(backend: Backend) {
-    let store = backend
-        .open()
-        .await
-        .with_shares(Shares {
-            tasks_per_caller: Some(1),
-            ..Shares::default()
-        })
-        .with_lifetime(short_lifetime());
+    let store = short_lived(&backend, 1).await;
     let worker = budget_worker(store.clone());
     let ctx = CallContext::new("alice").with_task_id("spent");
     for index in 0..3 {
@@ -632,15 +644,7 @@ async fn prune_ends_what_the_lifetime_allows(backend: Backend) {
         max_calls_per_task: Some(5),
         ..BudgetLimits::default()
     };
-    let charge = Charge {
-        task: "spent",
-        actor: "alice",
-        tenant: None,
-        tool: "find_order",
-        cost: 1,
-        tool_max_calls_per_task: None,
-        canonical_arguments: None,
-    };
+    let charge = alices_lookup("spent");
     store.reserve(charge, &limits).await.unwrap();
     tokio::time::sleep(Duration::from_millis(900)).await;
 
@@ -712,29 +716,13 @@ async fn a_budget_sweep_waits_for_the_one_in_flight() {
     else {
         return;
     };
-    let store = backend
-        .open()
-        .await
-        .with_shares(Shares {
-            tasks_per_caller: Some(2),
-            ..Shares::default()
-        })
-        .with_lifetime(short_lifetime());
+    let store = short_lived(&backend, 2).await;
     let limits = BudgetLimits {
         max_calls_per_task: Some(5),
         ..BudgetLimits::default()
     };
-    let charge = |task: &'static str| Charge {
-        task,
-        actor: "alice",
-        tenant: None,
-        tool: "find_order",
-        cost: 1,
-        tool_max_calls_per_task: None,
-        canonical_arguments: None,
-    };
     for task in ["first", "second"] {
-        store.reserve(charge(task), &limits).await.unwrap();
+        store.reserve(alices_lookup(task), &limits).await.unwrap();
     }
     tokio::time::sleep(Duration::from_millis(900)).await;
 
@@ -752,7 +740,7 @@ async fn a_budget_sweep_waits_for_the_one_in_flight() {
         .unwrap();
     let mut third = tokio::spawn({
         let store = store.clone();
-        async move { store.reserve(charge("third"), &limits).await }
+        async move { store.reserve(alices_lookup("third"), &limits).await }
     });
     let mut prune = tokio::spawn({
         let store = store.clone();
@@ -1049,15 +1037,7 @@ async fn an_older_store_upgrades(backend: Backend) {
         max_calls_per_task: Some(3),
         ..BudgetLimits::default()
     };
-    let charge = Charge {
-        task: "spent",
-        actor: "alice",
-        tenant: None,
-        tool: "find_order",
-        cost: 1,
-        tool_max_calls_per_task: None,
-        canonical_arguments: None,
-    };
+    let charge = alices_lookup("spent");
     assert_eq!(
         store.reserve(charge, &limits).await.unwrap_err().code(),
         RejectionCode::BudgetCallsExceeded,
