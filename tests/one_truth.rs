@@ -631,7 +631,7 @@ fn an_untagged_union_that_would_let_a_bound_through_is_refused_at_build() {
 
 /// Types of the user's that bear standard names: `#[tool]` reads a bare `String`, primitive
 /// or `Option` as the standard type (a shadowing type is a compile error:
-/// `tests/ui/fail/shadowed_standard_type.rs`); written by their path, they are the user's
+/// `ui/tests/ui/fail/shadowed_standard_type.rs`); written by their path, they are the user's
 /// own, their constraints checked and their sensitive fields redacted as any other type's.
 mod shadowing {
     use super::*;
